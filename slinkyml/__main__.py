@@ -1,0 +1,5 @@
+import sys
+
+from slinkyml.cli import main
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""The ``slinkyml`` console script.
+
+Sub-commands live in small modules under :mod:`slinkyml.cli` that each expose
+``register(subparsers)``; they must import only the standard library at module level so that
+``slinkyml --help`` and every sub-command start fast (heavy imports happen inside handlers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from slinkyml.errors import SlinkyError
+
+#: (module under slinkyml.cli, sub-command names it registers) — imported lazily, in this order.
+SUBCOMMAND_MODULES = (
+    "dev",
+    "cluster",
+    "sbatch",
+    "jobs",
+    "accounting",
+    "plan",
+    "demo",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints usage + error already on one line; keep exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="slinkyml",
+        description="Batch training on Slurm-on-Kubernetes (Slinky): local dev cluster, cluster "
+        "manifests, sbatch and notebook jobs, accounting reports and parallelism planning.",
+    )
+    parser.add_argument("--version", action="version", version=f"slinkyml {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"slinkyml.cli.{name}")
+        except ModuleNotFoundError as exc:  # a sub-command module not written yet
+            if exc.name == f"slinkyml.cli.{name}":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("slinkyml")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        result = handler(args)
+    except SlinkyError as exc:
+        print(f"slinkyml: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("slinkyml: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # e.g. `slinkyml usage | head`: not an error for the user.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

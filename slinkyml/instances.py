@@ -1,0 +1,123 @@
+"""Instance-type presets (accelerators, EFA, CPU, memory, links, prices), loaded from data.
+
+The packaged file ``slinkyml/data/instance_types.yaml`` is the default; a user file given by
+``SLINKYML_INSTANCE_TYPES`` or ``path=`` is merged over it (same keys replace, new keys add).
+Shared by the cluster renderer, the planner and the cost reports.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from slinkyml.errors import SpecError
+
+DATA_FILE = Path(__file__).parent / "data" / "instance_types.yaml"
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    kind: str  # "nvidia" | "neuron"
+    model: str  # "H100", "A100", "Trainium2"...
+    count: int  # devices per instance (GPUs, or Neuron devices/chips)
+    memory_gib: float  # per device
+    peak_bf16_tflops: float  # dense, per device
+    resource: str  # Kubernetes extended resource: nvidia.com/gpu, aws.amazon.com/neuron
+    gres_type: str  # Slurm GRES type name (gpu:h100)
+    cores_per_device: int = 0  # NeuronCores per Neuron device (0 for GPUs)
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gib: float
+    accelerator: Accelerator | None
+    efa_interfaces: int
+    network_gbps: float
+    intra_node_link: str | None  # "NVLink", "NeuronLink", None (PCIe)
+    intra_node_gbytes_per_s: float  # per device, unidirectional aggregate the link offers
+    price_per_hour_usd: float | None
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accelerator_count(self) -> int:
+        return self.accelerator.count if self.accelerator else 0
+
+    @property
+    def efa(self) -> bool:
+        return self.efa_interfaces > 0
+
+
+def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
+    path = f"instance_types.{name}"
+    try:
+        acc = raw.get("accelerator")
+        accelerator = None
+        if acc:
+            accelerator = Accelerator(
+                kind=str(acc["kind"]), model=str(acc["model"]), count=int(acc["count"]),
+                memory_gib=float(acc["memory_gib"]), peak_bf16_tflops=float(acc["peak_bf16_tflops"]),
+                resource=str(acc["resource"]), gres_type=str(acc["gres_type"]),
+                cores_per_device=int(acc.get("cores_per_device", 0)))
+        known = {"vcpus", "memory_gib", "accelerator", "efa_interfaces", "network_gbps",
+                 "intra_node_link", "intra_node_gbytes_per_s", "price_per_hour_usd", "source"}
+        return InstanceType(
+            name=name, vcpus=int(raw["vcpus"]), memory_gib=float(raw["memory_gib"]),
+            accelerator=accelerator, efa_interfaces=int(raw.get("efa_interfaces", 0)),
+            network_gbps=float(raw.get("network_gbps", 0)),
+            intra_node_link=raw.get("intra_node_link"),
+            intra_node_gbytes_per_s=float(raw.get("intra_node_gbytes_per_s", 0)),
+            price_per_hour_usd=(float(raw["price_per_hour_usd"])
+                                if raw.get("price_per_hour_usd") is not None else None),
+            source=str(raw.get("source", "")),
+            extra={k: v for k, v in raw.items() if k not in known})
+    except KeyError as exc:
+        raise SpecError(f"{path}.{exc.args[0]}", "required field missing") from None
+    except (TypeError, ValueError) as exc:
+        raise SpecError(path, f"bad value: {exc}") from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise SpecError(str(path), f"cannot read instance types: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), f"not valid YAML: {' '.join(str(exc).split())}") from None
+    types = (data or {}).get("instance_types", data or {})
+    if not isinstance(types, dict):
+        raise SpecError(f"{path}: instance_types", "must be a mapping of name → preset")
+    return types
+
+
+@lru_cache(maxsize=8)
+def _load(user_path: str | None) -> dict[str, InstanceType]:
+    merged = dict(_read_yaml(DATA_FILE))
+    if user_path:
+        merged.update(_read_yaml(Path(user_path)))
+    return {name: _parse(name, raw) for name, raw in merged.items()}
+
+
+def load_instance_types(path: str | os.PathLike[str] | None = None) -> dict[str, InstanceType]:
+    """All presets: the packaged file, overridden by ``path`` or ``$SLINKYML_INSTANCE_TYPES``."""
+    user = path or os.environ.get("SLINKYML_INSTANCE_TYPES")
+    return _load(str(user) if user else None)
+
+
+def get_instance_type(name: str, *, field_path: str = "instance_type",
+                      path: str | os.PathLike[str] | None = None) -> InstanceType:
+    """Look up a preset; unknown names raise a one-line error with a suggestion."""
+    types = load_instance_types(path)
+    if name in types:
+        return types[name]
+    close = difflib.get_close_matches(str(name), list(types), n=1)
+    hint = f" — did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(types))})"
+    raise SpecError(field_path, f"unknown '{name}'{hint}")

@@ -1,0 +1,267 @@
+"""The one subprocess layer for Slurm commands.
+
+Every call of ``sbatch``, ``srun``, ``scontrol``, ``sinfo``, ``squeue``, ``sacct``, ``sshare``,
+``sreport``, ``sacctmgr``, ``scancel``, ``sdiag`` and ``sprio`` in slinkyml goes through
+:class:`Slurm`: it adds ``TZ=UTC`` and the cluster's ``SLURM_CONF``, applies timeouts, retries
+transient controller errors with backoff, and turns failures into typed exceptions that carry
+stderr. Nothing else in the package calls these commands directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from slinkyml.slurm.errors import (
+    AccountingUnavailable,
+    InvalidRequest,
+    JobNotFound,
+    SlurmCommandNotFound,
+    SlurmControllerDown,
+    SlurmError,
+    SlurmTimeout,
+    SlurmTransientError,
+)
+from slinkyml.slurm.version import SlurmVersion
+
+SLURM_COMMANDS = frozenset(
+    {"sbatch", "srun", "salloc", "scontrol", "sinfo", "squeue", "sacct", "sshare", "sreport",
+     "sacctmgr", "scancel", "sdiag", "sprio", "sstat"}
+)
+
+#: stderr fragments of errors that go away when retried (controller busy or restarting).
+TRANSIENT_PATTERNS = (
+    "Socket timed out",
+    "slurm_load_jobs error",
+    "slurm_load_partitions error",
+    "slurm_load_node error",
+    "Zero Bytes were transmitted or received",
+    "Resource temporarily unavailable",
+    "Slurm temporarily unable to accept job",
+    "Unable to contact slurm controller",
+    "Connection refused",
+    "Transport endpoint is not connected",
+    "Communication connection failure",
+)
+_ACCOUNTING_PATTERNS = (
+    "accounting storage is disabled",
+    "Slurm accounting storage is disabled",
+    "Problem talking to the database",
+    "slurmdbd: Connection refused",
+    "Unable to establish connection to slurmdbd",
+    "Error connecting to slurm dbd",
+    "slurmdbd: Getting response",
+    "Connection to slurmdbd",
+)
+_ACCOUNTING_COMMANDS = frozenset({"sacct", "sshare", "sreport", "sacctmgr"})
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    attempts: int = 1
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def default_conf() -> str | None:
+    """The slurm.conf to use when none is given: $SLURM_CONF, the system one, or the dev cluster's."""
+    env = os.environ.get("SLURM_CONF")
+    if env:
+        return env
+    if Path("/etc/slurm/slurm.conf").exists():
+        return None  # Slurm's own default finds it
+    from slinkyml.dev.paths import default_state_dir
+
+    candidate = default_state_dir() / "etc" / "slurm.conf"
+    return str(candidate) if candidate.exists() else None
+
+
+class Slurm:
+    """Runs Slurm client commands for one cluster (one slurm.conf)."""
+
+    def __init__(self, conf: str | os.PathLike[str] | None = None, *, bin_dir: str | None = None,
+                 timeout: float = 60.0, retries: int = 3, backoff: float = 0.5,
+                 env: Mapping[str, str] | None = None):
+        self.conf = str(conf) if conf is not None else default_conf()
+        self.bin_dir = bin_dir
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.extra_env = dict(env or {})
+        self.calls = 0  # commands run (for RPC accounting in benchmarks)
+
+    # -- environment --------------------------------------------------------------------
+    def environ(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment every Slurm command runs with (also handed to jobs we launch)."""
+        env = dict(os.environ)
+        env["TZ"] = "UTC"
+        env.pop("SLURM_TIME_FORMAT", None)
+        if self.conf:
+            env["SLURM_CONF"] = self.conf
+        env.update(self.extra_env)
+        if extra:
+            env.update(extra)
+        return env
+
+    def executable(self, command: str) -> str:
+        if command not in SLURM_COMMANDS:
+            raise ValueError(f"not a Slurm command: {command!r}")
+        if self.bin_dir:
+            path = os.path.join(self.bin_dir, command)
+            if os.access(path, os.X_OK):
+                return path
+        found = shutil.which(command)
+        if not found:
+            raise SlurmCommandNotFound(
+                f"'{command}' not found on PATH: install Slurm's client commands "
+                "(Debian: apt-get install slurm-client)", argv=[command])
+        return found
+
+    # -- running ------------------------------------------------------------------------
+    def run(self, command: str, args: Sequence[str] = (), *, input: str | None = None,
+            timeout: float | None = None, check: bool = True, retries: int | None = None,
+            env: Mapping[str, str] | None = None, as_user: str | None = None,
+            cwd: str | os.PathLike[str] | None = None) -> Result:
+        """Run ``command args`` (no shell); retry transient failures; raise typed errors."""
+        argv = [self.executable(command), *map(str, args)]
+        if as_user:
+            argv = ["runuser", "-u", as_user, "--", *argv]
+        attempts = 1 + (self.retries if retries is None else retries)
+        limit = self.timeout if timeout is None else timeout
+        full_env = self.environ(env)
+        started = time.monotonic()
+        proc = None
+        for attempt in range(1, attempts + 1):
+            self.calls += 1
+            try:
+                proc = subprocess.run(argv, input=input, capture_output=True, text=True,
+                                      timeout=limit, env=full_env, cwd=cwd, check=False)
+            except subprocess.TimeoutExpired as exc:
+                if attempt < attempts:
+                    time.sleep(self.backoff * 2 ** (attempt - 1))
+                    continue
+                raise SlurmTimeout(f"{command} timed out after {limit:g} s", argv=argv,
+                                   stderr=_decode(exc.stderr), stdout=_decode(exc.stdout)) from None
+            if proc.returncode == 0 or not self._is_transient(command, proc.stderr):
+                break
+            if attempt < attempts:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+        assert proc is not None
+        result = Result(tuple(argv), proc.returncode, proc.stdout, proc.stderr,
+                        time.monotonic() - started, attempt)
+        if check and proc.returncode != 0:
+            raise self._classify(command, result)
+        return result
+
+    def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+              **kwargs) -> subprocess.Popen:
+        """Start a long-running Slurm command (``srun`` streaming output, ``sattach``)."""
+        self.calls += 1
+        return subprocess.Popen([self.executable(command), *map(str, args)],
+                                env=self.environ(env), **kwargs)
+
+    @staticmethod
+    def _is_transient(command: str, stderr: str) -> bool:
+        if command in _ACCOUNTING_COMMANDS and any(p in stderr for p in _ACCOUNTING_PATTERNS):
+            return False  # slurmdbd down is reported at once, not retried for a minute
+        return any(p in stderr for p in TRANSIENT_PATTERNS)
+
+    @staticmethod
+    def _classify(command: str, result: Result) -> SlurmError:
+        stderr = result.stderr or ""
+        detail = _last_line(stderr) or _last_line(result.stdout) or f"exit status {result.returncode}"
+        kwargs = dict(argv=list(result.argv), returncode=result.returncode, stderr=stderr,
+                      stdout=result.stdout)
+        if command in _ACCOUNTING_COMMANDS:
+            if re.search(r"accounting storage is disabled", stderr, re.I):
+                return AccountingUnavailable(
+                    f"{command}: Slurm accounting is disabled on this cluster "
+                    "(AccountingStorageType is not accounting_storage/slurmdbd)", **kwargs)
+            if any(p in stderr for p in _ACCOUNTING_PATTERNS):
+                return AccountingUnavailable(
+                    f"{command}: slurmdbd is not reachable (is it running?): {detail}", **kwargs)
+        if "Unable to contact slurm controller" in stderr or "Connection refused" in stderr:
+            return SlurmControllerDown(f"{command}: slurmctld is not reachable: {detail}", **kwargs)
+        if any(p in stderr for p in TRANSIENT_PATTERNS):
+            return SlurmTransientError(f"{command}: {detail} (after {result.attempts} attempts)",
+                                       **kwargs)
+        if "Invalid job id" in stderr:
+            return JobNotFound(f"{command}: {detail}", **kwargs)
+        if command in ("sbatch", "srun", "salloc") or "Invalid" in stderr:
+            return InvalidRequest(f"{command}: {detail}", **kwargs)
+        return SlurmError(f"{command} failed: {detail}", **kwargs)
+
+    # -- facts about the installation -----------------------------------------------------
+    @cached_property
+    def version(self) -> SlurmVersion:
+        """The installed Slurm version, from ``sinfo --version`` (no controller needed)."""
+        return SlurmVersion.parse(self.run("sinfo", ["--version"], retries=0, timeout=15).stdout)
+
+    # -- small helpers used everywhere ------------------------------------------------------
+    def sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,
+               as_user: str | None = None, env: Mapping[str, str] | None = None,
+               cwd: str | os.PathLike[str] | None = None) -> int:
+        """Submit a script (a path, or the script text itself) and return the job id."""
+        script_str = str(script)
+        if isinstance(script, str) and script_str.startswith("#!"):
+            result = self.run("sbatch", ["--parsable", *args], input=script_str, as_user=as_user,
+                              env=env, cwd=cwd, retries=0)
+        else:
+            result = self.run("sbatch", ["--parsable", *args, script_str], as_user=as_user, env=env,
+                              cwd=cwd, retries=0)
+        return parse_job_id(result.stdout)
+
+    def show_config(self) -> dict[str, str]:
+        """``scontrol show config`` as a dict (keys as Slurm prints them)."""
+        out = self.run("scontrol", ["show", "config"]).stdout
+        config: dict[str, str] = {}
+        for line in out.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() and " " not in key.strip():
+                config[key.strip()] = value.strip()
+        return config
+
+    def show(self, entity: str, name: str | None = None) -> list[dict[str, str]]:
+        """``scontrol -o show ENTITY [NAME]`` parsed into one dict per record."""
+        args = ["-o", "show", entity] + ([name] if name else [])
+        out = self.run("scontrol", args).stdout
+        return [parse_scontrol_record(line) for line in out.splitlines() if line.strip()
+                and not line.startswith("No ")]
+
+
+def parse_job_id(stdout: str) -> int:
+    """``sbatch --parsable`` prints ``JOBID`` or ``JOBID;CLUSTER``."""
+    text = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    match = re.match(r"^(\d+)(?:;.*)?$", text)
+    if not match:
+        raise SlurmError(f"sbatch printed no job id: {stdout.strip()!r}")
+    return int(match.group(1))
+
+
+_KV_RE = re.compile(r"(\S+?)=(.*?)(?=\s+\S+?=|$)")
+
+
+def parse_scontrol_record(line: str) -> dict[str, str]:
+    """Parse one ``scontrol -o show`` line of ``Key=Value`` pairs (values may contain spaces)."""
+    return {key: value.strip() for key, value in _KV_RE.findall(line.strip())}
+
+
+def _decode(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data

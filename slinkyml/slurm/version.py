@@ -1,0 +1,62 @@
+"""Slurm version detection: the one place that branches on the installed Slurm release."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from slinkyml.errors import SlinkyError
+
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True, order=True)
+class SlurmVersion:
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> SlurmVersion:
+        """Parse ``sinfo --version`` output (``slurm 22.05.8`` / ``slurm-wlm 24.11.5``)."""
+        match = _VERSION_RE.search(text or "")
+        if not match:
+            raise SlinkyError(f"cannot parse a Slurm version from {text.strip()!r}")
+        return cls(int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+
+    @property
+    def release(self) -> str:
+        """``"22.05"`` — the release series, as in Slinky image tags."""
+        return f"{self.major:02d}.{self.minor:02d}"
+
+    def __str__(self) -> str:
+        return f"{self.major:02d}.{self.minor:02d}.{self.patch}"
+
+    def at_least(self, major: int, minor: int = 0) -> bool:
+        return (self.major, self.minor) >= (major, minor)
+
+    # Feature switches, all in one place.
+    @property
+    def has_json_output(self) -> bool:
+        """sacct/squeue/sinfo ``--json`` (21.08+; the data_parser plugins that make it stable: 23.02+)."""
+        return self.at_least(23, 2)
+
+    @property
+    def has_sbatch_uid_flag(self) -> bool:
+        """``sbatch --uid`` was removed in 23.02; use ``runuser`` instead."""
+        return not self.at_least(23, 2)
+
+    @property
+    def restapi_versions(self) -> tuple[str, ...]:
+        """slurmrestd OpenAPI plugin versions shipped with this release (newest first)."""
+        if self.at_least(25, 5):
+            return ("v0.0.43", "v0.0.42", "v0.0.41")
+        if self.at_least(24, 11):
+            return ("v0.0.42", "v0.0.41", "v0.0.40")
+        if self.at_least(24, 5):
+            return ("v0.0.41", "v0.0.40", "v0.0.39")
+        if self.at_least(23, 11):
+            return ("v0.0.40", "v0.0.39")
+        if self.at_least(23, 2):
+            return ("v0.0.39",)
+        return ("v0.0.38", "v0.0.37")
