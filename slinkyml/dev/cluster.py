@@ -1,0 +1,487 @@
+"""``LocalCluster``: a real multi-node Slurm cluster on one machine, for the demo and the tests.
+
+munge + MariaDB + slurmdbd + slurmctld on the host, one slurmd per node in its own network and
+UTS namespace on a bridge, and slurmrestd on a unix socket (local auth) and on loopback TCP (JWT).
+Daemons run as root without systemd, each tracked by a PID file under the state directory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slinkyml.dev import network
+from slinkyml.dev.config import (
+    DevClusterSpec,
+    render_cgroup_conf,
+    render_gres_conf,
+    render_slurm_conf,
+    render_slurmdbd_conf,
+)
+from slinkyml.dev.paths import default_state_dir
+from slinkyml.dev.process import Daemon
+from slinkyml.errors import SlinkyError
+from slinkyml.slurm import Slurm, SlurmError
+from slinkyml.slurm.version import SlurmVersion
+
+#: binary → Debian package that provides it
+REQUIRED_BINARIES = {
+    "slurmctld": "slurmctld (or slurm-wlm)",
+    "slurmd": "slurmd (or slurm-wlm)",
+    "slurmdbd": "slurmdbd",
+    "slurmrestd": "slurmrestd",
+    "sbatch": "slurm-client (or slurm-wlm)",
+    "munged": "munge",
+    "mariadbd": "mariadb-server",
+    "mariadb-install-db": "mariadb-server",
+    "mariadb": "mariadb-client",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "ip": "iproute2",
+    "runuser": "util-linux",
+}
+SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
+
+
+class ClusterStartError(SlinkyError):
+    """A daemon failed to start; the message ends with the last lines of its log."""
+
+
+@dataclass
+class DaemonStatus:
+    name: str
+    pid: int | None
+    log: Path
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+
+def detect_gpus() -> int:
+    """Number of NVIDIA GPUs (``nvidia-smi -L``), 0 where there are none or no driver."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def detect_version() -> SlurmVersion:
+    """The installed Slurm, from the daemon (clients need a config before they print a version)."""
+    binary = shutil.which("slurmctld")
+    if not binary:
+        raise SlinkyError("slurmctld not found: install Debian packages slurm-wlm slurmdbd slurmrestd munge "
+                          "mariadb-server (`make setup` does)")
+    out = subprocess.run([binary, "-V"], capture_output=True, text=True, timeout=30)
+    return SlurmVersion.parse(out.stdout or out.stderr)
+
+
+class LocalCluster:
+    """The local Slurm cluster. Use as a context manager or call :meth:`up` / :meth:`down`.
+
+    >>> with LocalCluster(nodes=2) as cluster:        # doctest: +SKIP
+    ...     cluster.slurm.run("srun", ["-N2", "hostname"]).stdout
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, nodes: int = 4,
+                 keep_running: bool = False, quiet: bool = True, **options):
+        gpus = options.pop("gpus", None)
+        self.spec = DevClusterSpec(state_dir=Path(state_dir or default_state_dir()).absolute(),
+                                   nodes=nodes, gpus=detect_gpus() if gpus is None else gpus, **options)
+        self.keep_running = keep_running
+        self.quiet = quiet
+        self._started_here = False
+
+    # -- the pieces --------------------------------------------------------------------
+    @property
+    def slurm(self) -> Slurm:
+        return Slurm(self.spec.slurm_conf)
+
+    @property
+    def version(self) -> SlurmVersion:
+        if not hasattr(self, "_version"):
+            self._version = detect_version()
+        return self._version
+
+    def _daemons(self) -> list[Daemon]:
+        s = self.spec
+        pids = s.run / "daemons"
+        env_slurm = {**os.environ, "SLURM_CONF": str(s.slurm_conf), "TZ": "UTC"}
+        daemons = [
+            Daemon("munged", ["munged", "-F", f"--socket={s.munge_socket}",
+                              f"--key-file={s.etc / 'munge' / 'munge.key'}",
+                              f"--pid-file={s.run / 'munge' / 'munged.pid'}",
+                              f"--log-file={s.log / 'munged.log'}",
+                              f"--seed-file={s.run / 'munge' / 'munged.seed'}", "--force"],
+                   pid_file=pids / "munged.pid", log_file=s.log / "munged.out"),
+            Daemon("mariadb", ["mariadbd", "--no-defaults", f"--datadir={s.state_dir / 'mariadb'}",
+                               "--user=root", f"--socket={s.mariadb_socket}", f"--port={s.mariadb_port}",
+                               "--bind-address=127.0.0.1", "--skip-name-resolve",
+                               f"--pid-file={s.run / 'mariadb.pid'}", f"--log-error={s.log / 'mariadb.log'}",
+                               "--innodb-buffer-pool-size=1024M", "--innodb-lock-wait-timeout=900",
+                               "--innodb-log-file-size=64M", "--max-connections=200"],
+                   pid_file=pids / "mariadb.pid", log_file=s.log / "mariadb.log", match="mariadbd"),
+            Daemon("slurmdbd", ["slurmdbd", "-D"], env=env_slurm,
+                   pid_file=pids / "slurmdbd.pid", log_file=s.log / "slurmdbd.log"),
+            Daemon("slurmctld", ["slurmctld", "-D", "-i", "-f", str(s.slurm_conf)], env=env_slurm,
+                   pid_file=pids / "slurmctld.pid", log_file=s.log / "slurmctld.log"),
+        ]
+        for node in s.node_names:
+            argv = network.node_command(s, node, ["slurmd", "-D", "-N", node, "-f", str(s.slurm_conf)])
+            daemons.append(Daemon(f"slurmd-{node}", argv, env=env_slurm, pid_file=pids / f"slurmd-{node}.pid",
+                                  log_file=s.log / f"slurmd-{node}.log", match="slurmd"))
+        restd_env = {**env_slurm, "SLURMRESTD_SECURITY": "disable_user_check"}
+        daemons += [
+            Daemon("slurmrestd-unix", ["slurmrestd", "-f", str(s.slurm_conf), "-a", "rest_auth/local",
+                                       f"unix:{s.restd_socket}"], env=restd_env,
+                   pid_file=pids / "slurmrestd-unix.pid", log_file=s.log / "slurmrestd-unix.log",
+                   match="slurmrestd"),
+            Daemon("slurmrestd-jwt", ["slurmrestd", "-f", str(s.slurm_conf), "-a", "rest_auth/jwt",
+                                      f"127.0.0.1:{s.slurmrestd_port}"],
+                   env={**restd_env, "SLURM_JWT": "daemon"},
+                   pid_file=pids / "slurmrestd-jwt.pid", log_file=s.log / "slurmrestd-jwt.log",
+                   match="slurmrestd"),
+        ]
+        return daemons
+
+    def daemon(self, name: str) -> Daemon:
+        for d in self._daemons():
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def up(self) -> LocalCluster:
+        """Start whatever is not running; idempotent. On failure stop everything and raise."""
+        self._preflight()
+        daemons = {d.name: d for d in self._daemons()}
+        self._write_files()
+        already = {name for name, d in daemons.items() if d.running}
+        self._check_ports(daemons, already)
+        try:
+            network.ensure_network(self.spec)
+            network.install_hosts(self.spec)
+            self._start(daemons["munged"], lambda: self.spec.munge_socket.exists())
+            self._start_mariadb(daemons["mariadb"])
+            self._start(daemons["slurmdbd"], lambda: _port_open(self.spec.controller_addr,
+                                                                  self.spec.slurmdbd_port))
+            self._ensure_accounts()
+            self._start(daemons["slurmctld"], self._controller_up, timeout=60)
+            for node in self.spec.node_names:
+                self._start(daemons[f"slurmd-{node}"], lambda: True)
+            self._wait_nodes(daemons)
+            self._start(daemons["slurmrestd-unix"], lambda: self.spec.restd_socket.exists())
+            self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
+            self._link_system_conf()
+        except BaseException:
+            self.down()
+            raise
+        self._started_here = not already
+        return self
+
+    def down(self) -> list[str]:
+        """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped."""
+        stopped = []
+        for daemon in reversed(self._daemons()):
+            if daemon.stop():
+                stopped.append(daemon.name)
+        self._stop_orphan_slurmd()
+        network.remove_network(self.spec, self._known_nodes())
+        network.remove_hosts(self.spec)
+        return stopped
+
+    def reset(self) -> None:
+        """Stop everything and delete the state directory (database included)."""
+        self.down()
+        if SYSTEM_SLURM_CONF.is_symlink() and os.readlink(SYSTEM_SLURM_CONF) == str(self.spec.slurm_conf):
+            SYSTEM_SLURM_CONF.unlink()
+        shutil.rmtree(self.spec.state_dir, ignore_errors=True)
+
+    def status(self) -> dict:
+        """Daemons (PID or None) and, when slurmctld answers, each node's state."""
+        daemons = [DaemonStatus(d.name, d.pid, d.log_file) for d in self._daemons()]
+        nodes: dict[str, str] = {}
+        if any(d.name == "slurmctld" and d.running for d in daemons):
+            try:
+                out = self.slurm.run("sinfo", ["-h", "-N", "-o", "%N %T"], retries=0, timeout=10).stdout
+                for line in out.splitlines():
+                    name, _, state = line.partition(" ")
+                    nodes[name] = state.strip()
+            except SlurmError:
+                pass
+        return {"state_dir": str(self.spec.state_dir), "version": str(self.version),
+                "daemons": daemons, "nodes": nodes,
+                "running": bool(daemons) and all(d.running for d in daemons)}
+
+    @property
+    def running(self) -> bool:
+        return all(d.running for d in self._daemons())
+
+    def __enter__(self) -> LocalCluster:
+        return self.up()
+
+    def __exit__(self, *exc) -> None:
+        if self._started_here and not self.keep_running:
+            self.down()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _preflight(self) -> None:
+        missing = [f"{b} (Debian package {p})" for b, p in REQUIRED_BINARIES.items() if not shutil.which(b)]
+        if missing:
+            raise SlinkyError("missing: " + ", ".join(missing) + " — run `make setup` or apt-get install them")
+        if os.geteuid() != 0:
+            raise SlinkyError("the local cluster needs root (network namespaces and daemons as root)")
+
+    def _write_files(self) -> None:
+        s = self.spec
+        for d in (s.etc, s.run, s.log, s.spool, s.run / "daemons", s.spool / "slurmctld"):
+            d.mkdir(parents=True, exist_ok=True)
+        for d in (s.state_dir, s.state_dir.parent, s.run, s.etc):
+            _chmod_if_owned(d, 0o755)
+        munge_dir = s.etc / "munge"
+        munge_dir.mkdir(mode=0o700, exist_ok=True)
+        for d in (s.run / "munge", s.munge_socket.parent):
+            d.mkdir(mode=0o755, parents=True, exist_ok=True)
+            os.chmod(d, 0o755)
+        key = munge_dir / "munge.key"
+        if not key.exists():
+            _write_secret(key, secrets.token_bytes(1024), mode=0o400)
+        if not s.jwt_key.exists():
+            _write_secret(s.jwt_key, secrets.token_bytes(64), mode=0o600)
+        password_file = s.etc / "db_password"
+        if not password_file.exists():
+            _write_secret(password_file, secrets.token_urlsafe(24).encode(), mode=0o600)
+        self._db_password = password_file.read_text().strip()
+        version = self.version
+        _write_if_changed(s.slurm_conf, render_slurm_conf(s, version), 0o644)
+        _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password), 0o600)
+        for name, text in (("gres.conf", render_gres_conf(s)), ("cgroup.conf", render_cgroup_conf(version))):
+            path = s.etc / name
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                _write_if_changed(path, text, 0o644)
+        for node in s.node_names:
+            (s.spool / f"slurmd-{node}").mkdir(exist_ok=True)
+        (s.state_dir / "nodes").write_text("\n".join(s.node_names) + "\n")
+
+    def _known_nodes(self) -> list[str]:
+        try:
+            listed = (self.spec.state_dir / "nodes").read_text().split()
+        except OSError:
+            listed = []
+        return sorted(set(listed) | set(self.spec.node_names))
+
+    def _stop_orphan_slurmd(self) -> None:
+        """slurmd of nodes from an earlier, larger cluster (``--nodes`` shrank)."""
+        for node in self._known_nodes():
+            if node in self.spec.node_names:
+                continue
+            Daemon(f"slurmd-{node}", ["slurmd"], pid_file=self.spec.run / "daemons" / f"slurmd-{node}.pid",
+                   log_file=self.spec.log / f"slurmd-{node}.log").stop()
+
+    def _check_ports(self, daemons: dict[str, Daemon], already: set[str]) -> None:
+        s = self.spec
+        wanted = [("slurmdbd", s.controller_addr, s.slurmdbd_port, "--slurmdbd-port"),
+                  ("slurmctld", s.controller_addr, s.slurmctld_port, "--slurmctld-port"),
+                  ("mariadb", "127.0.0.1", s.mariadb_port, "--mariadb-port"),
+                  ("slurmrestd-jwt", "127.0.0.1", s.slurmrestd_port, "--slurmrestd-port")]
+        for name, host, port, flag in wanted:
+            if name in already:
+                continue
+            if _port_in_use(port):
+                raise SlinkyError(f"{flag}: port {port} (for {name}) is already in use by another process; "
+                                  f"free it or choose another port with {flag}")
+
+    def _start(self, daemon: Daemon, ready, timeout: float = 30.0) -> None:
+        if daemon.running:
+            return
+        daemon.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if daemon.exited_early():
+                break
+            try:
+                if ready():
+                    return
+            except (OSError, SlurmError):
+                pass
+            time.sleep(0.1)
+        reason = "exited" if daemon.exited_early() else f"not ready after {timeout:g} s"
+        raise ClusterStartError(f"{daemon.name} {reason}; last lines of {daemon.log_file}:\n"
+                                f"{daemon.log_tail()}")
+
+    def _start_mariadb(self, daemon: Daemon) -> None:
+        datadir = self.spec.state_dir / "mariadb"
+        if not (datadir / "mysql").exists():
+            shutil.rmtree(datadir, ignore_errors=True)
+            proc = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=root",
+                                   "--auth-root-authentication-method=socket", "--skip-test-db"],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise ClusterStartError(f"mariadb-install-db failed: {(proc.stderr or proc.stdout)[-800:]}")
+        self._start(daemon, lambda: self._sql("SELECT 1", check=False).returncode == 0, timeout=60)
+        password = self._db_password.replace("'", "''")
+        self._sql(
+            "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
+            f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
+            f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+            "FLUSH PRIVILEGES;")
+
+    def _sql(self, statement: str, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["mariadb", "--no-defaults", f"--socket={self.spec.mariadb_socket}", "-uroot",
+                               "-N", "-B"], input=statement, capture_output=True, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            raise ClusterStartError(f"MariaDB: {proc.stderr.strip()}")
+        return proc
+
+    def _sacctmgr_add(self, *args: str) -> None:
+        result = self.slurm.run("sacctmgr", ["-i", "add", *args], check=False, retries=2)
+        if result.returncode != 0 and "Nothing new added" not in result.stdout + result.stderr:
+            raise ClusterStartError(f"sacctmgr add {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+
+    def _ensure_accounts(self) -> None:
+        """Cluster, account tree and users in slurmdbd (and as Unix users); skipped when already done."""
+        s = self.spec
+        marker = s.state_dir / "accounts.done"
+        wanted = repr((s.cluster_name, s.accounts))
+        if marker.exists() and marker.read_text() == wanted:
+            return
+        for user in s.users:
+            _ensure_unix_user(user)
+        self._wait(lambda: self.slurm.run("sacctmgr", ["-n", "-P", "list", "cluster"], retries=0,
+                                          check=False).returncode == 0, 30, "slurmdbd to answer sacctmgr")
+        self._sacctmgr_add("cluster", s.cluster_name)
+        for account, parent, share, _users in s.accounts:
+            self._sacctmgr_add("account", account, f"cluster={s.cluster_name}", f"parent={parent}",
+                               f"fairshare={share}", f"description={account}", f"organization={account}")
+        for account, _parent, _share, users in s.accounts:
+            for user in users:
+                self._sacctmgr_add("user", user, f"account={account}", f"cluster={s.cluster_name}")
+        marker.write_text(wanted)
+
+    def _controller_up(self) -> bool:
+        out = self.slurm.run("scontrol", ["ping"], check=False, retries=0, timeout=10).stdout
+        return "is UP" in out
+
+    def _wait_nodes(self, daemons: dict[str, Daemon], timeout: float = 60.0) -> None:
+        wanted = set(self.spec.node_names)
+        deadline = time.monotonic() + timeout
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            for node in wanted:
+                d = daemons[f"slurmd-{node}"]
+                if not d.running:
+                    raise ClusterStartError(f"{d.name} exited; last lines of {d.log_file}:\n{d.log_tail()}")
+            result = self.slurm.run("sinfo", ["-h", "-N", "-o", "%N %T"], check=False, retries=0, timeout=10)
+            states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+            ready = {n for n, st in states.items() if st.rstrip("*~#").lower() in ("idle", "mixed", "allocated",
+                                                                                    "completing")}
+            down = {n for n, st in states.items() if n in wanted and st.rstrip("*").lower() in ("down", "drained")}
+            if down:
+                # a node left DOWN by an earlier run (killed slurmd): return it to service.
+                self.slurm.run("scontrol", ["update", f"NodeName={','.join(sorted(down))}", "State=RESUME"],
+                               check=False, retries=0)
+            if wanted <= ready:
+                return
+            time.sleep(0.2)
+        raise ClusterStartError(f"nodes not ready after {timeout:g} s: {states}")
+
+    def _wait(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise ClusterStartError(f"timed out waiting for {what}")
+
+    def _link_system_conf(self) -> None:
+        """Point /etc/slurm/slurm.conf at ours when there is none, so plain ``sbatch`` works."""
+        target = str(self.spec.slurm_conf)
+        if SYSTEM_SLURM_CONF.is_symlink() and os.readlink(SYSTEM_SLURM_CONF) != target:
+            if not Path(os.readlink(SYSTEM_SLURM_CONF)).exists():
+                SYSTEM_SLURM_CONF.unlink()  # left by an earlier state dir
+        if not SYSTEM_SLURM_CONF.exists() and not SYSTEM_SLURM_CONF.is_symlink():
+            SYSTEM_SLURM_CONF.parent.mkdir(parents=True, exist_ok=True)
+            SYSTEM_SLURM_CONF.symlink_to(target)
+
+    # -- handy for tests and the demo --------------------------------------------------------
+    def token(self, user: str = "root", lifespan: int = 3600) -> str:
+        """A JWT for slurmrestd (``scontrol token``)."""
+        out = self.slurm.run("scontrol", ["token", f"username={user}", f"lifespan={lifespan}"]).stdout
+        for part in out.split():
+            if part.startswith("SLURM_JWT="):
+                return part.split("=", 1)[1]
+        raise SlinkyError("scontrol token printed no SLURM_JWT")
+
+    def with_nodes(self, nodes: int) -> LocalCluster:
+        clone = LocalCluster.__new__(LocalCluster)
+        clone.__dict__.update(self.__dict__)
+        clone.spec = replace(self.spec, nodes=nodes)
+        return clone
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _port_in_use(port: int) -> bool:
+    """True when something listens on ``port`` on any local address (we bind 0.0.0.0 to find out)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
+def _write_secret(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, mode)
+
+
+def _write_if_changed(path: Path, text: str, mode: int) -> bool:
+    if path.exists() and path.read_text() == text:
+        os.chmod(path, mode)
+        return False
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return True
+
+
+def _chmod_if_owned(path: Path, mode: int) -> None:
+    try:
+        if path.stat().st_uid == os.geteuid():
+            os.chmod(path, path.stat().st_mode | mode)
+    except OSError:
+        pass
+
+
+def _ensure_unix_user(user: str) -> None:
+    import pwd
+
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--user-group", user],
+                       capture_output=True, text=True, check=True)

@@ -1,0 +1,283 @@
+"""The local cluster's specification and the pure functions that render its config files.
+
+Nothing here touches the machine: :class:`DevClusterSpec` is validated on construction and the
+``render_*`` functions return text, so the files can be previewed and unit-tested.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slinkyml.errors import SpecError
+from slinkyml.slurm.version import SlurmVersion
+
+MAX_NODES = 64
+
+#: The account tree created in slurmdbd: (account, parent, fairshare, users).
+DEFAULT_ACCOUNTS: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
+    ("science", "root", 60, ()),
+    ("physics", "science", 40, ("alice", "bob")),
+    ("bio", "science", 60, ("carol",)),
+    ("ml", "root", 40, ("dave", "root")),
+)
+
+
+@dataclass(frozen=True)
+class DevClusterSpec:
+    """What ``slinkyml dev up`` builds. Every field has a default that works on a fresh machine."""
+
+    state_dir: Path
+    nodes: int = 4
+    cpus_per_node: int = 4
+    memory_mb_per_node: int = 4096
+    cluster_name: str = "slinkyml"
+    subnet: str = "10.213.0.0/24"
+    bridge: str = "slkml0"
+    node_prefix: str = "n"
+    slurmctld_port: int = 6817
+    slurmd_port: int = 6818
+    slurmdbd_port: int = 6819
+    slurmrestd_port: int = 6820
+    mariadb_port: int = 13306
+    gpus: int = 0  # detected GPUs on the machine (nvidia-smi -L); 0 = none
+    accounts: tuple[tuple[str, str, int, tuple[str, ...]], ...] = DEFAULT_ACCOUNTS
+    extra_slurm_conf: str = ""
+    munge_socket_path: str = "/run/munge/munge.socket.2"
+    controller_host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
+            raise SpecError("--nodes", f"must be an integer from 1 to {MAX_NODES}, got {self.nodes!r}")
+        if self.cpus_per_node < 1:
+            raise SpecError("--cpus-per-node", f"must be ≥ 1, got {self.cpus_per_node}")
+        if self.memory_mb_per_node < 256:
+            raise SpecError("--memory-mb", f"must be ≥ 256, got {self.memory_mb_per_node}")
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", self.cluster_name):
+            raise SpecError("--cluster-name", f"must be lowercase letters, digits or _, got {self.cluster_name!r}")
+        if not re.fullmatch(r"[a-z][a-z0-9-]{0,9}", self.node_prefix):
+            raise SpecError("--node-prefix", f"must be a short lowercase name, got {self.node_prefix!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,12}", self.bridge):
+            raise SpecError("--bridge", f"must be a valid interface name (≤ 12 chars), got {self.bridge!r}")
+        try:
+            net = ipaddress.ip_network(self.subnet)
+        except ValueError:
+            raise SpecError("--subnet", f"not an IPv4 network: {self.subnet!r}") from None
+        if net.version != 4 or net.num_addresses < self.nodes + 16:
+            raise SpecError("--subnet", f"{self.subnet} is too small for {self.nodes} nodes")
+        for name in ("slurmctld_port", "slurmd_port", "slurmdbd_port", "slurmrestd_port", "mariadb_port"):
+            port = getattr(self, name)
+            if not 1024 <= port <= 65535:
+                raise SpecError(f"--{name.replace('_', '-')}", f"must be 1024-65535, got {port}")
+
+    # -- derived names and addresses ---------------------------------------------------
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(self.subnet)  # type: ignore[return-value]
+
+    @property
+    def controller_addr(self) -> str:
+        return str(self.network.network_address + 1)
+
+    @property
+    def prefix_len(self) -> int:
+        return self.network.prefixlen
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"{self.node_prefix}{i}" for i in range(1, self.nodes + 1)]
+
+    def node_addr(self, index: int) -> str:
+        """Address of node ``index`` (1-based)."""
+        return str(self.network.network_address + 10 + index)
+
+    def netns(self, node: str) -> str:
+        return f"slkml-{node}"
+
+    def veth(self, node: str) -> str:
+        return f"vslk{node}"[:15]
+
+    # -- paths ---------------------------------------------------------------------------
+    @property
+    def etc(self) -> Path:
+        return self.state_dir / "etc"
+
+    @property
+    def run(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def log(self) -> Path:
+        return self.state_dir / "log"
+
+    @property
+    def spool(self) -> Path:
+        return self.state_dir / "spool"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    @property
+    def slurmdbd_conf(self) -> Path:
+        return self.etc / "slurmdbd.conf"
+
+    @property
+    def munge_socket(self) -> Path:
+        """munge's default socket: Slurm 22.05 clients ignore ``AuthInfo=socket=`` for slurmdbd."""
+        return Path(self.munge_socket_path)
+
+    @property
+    def mariadb_socket(self) -> Path:
+        return self.run / "mariadb.sock"
+
+    @property
+    def restd_socket(self) -> Path:
+        return self.run / "slurmrestd.sock"
+
+    @property
+    def jwt_key(self) -> Path:
+        return self.etc / "jwt_hs256.key"
+
+    @property
+    def restd_url(self) -> str:
+        return f"http://127.0.0.1:{self.slurmrestd_port}"
+
+    @property
+    def users(self) -> list[str]:
+        seen: list[str] = []
+        for _account, _parent, _share, users in self.accounts:
+            seen += [u for u in users if u not in seen]
+        return seen
+
+
+def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:
+    """slurm.conf for the local cluster: every daemon as root, state under ``spec.state_dir``."""
+    names = spec.node_names
+    gres_line = ""
+    node_gres = ""
+    if spec.gpus:
+        gres_line = "GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n"
+        node_gres = f" Gres=gpu:{gpus_per_node(spec)}"
+    nodes = "\n".join(
+        f"NodeName={name} NodeAddr={spec.node_addr(i)} NodeHostname={name} CPUs={spec.cpus_per_node} "
+        f"RealMemory={spec.memory_mb_per_node}{node_gres} State=UNKNOWN"
+        for i, name in enumerate(names, start=1)
+    )
+    node_list = ",".join(names)
+    auth = f"AuthInfo=socket={spec.munge_socket}"
+    lines = f"""\
+# Written by `slinkyml dev up` — the local development cluster. Regenerated on every start.
+ClusterName={spec.cluster_name}
+SlurmctldHost={spec.controller_host}({spec.controller_addr})
+SlurmctldPort={spec.slurmctld_port}
+SlurmdPort={spec.slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+{auth}
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key={spec.jwt_key}
+StateSaveLocation={spec.spool}/slurmctld
+SlurmdSpoolDir={spec.spool}/slurmd-%n
+SlurmctldPidFile={spec.run}/slurmctld.pid
+SlurmdPidFile={spec.run}/slurmd-%n.pid
+SlurmctldLogFile={spec.log}/slurmctld.log
+SlurmdLogFile={spec.log}/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+SlurmdParameters=config_overrides
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=512
+PriorityType=priority/multifactor
+PriorityWeightFairshare=10000
+PriorityWeightAge=1000
+PriorityWeightJobSize=0
+PriorityDecayHalfLife=7-0
+PriorityCalcPeriod=1
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost={spec.controller_addr}
+AccountingStoragePort={spec.slurmdbd_port}
+AccountingStorageEnforce=associations,limits,qos
+{gres_line}JobCompType=jobcomp/none
+SchedulerParameters=batch_sched_delay=0
+ReturnToService=2
+SlurmdTimeout=60
+KillWait=10
+InactiveLimit=0
+MinJobAge=300
+MaxArraySize=1001
+{nodes}
+PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
+PartitionName=short Nodes={node_list} MaxTime=00:30:00 State=UP
+"""
+    if spec.extra_slurm_conf:
+        lines += "# extra configuration\n" + spec.extra_slurm_conf.rstrip() + "\n"
+    return lines
+
+
+def render_slurmdbd_conf(spec: DevClusterSpec, db_password: str) -> str:
+    """slurmdbd.conf (mode 600: it holds the database password)."""
+    return f"""\
+# Written by `slinkyml dev up`. Holds a secret: keep mode 600.
+AuthType=auth/munge
+AuthInfo=socket={spec.munge_socket}
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key={spec.jwt_key}
+DbdHost={spec.controller_host}
+DbdAddr={spec.controller_addr}
+DbdPort={spec.slurmdbd_port}
+SlurmUser=root
+PidFile={spec.run}/slurmdbd.pid
+LogFile={spec.log}/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={spec.mariadb_port}
+StorageUser=slurm
+StoragePass={db_password}
+StorageLoc=slurm_acct_db
+"""
+
+
+def render_cgroup_conf(version: SlurmVersion) -> str | None:
+    """Slurm ≥ 24.05 loads a cgroup plugin in slurmd unless told not to; 22.05 needs no file."""
+    if version.at_least(24, 5):
+        return "# Written by `slinkyml dev up`: no cgroups in the local cluster.\nCgroupPlugin=disabled\n"
+    return None
+
+
+def gpus_per_node(spec: DevClusterSpec) -> int:
+    return max(1, spec.gpus // spec.nodes) if spec.gpus else 0
+
+
+def render_gres_conf(spec: DevClusterSpec) -> str | None:
+    """Split the machine's GPUs over the nodes (shared round-robin when nodes outnumber GPUs)."""
+    if not spec.gpus:
+        return None
+    per = gpus_per_node(spec)
+    lines = ["# Written by `slinkyml dev up`: the machine's GPUs, split over the local nodes."]
+    for i, name in enumerate(spec.node_names):
+        devices = [(i * per + k) % spec.gpus for k in range(per)]
+        files = ",".join(f"/dev/nvidia{d}" for d in devices)
+        lines.append(f"NodeName={name} Name=gpu File={files}")
+    return "\n".join(lines) + "\n"
+
+
+def render_hosts_block(spec: DevClusterSpec) -> str:
+    """The /etc/hosts block that makes node names resolve (MASTER_ADDR, gloo and srun need it)."""
+    body = "".join(f"{spec.node_addr(i)} {name}\n" for i, name in enumerate(spec.node_names, start=1))
+    return f"{HOSTS_BEGIN} {spec.state_dir}\n{body}{HOSTS_END} {spec.state_dir}\n"
+
+
+HOSTS_BEGIN = "# BEGIN slinkyml dev cluster"
+HOSTS_END = "# END slinkyml dev cluster"

@@ -1,0 +1,104 @@
+"""The local cluster's network: a bridge, one network namespace + veth per node, /etc/hosts.
+
+Each slurmd runs in its own network namespace (and UTS namespace, for its hostname) so that
+``srun -N2 hostname`` prints two hosts and torch.distributed crosses a real (virtual) network.
+These are ``ip`` commands, not Slurm commands, so they run here rather than in slinkyml.slurm.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, DevClusterSpec, render_hosts_block
+from slinkyml.errors import SlinkyError
+
+HOSTS_FILE = Path("/etc/hosts")
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise SlinkyError(f"ip {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
+    return proc
+
+
+def link_exists(name: str) -> bool:
+    return Path(f"/sys/class/net/{name}").exists() or _ip("link", "show", name, check=False).returncode == 0
+
+
+def netns_exists(name: str) -> bool:
+    return Path(f"/run/netns/{name}").exists()
+
+
+def ensure_network(spec: DevClusterSpec) -> None:
+    """Create (or keep) the bridge and every node's namespace; idempotent."""
+    if not link_exists(spec.bridge):
+        _ip("link", "add", spec.bridge, "type", "bridge")
+    cidr = f"{spec.controller_addr}/{spec.prefix_len}"
+    if cidr not in _ip("-4", "addr", "show", "dev", spec.bridge).stdout:
+        _ip("addr", "add", cidr, "dev", spec.bridge)
+    _ip("link", "set", spec.bridge, "up")
+    for index, node in enumerate(spec.node_names, start=1):
+        ns, veth = spec.netns(node), spec.veth(node)
+        if not netns_exists(ns):
+            _ip("netns", "add", ns)
+        if not link_exists(veth):
+            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _ip("link", "set", veth, "master", spec.bridge, "up")
+        addr = f"{spec.node_addr(index)}/{spec.prefix_len}"
+        if addr not in _ip("-n", ns, "-4", "addr", "show", "dev", "eth0").stdout:
+            _ip("-n", ns, "addr", "add", addr, "dev", "eth0")
+        _ip("-n", ns, "link", "set", "eth0", "up")
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", ns, "route", "replace", "default", "via", spec.controller_addr, check=False)
+
+
+def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None) -> None:
+    for node in node_names or spec.node_names:
+        if link_exists(spec.veth(node)):
+            _ip("link", "del", spec.veth(node), check=False)
+        if netns_exists(spec.netns(node)):
+            _ip("netns", "del", spec.netns(node), check=False)
+    if link_exists(spec.bridge):
+        _ip("link", "del", spec.bridge, check=False)
+
+
+def node_command(spec: DevClusterSpec, node: str, argv: list[str]) -> list[str]:
+    """argv that runs ``argv`` as node ``node``: its network namespace and its own hostname.
+
+    ``ip netns exec`` is not used: it remounts /sys, and slurmd then finds no cgroup mount.
+    """
+    return ["nsenter", f"--net=/run/netns/{spec.netns(node)}", "unshare", "--uts", "sh", "-c",
+            'hostname "$0" && exec "$@"', node, *argv]
+
+
+def install_hosts(spec: DevClusterSpec, hosts_file: Path = HOSTS_FILE) -> None:
+    """Add (or refresh) our marked block in /etc/hosts; other lines are left alone."""
+    text = hosts_file.read_text() if hosts_file.exists() else ""
+    kept = strip_hosts_block(text, spec)
+    new = kept.rstrip("\n") + "\n" + render_hosts_block(spec)
+    if new != text:
+        hosts_file.write_text(new)
+
+
+def remove_hosts(spec: DevClusterSpec, hosts_file: Path = HOSTS_FILE) -> None:
+    if hosts_file.exists():
+        text = hosts_file.read_text()
+        kept = strip_hosts_block(text, spec)
+        if kept != text:
+            hosts_file.write_text(kept)
+
+
+def strip_hosts_block(text: str, spec: DevClusterSpec) -> str:
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(f"{HOSTS_BEGIN} {spec.state_dir}"):
+            skipping = True
+            continue
+        if skipping and line.startswith(f"{HOSTS_END} {spec.state_dir}"):
+            skipping = False
+            continue
+        if not skipping:
+            out.append(line)
+    return "".join(out)
