@@ -291,11 +291,11 @@ class LocalCluster:
 
     def _check_ports(self, daemons: dict[str, Daemon], already: set[str]) -> None:
         s = self.spec
-        wanted = [("slurmdbd", s.controller_addr, s.slurmdbd_port, "--slurmdbd-port"),
-                  ("slurmctld", s.controller_addr, s.slurmctld_port, "--slurmctld-port"),
-                  ("mariadb", "127.0.0.1", s.mariadb_port, "--mariadb-port"),
-                  ("slurmrestd-jwt", "127.0.0.1", s.slurmrestd_port, "--slurmrestd-port")]
-        for name, host, port, flag in wanted:
+        wanted = [("slurmdbd", s.slurmdbd_port, "--slurmdbd-port"),
+                  ("slurmctld", s.slurmctld_port, "--slurmctld-port"),
+                  ("mariadb", s.mariadb_port, "--mariadb-port"),
+                  ("slurmrestd-jwt", s.slurmrestd_port, "--slurmrestd-port")]
+        for name, port, flag in wanted:
             if name in already:
                 continue
             if _port_in_use(port):

@@ -210,7 +210,20 @@ class Slurm:
     @cached_property
     def version(self) -> SlurmVersion:
         """The installed Slurm version, from ``sinfo --version`` (no controller needed)."""
-        return SlurmVersion.parse(self.run("sinfo", ["--version"], retries=0, timeout=15).stdout)
+        try:
+            return SlurmVersion.parse(self.run("sinfo", ["--version"], retries=0, timeout=15).stdout)
+        except SlurmError as exc:
+            if "configuration" not in exc.stderr:
+                raise
+        # 22.05 clients refuse even --version without a slurm.conf: give them a minimal one.
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as probe:
+            probe.write("ClusterName=probe\nSlurmctldHost=localhost\n")
+            probe.flush()
+            out = self.run("sinfo", ["--version"], retries=0, timeout=15,
+                           env={"SLURM_CONF": probe.name}).stdout
+        return SlurmVersion.parse(out)
 
     # -- small helpers used everywhere ------------------------------------------------------
     def sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,

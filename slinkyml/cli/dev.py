@@ -1,0 +1,95 @@
+"""``slinkyml dev up|down|status|reset|env``: the local multi-node Slurm cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    dev = subparsers.add_parser("dev", help="run a real local multi-node Slurm cluster on this machine",
+                                description="A local Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, "
+                                "N slurmd in their own network namespaces, slurmrestd) for the demo, "
+                                "notebooks and tests. Needs root.")
+    sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--state-dir", help="all state lives here (default: $SLINKYML_STATE_DIR, "
+                       "/var/lib/slinkyml/dev for root, else ~/.local/state/slinkyml/dev)")
+        p.add_argument("--nodes", type=int, default=4, help="number of compute nodes (default 4)")
+
+    up = sub.add_parser("up", help="start the cluster (idempotent)")
+    common(up)
+    up.add_argument("--cpus-per-node", type=int, default=4)
+    up.add_argument("--memory-mb", type=int, default=4096, help="RealMemory per node in MB")
+    up.add_argument("--slurmctld-port", type=int, default=6817)
+    up.add_argument("--slurmdbd-port", type=int, default=6819)
+    up.add_argument("--slurmrestd-port", type=int, default=6820)
+    up.add_argument("--mariadb-port", type=int, default=13306)
+    up.add_argument("--subnet", default="10.213.0.0/24", help="bridge network for the nodes")
+    up.set_defaults(handler=_up)
+    for name, handler, text in (("down", _down, "stop every daemon (state is kept)"),
+                                ("status", _status, "show daemons and node states"),
+                                ("reset", _reset, "stop and delete all state (database included)"),
+                                ("env", _env, "print `export SLURM_CONF=...` for this cluster")):
+        p = sub.add_parser(name, help=text)
+        common(p)
+        if name == "status":
+            p.add_argument("--json", action="store_true")
+        p.set_defaults(handler=handler)
+
+
+def _cluster(args: argparse.Namespace, **options):
+    from slinkyml.dev import LocalCluster
+
+    return LocalCluster(args.state_dir, nodes=args.nodes, **options)
+
+
+def _up(args: argparse.Namespace) -> int:
+    import time
+
+    start = time.monotonic()
+    cluster = _cluster(args, cpus_per_node=args.cpus_per_node, memory_mb_per_node=args.memory_mb,
+                       slurmctld_port=args.slurmctld_port, slurmdbd_port=args.slurmdbd_port,
+                       slurmrestd_port=args.slurmrestd_port, mariadb_port=args.mariadb_port,
+                       subnet=args.subnet)
+    cluster.up()
+    spec = cluster.spec
+    print(f"local Slurm {cluster.version} cluster '{spec.cluster_name}' up in {time.monotonic() - start:.1f} s: "
+          f"{spec.nodes} nodes ({', '.join(spec.node_names)}), state in {spec.state_dir}")
+    print(f"  export SLURM_CONF={spec.slurm_conf}")
+    print(f"  slurmrestd: unix:{spec.restd_socket} (local auth), {spec.restd_url} (JWT)")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    stopped = _cluster(args).down()
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def _reset(args: argparse.Namespace) -> int:
+    cluster = _cluster(args)
+    cluster.reset()
+    print(f"removed {cluster.spec.state_dir}")
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    print(f"export SLURM_CONF={_cluster(args).spec.slurm_conf}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = _cluster(args).status()
+    if args.json:
+        out = dict(status)
+        out["daemons"] = {d.name: d.pid for d in status["daemons"]}
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"Slurm {status['version']}, state in {status['state_dir']}")
+        for d in status["daemons"]:
+            print(f"  {d.name:<16} {'running, pid ' + str(d.pid) if d.running else 'stopped'}")
+        for node, state in status["nodes"].items():
+            print(f"  node {node:<11} {state}")
+    return 0 if status["running"] else 1

@@ -1,0 +1,61 @@
+"""Shared fixtures. The local Slurm cluster is started once per session (or reused if running)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """The real local multi-node Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, 4 slurmd, slurmrestd).
+
+    Brought up once per session and left running afterwards (a second `up` is a no-op, ~0.1 s), so
+    concurrent test sessions never pull it from under each other. `make test` starts it before pytest.
+    """
+    from slinkyml.dev import LocalCluster
+
+    cluster = LocalCluster(keep_running=True)
+    cluster.up()
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def slurm(local_cluster):
+    """The Slurm command layer bound to the local cluster."""
+    return local_cluster.slurm
+
+
+@pytest.fixture
+def shared_tmp():
+    """A world-writable temporary directory outside root's private home, for jobs run as other users."""
+    path = Path(tempfile.mkdtemp(prefix="slinkyml-test-", dir="/tmp"))
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """Run the slinkyml CLI in-process: returns (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from slinkyml.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:  # argparse usage errors
+                code = exc.code if isinstance(exc.code, int) else 2
+        return code, out.getvalue(), err.getvalue()
+
+    return run
