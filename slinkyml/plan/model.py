@@ -1,0 +1,115 @@
+"""Transformer shape, parameter counts and how Megatron splits them over TP x PP.
+
+A GPT-style decoder (Megatron-LM layout): per layer 12h^2 + 13h parameters (QKV, projection,
+4h MLP, two layer norms), word embeddings V*h tied with the output layer, learned positions s*h.
+When only ``--params`` is known, a shape is assumed from the Megatron-LM weak-scaling table
+(Narayanan et al. 2021, Table 1) so that activations and divisibility can be reasoned about; the
+given parameter count is kept for model states and FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from slinkyml.errors import SpecError
+
+#: (hidden, heads) per size class, from Narayanan et al. 2021 Table 1 (1.7B ... 1T, V=51200, s=2048).
+REFERENCE_SHAPES: tuple[tuple[float, int, int, int], ...] = (
+    # params (B), hidden, heads, layers
+    (1.7, 2304, 24, 24),
+    (3.6, 3072, 32, 30),
+    (7.5, 4096, 32, 36),
+    (18.4, 6144, 48, 40),
+    (39.1, 8192, 64, 48),
+    (76.1, 10240, 80, 60),
+    (145.6, 12288, 96, 80),
+    (310.1, 16384, 128, 96),
+    (529.6, 20480, 128, 105),
+    (1008.0, 25600, 160, 128),
+)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer; ``total_params`` overrides the count derived from the shape."""
+
+    layers: int
+    hidden: int
+    heads: int
+    seq: int = 2048
+    vocab: int = 51200
+    total_params: float | None = None
+    assumed: bool = False  # True when the shape was guessed from --params
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "seq", "vocab"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise SpecError(f"--{name}", f"must be a positive integer, got {value!r}")
+        if self.hidden % self.heads:
+            raise SpecError("--heads", f"{self.heads} heads do not divide hidden size {self.hidden}")
+        if self.total_params is not None and self.total_params <= self.embedding_params:
+            raise SpecError("--params", f"{self.total_params:.3g} is not more than the embeddings "
+                                        f"({self.embedding_params:.3g}) of this shape")
+
+    @property
+    def embedding_params(self) -> float:
+        """Word embeddings (tied with the output layer), positions and the final layer norm."""
+        return float(self.vocab * self.hidden + self.seq * self.hidden + 2 * self.hidden)
+
+    @property
+    def shape_params(self) -> float:
+        return float(self.layers * (12 * self.hidden**2 + 13 * self.hidden)) + self.embedding_params
+
+    @property
+    def params(self) -> float:
+        return float(self.total_params) if self.total_params is not None else self.shape_params
+
+    @property
+    def layer_params(self) -> float:
+        """Parameters of one transformer layer (scaled so the total matches ``params``)."""
+        return (self.params - self.embedding_params) / self.layers
+
+    @property
+    def largest_module_params(self) -> float:
+        """Largest single module (ZeRO-3 gathers one at a time): the embedding or the 4h MLP."""
+        return float(max(self.vocab * self.hidden, 4 * self.hidden**2 + 4 * self.hidden))
+
+    def describe(self) -> str:
+        tag = " (assumed from --params)" if self.assumed else ""
+        return (f"{self.layers} layers x hidden {self.hidden} x {self.heads} heads, seq {self.seq}, "
+                f"vocab {self.vocab}: {self.params / 1e9:.1f}B params{tag}")
+
+
+def shape_from_params(params: float, *, seq: int = 2048, vocab: int = 51200) -> ModelShape:
+    """Assume a shape for ``params``: the nearest (log scale) reference row's hidden size and heads,
+    and the layer count rounded to a multiple of 8 so common pipeline depths divide it."""
+    if not params or params <= 0 or not math.isfinite(params):
+        raise SpecError("--params", f"must be a positive number, got {params!r}")
+    _, hidden, heads, _ = min(REFERENCE_SHAPES, key=lambda r: abs(math.log(r[0] * 1e9 / params)))
+    per_layer = 12 * hidden**2 + 13 * hidden
+    embed = vocab * hidden + seq * hidden + 2 * hidden
+    raw = max(1.0, (params - embed) / per_layer)
+    layers = max(8, int(round(raw / 8)) * 8) if raw >= 6 else max(1, int(round(raw)))
+    if params <= embed:
+        raise SpecError("--params", f"{params:.3g} is too small for a {hidden}-wide model with "
+                                    f"vocabulary {vocab}; give --layers/--hidden/--heads instead")
+    return ModelShape(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab,
+                      total_params=float(params), assumed=True)
+
+
+def stage_layers(layers: int, pp: int) -> tuple[int, int, bool]:
+    """(layers on the first stage, most layers on any stage, embedding counted as a layer).
+
+    Even splits when ``pp`` divides the layers; otherwise Megatron-DeepSpeed's
+    ``type:transformer|embedding`` partition (embedding and tied output each take one slot, as in
+    BLOOM-176B: 70 layers + 2 over 12 stages) when ``pp`` divides layers + 2; else ceil.
+    """
+    if layers % pp == 0:
+        return layers // pp, layers // pp, False
+    if pp > 1 and (layers + 2) % pp == 0:
+        per = (layers + 2) // pp
+        return per - 1, per, True
+    per = -(-layers // pp)
+    return per, per, False
