@@ -1,0 +1,96 @@
+"""Karpenter v1 ``NodePool`` + ``EC2NodeClass`` for each node set.
+
+Why each choice:
+- one instance type per pool, and a single zone when EFA is on (EFA does not cross AZs);
+- on-demand unless the spec says otherwise (a spot reclaim kills a multi-node job);
+- GPU/Neuron taints so only pods that asked for accelerators land there;
+- ``consolidationPolicy: WhenEmpty`` plus budgets of 0 for drift/underutilisation, and the
+  ``karpenter.sh/do-not-disrupt`` pod annotation on slurmd pods: Karpenter never voluntarily
+  takes away a node that is running training, only empty nodes, one at a time;
+- the ``al2023`` AMI alias: Karpenter resolves it to the EKS-optimized Amazon Linux 2023 AMI, and
+  to its *accelerated* variant (NVIDIA or Neuron drivers) for GPU and Trainium instance types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slinkyml.cluster import names
+from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet
+from slinkyml.instances import get_instance_type
+
+NODEPOOL_API = "karpenter.sh/v1"
+NODECLASS_API = "karpenter.k8s.aws/v1"
+
+
+def taints(ns: SlurmNodeSet) -> list[dict[str, str]]:
+    itype = get_instance_type(ns.instance_type)
+    out = [{"key": names.WORKER_TAINT, "value": "true", "effect": "NoSchedule"}]
+    if itype.accelerator is not None:
+        out.append({"key": itype.accelerator.resource, "value": "true", "effect": "NoSchedule"})
+    return out
+
+
+def ami_variant(ns: SlurmNodeSet) -> str:
+    acc = get_instance_type(ns.instance_type).accelerator
+    return "standard" if acc is None else acc.kind  # nvidia | neuron
+
+
+def render_node_class(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
+    discovery = {"karpenter.sh/discovery": c.aws.eks_cluster}
+    meta = {"name": names.nodepool(c, ns), "labels": names.labels(c, "nodeclass"),
+            "annotations": {"slinkyml.io/ami-variant": f"{c.aws.ami_alias} ({ami_variant(ns)})"}}
+    spec = {
+        "role": c.aws.node_role or f"KarpenterNodeRole-{c.aws.eks_cluster}",
+        "amiSelectorTerms": [{"alias": c.aws.ami_alias}],
+        "subnetSelectorTerms": [{"tags": discovery}],
+        "securityGroupSelectorTerms": [{"tags": discovery}],
+        "blockDeviceMappings": [{
+            "deviceName": "/dev/xvda",
+            "ebs": {"volumeSize": f"{ns.root_volume_gib}Gi", "volumeType": "gp3", "encrypted": True,
+                    "deleteOnTermination": True},
+        }],
+        "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required",
+                            "httpPutResponseHopLimit": 1},
+        "tags": {names.LABEL_CLUSTER: c.name, names.LABEL_NODESET: ns.name},
+    }
+    return {"apiVersion": NODECLASS_API, "kind": "EC2NodeClass", "metadata": meta, "spec": spec}
+
+
+def render_node_pool(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
+    itype = get_instance_type(ns.instance_type)
+    requirements = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [ns.instance_type]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [ns.capacity_type]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+    ]
+    if ns.zone:
+        requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ns.zone]})
+    nodes = max(ns.count, 1)
+    spec = {
+        "template": {
+            "metadata": {"labels": {names.LABEL_CLUSTER: c.name, names.LABEL_NODESET: ns.name}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                 "name": names.nodepool(c, ns)},
+                "requirements": requirements,
+                "taints": taints(ns),
+                "expireAfter": "Never",
+            },
+        },
+        "disruption": {
+            "consolidationPolicy": "WhenEmpty",
+            "consolidateAfter": "30m",
+            "budgets": [
+                {"nodes": "0", "reasons": ["Drifted", "Underutilized"]},
+                {"nodes": "1", "reasons": ["Empty"]},
+            ],
+        },
+        "limits": {"cpu": str(itype.vcpus * nodes), "memory": f"{int(itype.memory_gib) * nodes}Gi"},
+    }
+    return {"apiVersion": NODEPOOL_API, "kind": "NodePool",
+            "metadata": {"name": names.nodepool(c, ns), "labels": names.labels(c, "nodepool")}, "spec": spec}
+
+
+def render_node_class_and_pool(c: SlurmCluster, ns: SlurmNodeSet) -> list[dict[str, Any]]:
+    return [render_node_class(c, ns), render_node_pool(c, ns)]

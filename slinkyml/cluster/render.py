@@ -1,0 +1,383 @@
+"""Pure render: :class:`SlurmCluster` -> the Kubernetes objects the Slinky operator and EKS need.
+
+Output is deterministic (same spec, same bytes): no timestamps, no random values. Credentials
+are only *referenced* (``slurmKeyRef``, ``passwordKeyRef``...); the Secrets themselves come from
+:mod:`slinkyml.cluster.secrets`, which is a separate output that is never written next to the
+manifests (see ``manifests/README.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from slinkyml.cluster import names
+from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
+from slinkyml.instances import InstanceType, get_instance_type
+
+SLINKY_API = "slinky.slurm.net/v1beta1"
+EFA_HUGEPAGES = "5120Mi"  # hugepages-2Mi the EKS EFA guide gives each EFA pod (libfabric buffers)
+
+#: Default sssd.conf (the slurm chart's default): local files only, no credentials in it.
+SSSD_CONF = """[sssd]
+services = nss,pam
+domains = DEFAULT
+
+[nss]
+filter_groups = root,slurm
+filter_users = root,slurm
+
+[pam]
+
+[domain/DEFAULT]
+id_provider = proxy
+proxy_lib_name = files
+auth_provider = proxy
+proxy_pam_target = sssd-shadowutils
+"""
+
+#: MariaDB settings the Slurm accounting guide recommends for slurmdbd.
+MARIADB_CNF = """[mariadb]
+bind-address=*
+default_storage_engine=InnoDB
+innodb_buffer_pool_size=4096M
+innodb_log_file_size=64M
+innodb_lock_wait_timeout=900
+max_allowed_packet=16M
+"""
+
+
+@dataclass
+class Rendered:
+    """Everything ``render`` produces: Kubernetes objects in apply order, plus side files."""
+
+    objects: list[dict[str, Any]]
+    helm_values: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)  # relative path -> text (non-Kubernetes)
+
+
+def _meta(c: SlurmCluster, name: str, component: str, *, namespaced: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespaced:
+        meta["namespace"] = c.namespace
+    meta["labels"] = names.labels(c, component)
+    return meta
+
+
+def _obj(api: str, kind: str, meta: dict[str, Any], **body: Any) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": kind, "metadata": meta, **body}
+
+
+def _gres(itype: InstanceType, count: int) -> str | None:
+    acc = itype.accelerator
+    if acc is None or count == 0:
+        return None
+    gres_name = "gpu" if acc.kind == "nvidia" else "neuron"
+    return f"{gres_name}:{acc.gres_type}:{count}"
+
+
+def accelerator_count(ns: SlurmNodeSet) -> int:
+    itype = get_instance_type(ns.instance_type)
+    return itype.accelerator_count if ns.accelerators is None else ns.accelerators
+
+
+def slurmd_conf(ns: SlurmNodeSet) -> str:
+    """The NodeSet ``extraConf`` (slurmd ``--conf``): Gres, Features, then the user's extras."""
+    itype = get_instance_type(ns.instance_type)
+    parts = []
+    gres = _gres(itype, accelerator_count(ns))
+    if gres:
+        parts.append(f"Gres={gres}")
+    features = list(dict.fromkeys([*ns.features, ns.instance_type.replace(".", "_")]
+                                  + (["efa"] if ns.efa else [])))
+    parts.append("Features=" + ",".join(features))
+    if ns.extra_slurmd_conf:
+        parts.append(ns.extra_slurmd_conf)
+    return " ".join(parts)
+
+
+def slurmd_resources(ns: SlurmNodeSet) -> dict[str, Any]:
+    """Requests/limits that give one slurmd pod (nearly) the whole instance.
+
+    Extended resources (GPUs, Neuron devices, EFA interfaces) and hugepages must have
+    requests == limits; CPU is left without a limit so Slurm's cgroups do the fencing.
+    """
+    itype = get_instance_type(ns.instance_type)
+    cpu = max(1, int(itype.vcpus * 0.9))
+    mem_gib = max(1, int(itype.memory_gib * 0.85))
+    requests: dict[str, Any] = {"cpu": str(cpu), "memory": f"{mem_gib}Gi"}
+    limits: dict[str, Any] = {"memory": f"{mem_gib}Gi"}
+    n = accelerator_count(ns)
+    if itype.accelerator and n:
+        requests[itype.accelerator.resource] = n
+        limits[itype.accelerator.resource] = n
+    if ns.efa:
+        for d in (requests, limits):
+            d["vpc.amazonaws.com/efa"] = itype.efa_interfaces
+            d["hugepages-2Mi"] = EFA_HUGEPAGES
+    return {"requests": requests, "limits": limits}
+
+
+def worker_tolerations(ns: SlurmNodeSet) -> list[dict[str, str]]:
+    from slinkyml.cluster.karpenter import taints
+
+    return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in taints(ns)]
+
+
+def _fsx_volume(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if not c.storage.enabled:
+        return [], []
+    vol = [{"name": "fsx", "persistentVolumeClaim": {"claimName": names.fsx_pvc(c)}}]
+    mount = [{"name": "fsx", "mountPath": c.storage.mount_path}]
+    return vol, mount
+
+
+def _system_pod_spec() -> dict[str, Any]:
+    return {"nodeSelector": {"kubernetes.io/os": "linux"}}
+
+
+def gres_conf(c: SlurmCluster) -> str | None:
+    """gres.conf: NVML autodetection for GPUs; explicit device files for Neuron devices."""
+    lines = ["# Generated by slinkyml from the cluster spec; do not edit."]
+    nvidia = False
+    for ns in c.node_sets:
+        itype = get_instance_type(ns.instance_type)
+        acc = itype.accelerator
+        if acc is None or accelerator_count(ns) == 0:
+            continue
+        if acc.kind == "nvidia":
+            nvidia = True
+        else:
+            n = accelerator_count(ns)
+            hosts = f"{names.nodeset(c, ns)}-[0-{max(ns.count, 1) - 1}]"
+            lines.append(f"NodeName={hosts} Name=neuron Type={acc.gres_type} File=/dev/neuron[0-{n - 1}]")
+    if nvidia:
+        lines.insert(1, "AutoDetect=nvidia")
+    return "\n".join(lines) + "\n" if len(lines) > 1 else None
+
+
+def partitions(c: SlurmCluster) -> dict[str, tuple[list[str], str]]:
+    """Slurm partition -> (NodeSet names, extra partition options), in spec order."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for ns in c.node_sets:
+        part = ns.partition or ns.name
+        members, cfg = out.get(part, ([], ns.partition_config))
+        members.append(names.nodeset(c, ns))
+        out[part] = (members, cfg or ns.partition_config)
+    return out
+
+
+def slurm_conf_extra(c: SlurmCluster) -> str:
+    """Controller ``extraConf``: GRES types, one partition line per partition, user extras."""
+    lines = []
+    kinds = sorted({("gpu" if get_instance_type(ns.instance_type).accelerator.kind == "nvidia" else "neuron")
+                    for ns in c.node_sets
+                    if get_instance_type(ns.instance_type).accelerator and accelerator_count(ns)})
+    if kinds:
+        lines.append("GresTypes=" + ",".join(kinds))
+    for i, (part, (members, cfg)) in enumerate(partitions(c).items()):
+        line = f"PartitionName={part} Nodes={','.join(members)}"
+        line += " Default=YES" if i == 0 and "Default=" not in cfg else ""
+        line += f" {cfg}" if cfg else ""
+        lines.append(line)
+    if c.controller.extra_conf.strip():
+        lines.append(c.controller.extra_conf.strip())
+    return "\n".join(lines) + "\n"
+
+
+def render_controller(c: SlurmCluster) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "clusterName": c.name,
+        "slurmKeyRef": names.secret_ref(c, "slurm_key").ref(),
+        "jwtKeyRef": names.secret_ref(c, "jwt_key").ref(),
+        "slurmctld": {
+            "image": default_image("slurmctld", c.slurm_version),
+            "resources": {"requests": {"cpu": c.controller.cpu, "memory": c.controller.memory}},
+        },
+        "persistence": {
+            "enabled": True,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": c.controller.persistence_size}},
+        },
+        "extraConf": slurm_conf_extra(c),
+        "template": {"spec": _system_pod_spec()},
+    }
+    if c.controller.storage_class:
+        spec["persistence"]["storageClassName"] = c.controller.storage_class
+    if c.accounting.enabled:
+        spec["accountingRef"] = {"name": names.accounting(c)}
+    if gres_conf(c):
+        spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
+    return _obj(SLINKY_API, "Controller", _meta(c, names.controller(c), "controller"), spec=spec)
+
+
+def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
+    vols, mounts = _fsx_volume(c)
+    slurmd: dict[str, Any] = {
+        "image": ns.image or default_image("slurmd", c.slurm_version),
+        "resources": slurmd_resources(ns),
+    }
+    if mounts:
+        slurmd["volumeMounts"] = mounts
+    pod_spec: dict[str, Any] = {
+        "nodeSelector": {
+            "karpenter.sh/nodepool": names.nodepool(c, ns),
+            "node.kubernetes.io/instance-type": ns.instance_type,
+        },
+        "tolerations": worker_tolerations(ns),
+    }
+    if ns.zone:
+        pod_spec["nodeSelector"]["topology.kubernetes.io/zone"] = ns.zone
+    if vols:
+        pod_spec["volumes"] = vols
+    labels = names.labels(c, "worker") | {names.LABEL_NODESET: ns.name}
+    spec = {
+        "controllerRef": {"name": names.controller(c)},
+        "replicas": ns.count,
+        "scalingMode": "StatefulSet",
+        "workloadDisruptionProtection": True,
+        "partition": {"enabled": False},  # partitions are declared in the Controller's extraConf
+        "extraConf": slurmd_conf(ns),
+        "slurmd": slurmd,
+        "template": {
+            "metadata": {
+                # Karpenter never voluntarily disrupts a node running this pod (training jobs).
+                "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                "labels": labels,
+            },
+            "spec": pod_spec,
+        },
+        "updateStrategy": {"type": "OnDelete"},  # image changes never restart running jobs' pods
+    }
+    meta = _meta(c, names.nodeset(c, ns), "worker")
+    meta["labels"][names.LABEL_NODESET] = ns.name
+    return _obj(SLINKY_API, "NodeSet", meta, spec=spec)
+
+
+def render_loginset(c: SlurmCluster) -> dict[str, Any]:
+    vols, mounts = _fsx_volume(c)
+    login: dict[str, Any] = {"image": c.login.image or default_image("login", c.slurm_version)}
+    if mounts:
+        login["volumeMounts"] = mounts
+    pod_spec = _system_pod_spec()
+    if vols:
+        pod_spec["volumes"] = vols
+    spec: dict[str, Any] = {
+        "controllerRef": {"name": names.controller(c)},
+        "replicas": c.login.replicas,
+        "sssdConfRef": {"name": names.sssd_conf(c), "key": "sssd.conf"},
+        "login": login,
+        "service": {"spec": {"type": c.login.service_type}},
+        "template": {"spec": pod_spec},
+    }
+    if c.login.root_ssh_authorized_keys.strip():
+        spec["rootSshAuthorizedKeys"] = c.login.root_ssh_authorized_keys.strip() + "\n"
+    return _obj(SLINKY_API, "LoginSet", _meta(c, names.loginset(c), "login"), spec=spec)
+
+
+def render_accounting(c: SlurmCluster) -> dict[str, Any]:
+    a = c.accounting
+    host = a.host if not a.mariadb else names.mariadb(c)
+    spec = {
+        "slurmKeyRef": names.secret_ref(c, "slurm_key").ref(),
+        "jwtKeyRef": names.secret_ref(c, "jwt_key").ref(),
+        "slurmdbd": {"image": default_image("slurmdbd", c.slurm_version)},
+        "storageConfig": {
+            "host": host,
+            "port": a.port,
+            "database": a.database,
+            "username": a.username,
+            "passwordKeyRef": names.secret_ref(c, "db_password").ref(),
+        },
+        "template": {"spec": _system_pod_spec()},
+    }
+    return _obj(SLINKY_API, "Accounting", _meta(c, names.accounting(c), "accounting"), spec=spec)
+
+
+def render_restapi(c: SlurmCluster) -> dict[str, Any]:
+    spec = {
+        "controllerRef": {"name": names.controller(c)},
+        "replicas": c.rest_api.replicas,
+        "slurmrestd": {"image": default_image("slurmrestd", c.slurm_version)},
+        "template": {"spec": _system_pod_spec()},
+    }
+    return _obj(SLINKY_API, "RestApi", _meta(c, names.restapi(c), "restapi"), spec=spec)
+
+
+def render_token(c: SlurmCluster) -> dict[str, Any]:
+    spec = {
+        "username": c.rest_api.token_user,
+        "jwtKeyRef": names.secret_ref(c, "jwt_key").ref(),
+        "secretRef": {"name": names.token_secret(c), "key": "auth-token"},
+        "lifetime": c.rest_api.token_lifetime,
+        "refresh": True,
+    }
+    return _obj(SLINKY_API, "Token", _meta(c, f"{c.name}-{c.rest_api.token_user}", "token"), spec=spec)
+
+
+def render_mariadb(c: SlurmCluster) -> dict[str, Any]:
+    a = c.accounting
+    pw = names.secret_ref(c, "db_password")
+    root = names.secret_ref(c, "db_root_password")
+    storage: dict[str, Any] = {"size": a.storage_size}
+    if a.storage_class:
+        storage["storageClassName"] = a.storage_class
+    spec = {
+        # generate: false -- the Secrets come from `slinkyml cluster apply` / `secrets`, so the
+        # operator and slurmdbd read one password and nothing races to create it.
+        "rootPasswordSecretKeyRef": {**root.ref(), "generate": False},
+        "username": a.username,
+        "passwordSecretKeyRef": {**pw.ref(), "generate": False},
+        "database": a.database,
+        "port": a.port,
+        "replicas": 1,
+        "storage": storage,
+        "myCnf": MARIADB_CNF,
+    }
+    return _obj("k8s.mariadb.com/v1alpha1", "MariaDB", _meta(c, names.mariadb(c), "database"), spec=spec)
+
+
+def render_namespace(c: SlurmCluster) -> dict[str, Any]:
+    meta = {"name": c.namespace, "labels": {"app.kubernetes.io/managed-by": names.MANAGED_BY}}
+    return _obj("v1", "Namespace", meta)
+
+
+def render_config_maps(c: SlurmCluster) -> list[dict[str, Any]]:
+    gres = gres_conf(c)
+    if not gres:
+        return []
+    return [_obj("v1", "ConfigMap", _meta(c, names.slurm_config(c), "controller"), data={"gres.conf": gres})]
+
+
+def render_sssd_secret(c: SlurmCluster) -> dict[str, Any]:
+    """The LoginSet needs sssd.conf in a Secret (CRD: ``sssdConfRef``). It holds no credentials."""
+    meta = _meta(c, names.sssd_conf(c), "login")
+    return _obj("v1", "Secret", meta, type="Opaque", stringData={"sssd.conf": SSSD_CONF})
+
+
+def render(c: SlurmCluster) -> Rendered:
+    """All objects for a cluster, in an order that applies cleanly (references first)."""
+    from slinkyml.cluster import helm, karpenter, storage
+
+    objs: list[dict[str, Any]] = [render_namespace(c), render_sssd_secret(c), *render_config_maps(c)]
+    objs += storage.render_fsx(c)
+    if c.accounting.enabled and c.accounting.mariadb:
+        objs.append(render_mariadb(c))
+    for ns in c.node_sets:
+        objs += karpenter.render_node_class_and_pool(c, ns)
+    if c.accounting.enabled:
+        objs.append(render_accounting(c))
+    objs.append(render_controller(c))
+    if c.rest_api.enabled:
+        objs.append(render_restapi(c))
+        if c.rest_api.token_user:
+            objs.append(render_token(c))
+    if c.login.replicas:
+        objs.append(render_loginset(c))
+    objs += [render_nodeset(c, ns) for ns in c.node_sets]
+    files = {}
+    dra = storage.data_repository_association(c)
+    if dra is not None:
+        files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
+    return Rendered(objects=objs, helm_values=helm.render_values(c), files=files)

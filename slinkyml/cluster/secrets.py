@@ -1,0 +1,71 @@
+"""Credential Secrets: generated at random, kept out of rendered manifests.
+
+Rendered manifests only *reference* these Secrets by name, so they can be checked in and
+diffed. The values come from here, in one of two ways:
+
+- ``slinkyml cluster apply`` creates each referenced Secret that does not exist yet (never
+  overwrites, never prints a value);
+- ``slinkyml cluster render --secrets-out FILE`` writes them to a separate file (mode 0600) for
+  GitOps users to seal/encrypt; that file must never be committed.
+
+Secrets named in the spec (``secrets.slurm_key: my-secret:key``) are the user's: we only
+reference them and never generate them.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets as _random
+from typing import Any
+
+from slinkyml.cluster import names
+from slinkyml.cluster.spec import SlurmCluster
+
+#: role -> number of random bytes (slurm.key: the chart uses 1024 random characters).
+SIZES = {"slurm_key": 1024, "jwt_key": 64, "db_password": 32, "db_root_password": 32}
+
+
+def _value(role: str) -> bytes:
+    n = SIZES[role]
+    if role in ("db_password", "db_root_password"):
+        return _random.token_urlsafe(n).encode()  # printable: it ends up in a MySQL client config
+    return _random.token_bytes(n)
+
+
+def generated_refs(c: SlurmCluster) -> list[names.SecretRef]:
+    """References slinkyml owns (not named by the user in ``secrets:``)."""
+    return [r for r in names.secret_refs(c) if not getattr(c.secrets, r.role)]
+
+
+def render_secrets(c: SlurmCluster) -> list[dict[str, Any]]:
+    """Fresh random Secrets for every credential slinkyml owns. Never log or render these."""
+    out = []
+    for ref in generated_refs(c):
+        out.append({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": ref.name, "namespace": c.namespace,
+                         "labels": names.labels(c, "credentials"),
+                         "annotations": {"slinkyml.io/role": ref.role}},
+            "type": "Opaque",
+            "immutable": True,
+            "data": {ref.key: base64.b64encode(_value(ref.role)).decode()},
+        })
+    return out
+
+
+def secret_values(objs: list[dict[str, Any]]) -> list[str]:
+    """Every credential value (decoded and encoded) in Secrets, to check it leaks nowhere."""
+    out = []
+    for obj in objs:
+        if obj.get("kind") != "Secret":
+            continue
+        for v in (obj.get("data") or {}).values():
+            out.append(v)
+            raw = base64.b64decode(v)
+            try:
+                out.append(raw.decode())
+            except UnicodeDecodeError:
+                pass
+        out += list((obj.get("stringData") or {}).values())
+    return out

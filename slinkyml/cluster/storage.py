@@ -1,0 +1,74 @@
+"""FSx for Lustre: a PERSISTENT_2 StorageClass (aws-fsx-csi-driver) and one RWX claim.
+
+The claim is mounted at ``storage.mount_path`` in login and worker pods, for datasets and
+checkpoints. PERSISTENT_2 file systems link to S3 through a *data-repository association*
+(DRA), which the CSI driver's StorageClass cannot create (its ``s3ImportPath`` only applies to
+SCRATCH/PERSISTENT_1). So the DRA is rendered as the JSON input of
+``aws fsx create-data-repository-association --cli-input-json``, to run once the claim is bound
+(``--file-system-id`` = the bound PV's ``spec.csi.volumeHandle``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slinkyml.cluster import names
+from slinkyml.cluster.spec import SlurmCluster
+
+
+def render_storage_class(c: SlurmCluster) -> dict[str, Any]:
+    s = c.storage
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": names.fsx_storage_class(c), "labels": names.labels(c, "storage")},
+        "provisioner": "fsx.csi.aws.com",
+        "parameters": {
+            "subnetId": s.subnet_id,
+            "securityGroupIds": ",".join(s.security_group_ids),
+            "deploymentType": "PERSISTENT_2",
+            "perUnitStorageThroughput": str(s.throughput_per_tib),
+            "fileSystemTypeVersion": "2.15",
+            "dataCompressionType": "LZ4",
+        },
+        "mountOptions": ["flock"],
+        # Retain: deleting the cluster must never delete datasets and checkpoints.
+        "reclaimPolicy": "Retain",
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": True,
+    }
+
+
+def render_pvc(c: SlurmCluster) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": names.fsx_pvc(c), "namespace": c.namespace, "labels": names.labels(c, "storage")},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": names.fsx_storage_class(c),
+            "resources": {"requests": {"storage": f"{c.storage.capacity_gib}Gi"}},
+        },
+    }
+
+
+def render_fsx(c: SlurmCluster) -> list[dict[str, Any]]:
+    if not c.storage.enabled:
+        return []
+    return [render_storage_class(c), render_pvc(c)]
+
+
+def data_repository_association(c: SlurmCluster) -> dict[str, Any] | None:
+    s = c.storage
+    if not s.enabled or not s.s3_bucket:
+        return None
+    events = ["NEW", "CHANGED", "DELETED"]
+    return {
+        "FileSystemId": "<volumeHandle of the PV bound to "
+                        f"{c.namespace}/{names.fsx_pvc(c)}>",
+        "FileSystemPath": s.s3_file_system_path,
+        "DataRepositoryPath": s.s3_bucket,
+        "BatchImportMetaDataOnCreate": True,
+        "S3": {"AutoImportPolicy": {"Events": events}, "AutoExportPolicy": {"Events": events}},
+        "Tags": [{"Key": names.LABEL_CLUSTER, "Value": c.name}],
+    }

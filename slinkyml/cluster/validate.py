@@ -1,0 +1,492 @@
+"""Offline validation of rendered (or hand-written) cluster objects.
+
+What is checked, per kind:
+
+- ``slinky.slurm.net`` kinds: the real CRDs' openAPIV3Schema (strict: unknown fields are
+  errors), the CRDs' CEL rules (mirrored in Python; an unknown rule is reported as not
+  evaluated), and the embedded ``corev1.Container``/``PodSpec`` fragments (``slurmd``,
+  ``template.spec``...) against the Kubernetes schemas, which the CRDs leave open.
+- core kinds (Namespace, Secret, ConfigMap, PVC, StorageClass...): the Kubernetes JSON schemas
+  bundled in the ``kubernetes-validate`` package (strict variants), no download.
+- Karpenter NodePool/EC2NodeClass and mariadb-operator MariaDB: subset schemas written by
+  slinkyml (``slinkyml/data/schemas``), each stating what it covers (see :func:`subset_notes`).
+- across objects: references resolve (controllerRef, accountingRef, configFileRefs, PVCs,
+  nodeClassRef, node pools), Slurm partitions are unique, requested accelerators and EFA
+  interfaces fit the instance type, EFA node sets are pinned to one zone, names are DNS-1123.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from slinkyml.errors import SlinkyError
+
+DEFAULT_KUBERNETES_VERSION = "1.32"
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "data" / "schemas"
+SUBSET_SCHEMAS = {
+    ("karpenter.sh/v1", "NodePool"): "karpenter-nodepool-v1.yaml",
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter-ec2nodeclass-v1.yaml",
+    ("k8s.mariadb.com/v1alpha1", "MariaDB"): "mariadb-v1alpha1.yaml",
+}
+#: Fields of Slinky kinds that hold a corev1.Container (the CRDs keep them open).
+CONTAINER_FIELDS = {
+    "Controller": ("slurmctld", "reconfigure", "logfile"),
+    "NodeSet": ("slurmd", "logfile"),
+    "LoginSet": ("login", "initconf"),
+    "Accounting": ("slurmdbd",),
+    "RestApi": ("slurmrestd",),
+}
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: kinds whose name becomes a Service/pod host name: must be a DNS-1123 *label*.
+LABEL_NAMED = {"Namespace", "Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "MariaDB"}
+CLUSTER_SCOPED = {"Namespace", "StorageClass", "NodePool", "EC2NodeClass", "PersistentVolume",
+                  "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One validation error: which object, which field, why."""
+
+    obj: str
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.obj}: {self.path or '<root>'}: {self.reason}"
+
+
+def describe(obj: Any) -> str:
+    if not isinstance(obj, dict):
+        return "<not an object>"
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name", "<unnamed>")
+    ns = meta.get("namespace")
+    return f"{obj.get('kind', '<no kind>')} {ns + '/' if isinstance(ns, str) else ''}{name}"
+
+
+def _fmt_path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__)
+
+
+def _schema_issues(obj_name: str, validator: Any, instance: Any, prefix: tuple = (),
+                   ignore_required: frozenset[str] = frozenset()) -> list[Issue]:
+    """Turn jsonschema errors into one-line :class:`Issue` s with field paths."""
+    out = []
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    for e in errors:
+        for leaf in (e.context or [e]) if e.validator in ("anyOf", "oneOf") and not e.context else [e]:
+            out += _one(obj_name, leaf, prefix, ignore_required)
+    return out
+
+
+def _one(obj_name: str, e: Any, prefix: tuple, ignore_required: frozenset[str]) -> list[Issue]:
+    path = (*prefix, *e.absolute_path)
+    inst = e.instance
+    if e.validator == "additionalProperties" and isinstance(inst, dict):
+        props = (e.schema.get("properties") or {}).keys()
+        extra = sorted(k for k in inst if k not in props) or ["?"]
+        return [Issue(obj_name, _fmt_path((*path, k)), "unknown field") for k in extra]
+    if e.validator == "required" and isinstance(inst, dict):
+        missing = [k for k in e.validator_value if k not in inst and k not in ignore_required]
+        return [Issue(obj_name, _fmt_path((*path, k)), "required field missing") for k in missing]
+    if e.validator == "type":
+        want = e.validator_value if isinstance(e.validator_value, str) else " or ".join(e.validator_value)
+        return [Issue(obj_name, _fmt_path(path), f"expected {want}, got {_json_type(inst)} {_short(inst)}")]
+    if e.validator == "enum":
+        return [Issue(obj_name, _fmt_path(path), f"{_short(inst)} is not one of "
+                      f"{', '.join(map(str, e.validator_value))}")]
+    if e.validator == "const":
+        return [Issue(obj_name, _fmt_path(path), f"must be {e.validator_value!r}, got {_short(inst)}")]
+    if e.validator == "pattern":
+        return [Issue(obj_name, _fmt_path(path), f"{_short(inst)} does not match {e.validator_value}")]
+    if e.validator == "oneOf" and e.schema.get("oneOf") and all("required" in s for s in e.schema["oneOf"]):
+        keys = " or ".join(s["required"][0] for s in e.schema["oneOf"])
+        return [Issue(obj_name, _fmt_path(path), f"exactly one of {keys} must be set")]
+    if e.validator in ("anyOf", "oneOf"):
+        return [Issue(obj_name, _fmt_path(path), f"{_short(inst)} matches none of the allowed forms")]
+    msg = " ".join(str(e.message).split())
+    return [Issue(obj_name, _fmt_path(path), msg if len(msg) <= 160 else msg[:157] + "...")]
+
+
+# ---------------------------------------------------------------- schema sources
+
+
+@lru_cache(maxsize=4)
+def _k8s_registry(kube_version: str) -> tuple[Any, Path]:
+    import importlib.resources
+
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    root = Path(str(importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"))
+    versions = sorted((p for p in root.iterdir() if p.name.endswith("-local-strict")),
+                      key=lambda p: tuple(int(x) for x in p.name[1:].split("-")[0].split(".")))
+    want = tuple(int(x) for x in kube_version.lstrip("v").split(".")[:2])
+    usable = [p for p in versions if tuple(int(x) for x in p.name[1:].split(".")[:2]) <= want]
+    if not usable:
+        raise SlinkyError(f"no bundled Kubernetes schemas for {kube_version} (oldest: {versions[0].name})")
+    folder = usable[-1]
+    defs = json.loads((folder / "_definitions.json").read_text())
+    registry = Registry().with_resource("/api/_definitions.json",
+                                        Resource.from_contents(defs, default_specification=DRAFT202012))
+    return registry, folder
+
+
+@lru_cache(maxsize=64)
+def k8s_validator(kube_version: str, filename: str) -> Any:
+    """A strict validator for one bundled Kubernetes schema file (e.g. ``container-v1.json``)."""
+    import jsonschema
+
+    registry, folder = _k8s_registry(kube_version)
+    path = folder / filename
+    if not path.exists():
+        return None
+    return jsonschema.Draft202012Validator(json.loads(path.read_text()), registry=registry)
+
+
+def _k8s_schema_file(api_version: str, kind: str) -> str:
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    return f"{kind.lower()}-{group_version}.json"
+
+
+@lru_cache(maxsize=8)
+def subset_validator(filename: str) -> Any:
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load((SCHEMA_DIR / filename).read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+@lru_cache(maxsize=8)
+def _crd_validators(operator_version: str | None) -> dict[tuple[str, str], Any]:
+    import jsonschema
+
+    from slinkyml.cluster.crds import crd_schemas
+
+    return {key: (jsonschema.Draft7Validator(entry["schema"]), entry["cel"])
+            for key, entry in crd_schemas(operator_version).items()}
+
+
+def subset_notes() -> dict[str, str]:
+    """What the hand-written schemas check, keyed by ``apiVersion kind`` (for the CLI and docs)."""
+    return {f"{a} {k}": subset_validator(f).schema.get("x-slinkyml-checked", "")
+            for (a, k), f in SUBSET_SCHEMAS.items()}
+
+
+# ---------------------------------------------------------------- CEL rules mirrored in Python
+
+
+def _has(d: Any, key: str) -> bool:
+    return isinstance(d, dict) and key in d
+
+
+def _cel(rule: str, s: Any) -> bool | None:
+    """Evaluate the CRDs' known CEL rules; ``None`` for a rule we do not know (not evaluated)."""
+    if not isinstance(s, dict):
+        return True
+    ext = bool(s.get("external", False))
+    known = {
+        "!self.external ? has(self.slurmKeyRef) : true": lambda: ext or _has(s, "slurmKeyRef"),
+        "!self.external ? has(self.jwtKeyRef) || has(self.jwtHs256KeyRef) : true":
+            lambda: ext or _has(s, "jwtKeyRef") or _has(s, "jwtHs256KeyRef"),
+        "self.external ? has(self.externalConfig) : true": lambda: not ext or _has(s, "externalConfig"),
+        "has(self.ha) && self.ha.enabled ? has(self.persistence) && self.persistence.enabled && "
+        "self.persistence.existingClaim.size() > 0 : true":
+            lambda: not (isinstance(s.get("ha"), dict) and s["ha"].get("enabled")) or (
+                isinstance(s.get("persistence"), dict) and bool(s["persistence"].get("enabled"))
+                and bool(s["persistence"].get("existingClaim"))),
+        "self.type != 'ScheduledUpdate' || (has(self.scheduledUpdate.startTime) && "
+        "has(self.scheduledUpdate.duration))":
+            lambda: s.get("type") != "ScheduledUpdate" or (
+                isinstance(s.get("scheduledUpdate"), dict) and "startTime" in s["scheduledUpdate"]
+                and "duration" in s["scheduledUpdate"]),
+        "has(self.jwtKeyRef) || has(self.jwtHs256KeyRef)": lambda: _has(s, "jwtKeyRef") or _has(s, "jwtHs256KeyRef"),
+    }
+    fn = known.get(" ".join(rule.split()))
+    return fn() if fn else None
+
+
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for p in path:
+        if not isinstance(obj, dict) or p not in obj:
+            return None
+        obj = obj[p]
+    return obj
+
+
+# ---------------------------------------------------------------- per-object validation
+
+
+def validate_object(obj: Any, *, operator_version: str | None = None,
+                    kube_version: str = DEFAULT_KUBERNETES_VERSION,
+                    notes: list[str] | None = None) -> list[Issue]:
+    """Schema checks for one object (see the module docstring for what applies to which kind)."""
+    name = describe(obj)
+    if not isinstance(obj, dict):
+        return [Issue(name, "", f"expected a mapping, got {_json_type(obj)}")]
+    api, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api, str) or not isinstance(kind, str):
+        return [Issue(name, "apiVersion" if not isinstance(api, str) else "kind", "required field missing")]
+    issues = _metadata_issues(obj, name)
+    if api.startswith("slinky.slurm.net/"):
+        validators = _crd_validators(operator_version)
+        if (api, kind) not in validators:
+            known = sorted({a for a, _ in validators})
+            return issues + [Issue(name, "apiVersion", f"no CRD for {api} {kind} in this operator version "
+                                   f"(served: {', '.join(known)})")]
+        validator, cel = validators[(api, kind)]
+        issues += _schema_issues(name, validator, obj)
+        for path, rule, message in cel:
+            target = _dig(obj, path)
+            if target is None:
+                continue
+            ok = _cel(rule, target)
+            if ok is None and notes is not None:
+                notes.append(f"{name}: CEL rule at {_fmt_path(path)} not evaluated offline: {rule}")
+            elif ok is False:
+                issues.append(Issue(name, _fmt_path(path), message))
+        issues += _embedded_issues(obj, name, kind, kube_version)
+        return issues
+    if (api, kind) in SUBSET_SCHEMAS:
+        return issues + _schema_issues(name, subset_validator(SUBSET_SCHEMAS[(api, kind)]), obj)
+    validator = k8s_validator(kube_version, _k8s_schema_file(api, kind))
+    if validator is None:
+        return issues + [Issue(name, "kind", f"no schema for {api} {kind}: cannot validate it offline")]
+    return issues + _schema_issues(name, validator, obj)
+
+
+def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return [Issue(name, "metadata", "required field missing" if meta is None else
+                      f"expected object, got {_json_type(meta)}")]
+    out = []
+    n = meta.get("name")
+    kind = obj.get("kind")
+    if not isinstance(n, str) or not n:
+        out.append(Issue(name, "metadata.name", "required field missing"))
+    elif kind in LABEL_NAMED and (not DNS1123_LABEL.match(n) or len(n) > 63):
+        out.append(Issue(name, "metadata.name", f"'{n}' is not a DNS-1123 label (lower-case alphanumerics "
+                         "and '-', at most 63 characters)"))
+    elif not DNS1123_SUBDOMAIN.match(n) or len(n) > 253:
+        out.append(Issue(name, "metadata.name", f"'{n}' is not a DNS-1123 subdomain"))
+    ns = meta.get("namespace")
+    if kind in CLUSTER_SCOPED and ns is not None:
+        out.append(Issue(name, "metadata.namespace", f"{kind} is cluster-scoped; remove the namespace"))
+    elif ns is not None and (not isinstance(ns, str) or not DNS1123_LABEL.match(ns) or len(ns) > 63):
+        out.append(Issue(name, "metadata.namespace", f"{_short(ns)} is not a DNS-1123 label"))
+    for key in ("labels", "annotations"):
+        val = meta.get(key)
+        if val is None:
+            continue
+        if not isinstance(val, dict):
+            out.append(Issue(name, f"metadata.{key}", f"expected object, got {_json_type(val)}"))
+            continue
+        for k, v in val.items():
+            if not isinstance(v, str):
+                out.append(Issue(name, f"metadata.{key}.{k}", f"expected string, got {_json_type(v)} {_short(v)}"))
+    return out
+
+
+def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: str) -> list[Issue]:
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    out = []
+    container = k8s_validator(kube_version, "container-v1.json")
+    for field_name in CONTAINER_FIELDS.get(kind, ()):
+        frag = spec.get(field_name)
+        if isinstance(frag, dict) and container is not None:
+            out += _schema_issues(name, container, frag, ("spec", field_name), frozenset({"name"}))
+    pod = _dig(obj, ("spec", "template", "spec"))
+    podspec = k8s_validator(kube_version, "podspec-v1.json")
+    if isinstance(pod, dict) and podspec is not None:
+        out += _schema_issues(name, podspec, pod, ("spec", "template", "spec"), frozenset({"containers"}))
+    return out
+
+
+# ---------------------------------------------------------------- cross-object checks
+
+
+def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
+    """Checks no single schema can make: references, partitions, accelerators, EFA zones."""
+    from slinkyml.instances import load_instance_types
+
+    out: list[Issue] = []
+    ok = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
+
+    def index(kind: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        return {(o["metadata"].get("namespace"), o["metadata"].get("name")): o for o in ok if o.get("kind") == kind}
+
+    controllers, accountings = index("Controller"), index("Accounting")
+    configmaps, pvcs = index("ConfigMap"), index("PersistentVolumeClaim")
+    pools = {o["metadata"].get("name"): o for o in ok if o.get("kind") == "NodePool"}
+    classes = {o["metadata"].get("name"): o for o in ok if o.get("kind") == "EC2NodeClass"}
+    types = load_instance_types()
+
+    for o in ok:
+        kind, ns = o.get("kind"), o["metadata"].get("namespace")
+        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        name = describe(o)
+        ref = _dig(spec, ("controllerRef", "name"))
+        if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers:
+            out.append(Issue(name, "spec.controllerRef.name", f"no Controller '{ref}' in namespace {ns}"))
+        if kind == "Controller":
+            acc = _dig(spec, ("accountingRef", "name"))
+            if isinstance(acc, str) and (ns, acc) not in accountings:
+                out.append(Issue(name, "spec.accountingRef.name", f"no Accounting '{acc}' in namespace {ns}"))
+            for i, cref in enumerate(spec.get("configFileRefs") or []):
+                cm = cref.get("name") if isinstance(cref, dict) else None
+                if isinstance(cm, str) and (ns, cm) not in configmaps:
+                    out.append(Issue(name, f"spec.configFileRefs[{i}].name", f"no ConfigMap '{cm}' in namespace {ns}"))
+        pod = _dig(spec, ("template", "spec")) or {}
+        for i, vol in enumerate(pod.get("volumes") or [] if isinstance(pod, dict) else []):
+            claim = _dig(vol, ("persistentVolumeClaim", "claimName"))
+            if isinstance(claim, str) and (ns, claim) not in pvcs:
+                out.append(Issue(name, f"spec.template.spec.volumes[{i}].persistentVolumeClaim.claimName",
+                                 f"no PersistentVolumeClaim '{claim}' in namespace {ns}"))
+        if kind == "NodePool":
+            nc = _dig(spec, ("template", "spec", "nodeClassRef", "name"))
+            if isinstance(nc, str) and nc not in classes:
+                out.append(Issue(name, "spec.template.spec.nodeClassRef.name", f"no EC2NodeClass '{nc}'"))
+        if kind == "NodeSet":
+            out += _nodeset_checks(o, name, spec, pod if isinstance(pod, dict) else {}, pools, types)
+    out += _partition_checks(ok)
+    return out
+
+
+def _pool_values(pool: dict[str, Any] | None, key: str) -> list[str] | None:
+    for req in _dig(pool, ("spec", "template", "spec", "requirements")) or []:
+        if isinstance(req, dict) and req.get("key") == key and req.get("operator") == "In":
+            return [str(v) for v in req.get("values") or []]
+    return None
+
+
+def _nodeset_checks(o: dict[str, Any], name: str, spec: dict[str, Any], pod: dict[str, Any],
+                    pools: dict[str, Any], types: dict[str, Any]) -> list[Issue]:
+    out = []
+    selector = pod.get("nodeSelector") if isinstance(pod.get("nodeSelector"), dict) else {}
+    pool_name = selector.get("karpenter.sh/nodepool")
+    pool = pools.get(pool_name) if isinstance(pool_name, str) else None
+    if isinstance(pool_name, str) and pools and pool is None:
+        out.append(Issue(name, "spec.template.spec.nodeSelector.karpenter.sh/nodepool", f"no NodePool '{pool_name}'"))
+    itype_name = selector.get("node.kubernetes.io/instance-type")
+    if itype_name is None and pool is not None:
+        vals = _pool_values(pool, "node.kubernetes.io/instance-type")
+        itype_name = vals[0] if vals and len(vals) == 1 else None
+    itype = types.get(itype_name) if isinstance(itype_name, str) else None
+    res = _dig(spec, ("slurmd", "resources")) or {}
+    for part in ("requests", "limits"):
+        asked = res.get(part) if isinstance(res, dict) else None
+        if not isinstance(asked, dict) or itype is None:
+            continue
+        have = {"vpc.amazonaws.com/efa": itype.efa_interfaces}
+        if itype.accelerator:
+            have[itype.accelerator.resource] = itype.accelerator.count
+        for resource in ("nvidia.com/gpu", "aws.amazon.com/neuron", "vpc.amazonaws.com/efa"):
+            if resource not in asked:
+                continue
+            try:
+                n = int(asked[resource])
+            except (TypeError, ValueError):
+                continue
+            if n > have.get(resource, 0):
+                out.append(Issue(name, f"spec.slurmd.resources.{part}.{resource}",
+                                 f"{n} requested but {itype.name} has {have.get(resource, 0)}"))
+    gres = re.search(r"Gres=\S*?:(\d+)\b", str(spec.get("extraConf") or ""))
+    if gres and itype is not None and int(gres.group(1)) > itype.accelerator_count:
+        out.append(Issue(name, "spec.extraConf", f"Gres count {gres.group(1)} exceeds {itype.name}'s "
+                         f"{itype.accelerator_count} accelerators"))
+    wants_efa = any(isinstance(res.get(p), dict) and "vpc.amazonaws.com/efa" in res[p]
+                    for p in ("requests", "limits")) if isinstance(res, dict) else False
+    if wants_efa:
+        zones = [selector["topology.kubernetes.io/zone"]] if "topology.kubernetes.io/zone" in selector \
+            else _pool_values(pool, "topology.kubernetes.io/zone")
+        if not zones or len(zones) != 1:
+            out.append(Issue(name, "spec.template.spec.nodeSelector", "EFA requested but the node set is not "
+                             "pinned to exactly one availability zone (topology.kubernetes.io/zone)"))
+    return out
+
+
+def _partition_checks(objs: list[dict[str, Any]]) -> list[Issue]:
+    out = []
+    per_ns: dict[Any, Counter[str]] = {}
+    where: dict[tuple[Any, str], str] = {}
+    for o in objs:
+        ns, kind = o["metadata"].get("namespace"), o.get("kind")
+        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        names_here: list[str] = []
+        if kind == "NodeSet" and _dig(spec, ("partition", "enabled")) is True:
+            names_here.append(str(o["metadata"].get("name")))
+        if kind == "Controller":
+            names_here += re.findall(r"(?im)^\s*PartitionName=(\S+)", str(spec.get("extraConf") or ""))
+        for p in names_here:
+            counter = per_ns.setdefault(ns, Counter())
+            counter[p] += 1
+            if counter[p] == 2:
+                out.append(Issue(describe(o), "spec.extraConf" if kind == "Controller" else "spec.partition",
+                                 f"Slurm partition '{p}' is defined more than once (also by {where[(ns, p)]})"))
+            where.setdefault((ns, p), describe(o))
+    return out
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def validate_objects(objs: list[Any], *, operator_version: str | None = None,
+                     kube_version: str = DEFAULT_KUBERNETES_VERSION,
+                     notes: list[str] | None = None) -> list[Issue]:
+    """All per-object and cross-object issues; an empty list means valid."""
+    issues: list[Issue] = []
+    for obj in objs:
+        issues += validate_object(obj, operator_version=operator_version, kube_version=kube_version, notes=notes)
+    issues += cross_check([o for o in objs if isinstance(o, dict)])
+    return issues
+
+
+def load_documents(path: str | Path) -> list[tuple[str, Any]]:
+    """(source, document) for every YAML document in a file or, recursively, a folder."""
+    import yaml
+
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
+    elif p.is_file():
+        files = [p]
+    else:
+        raise SlinkyError(f"{p}: no such file or directory")
+    out = []
+    for f in files:
+        try:
+            docs = list(yaml.safe_load_all(f.read_text()))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise SlinkyError(f"{f}:{where}: not valid YAML: {getattr(exc, 'problem', None) or 'parse error'}") from None
+        except OSError as exc:
+            raise SlinkyError(f"{f}: cannot read: {exc.strerror}") from None
+        out += [(str(f), d) for d in docs if d is not None]
+    return out
