@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slinkyml.plan._xp import minimum, where
+from slinkyml.plan._xp import maximum, minimum, where
 
 RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 RECOMPUTE_NAMES = ("none", "selective", "full")
@@ -49,16 +49,20 @@ def layer_bytes_no_recompute(s: Any, b: Any, h: Any, a: Any, t: Any, sp: Any) ->
 
 def stage_activation_bytes(*, s: Any, b: Any, h: Any, a: Any, v: Any, t: Any, p: Any,
                            micro_batches: Any, first_layers: Any, last_layers: Any,
-                           recompute: Any, sp: Any) -> tuple[Any, Any]:
+                           recompute: Any, sp: Any, most_layers: Any = None) -> tuple[Any, Any]:
     """Peak activation bytes on (the first stage, the last stage): the first has the most
     micro-batches in flight, the last the output layer and loss. With p = 1 they are one GPU and
-    both figures are that GPU's total."""
+    both figures are that GPU's total. ``most_layers``: layers on the second stage when the split is
+    uneven (it holds one micro-batch fewer but may have more layers than the first)."""
     in_flight = minimum(p, micro_batches)
     per_layer = layer_bytes(s, b, h, a, t, recompute, sp)
     working = where(recompute == RECOMPUTE_FULL, layer_bytes_no_recompute(s, b, h, a, t, sp), 0.0)
     dropout = s * b * h / where(sp, t, 1)
     output = 4.0 * s * b * h / t * (1.0 + v / h)
-    first = in_flight * (first_layers * per_layer + dropout) + working
+    if most_layers is None:
+        most_layers = first_layers
+    layer_mbs = maximum(in_flight * first_layers, (in_flight - 1) * most_layers)
+    first = layer_mbs * per_layer + in_flight * dropout + working
     last = last_layers * per_layer + working + output
     single = first + output
     return where(p == 1, single, first), where(p == 1, single, last)

@@ -87,7 +87,7 @@ def divisors(n: int) -> list[int]:
 
 def evaluate(model: ModelShape, hw: Hardware, settings: Settings, *, tp: Any, pp: Any, dp: Any,
              mb: Any, zero: Any, recompute: Any, offload_optimizer: Any, offload_params: Any,
-             first_layers: Any, last_layers: Any) -> dict[str, Any]:
+             first_layers: Any, last_layers: Any, most_layers: Any = None) -> dict[str, Any]:
     """Memory and step time of candidates (scalars, or numpy arrays of equal length)."""
     s, h, a, v, L = model.seq, model.hidden, model.heads, model.vocab, model.layers
     gpus = tp * pp * dp
@@ -107,7 +107,7 @@ def evaluate(model: ModelShape, hw: Hardware, settings: Settings, *, tp: Any, pp
     ms_last = model_state_bytes(last_params, largest, dp, zero, offload_optimizer, offload_params)
     act_first, act_last = stage_activation_bytes(
         s=s, b=mb, h=h, a=a, v=v, t=tp, p=pp, micro_batches=gas, first_layers=first_layers,
-        last_layers=last_layers, recompute=recompute, sp=sp)
+        last_layers=last_layers, recompute=recompute, sp=sp, most_layers=most_layers)
     overhead = settings.overhead_gib * GIB
     total_first = ms_first + act_first + overhead
     total_last = ms_last + act_last + overhead
@@ -256,7 +256,7 @@ def build_grid(model: ModelShape, hw: Hardware, gpus: int, settings: Settings, *
     recomputes = [RECOMPUTE_NAMES.index(r) for r in settings.recompute]
     cols: dict[str, list[Any]] = {k: [] for k in (
         "tp", "pp", "dp", "mb", "zero", "recompute", "offload_optimizer", "offload_params",
-        "first_layers", "last_layers")}
+        "first_layers", "last_layers", "most_layers")}
     for tp, pp, dp in splits:
         if settings.global_batch % dp:
             continue
@@ -285,6 +285,7 @@ def build_grid(model: ModelShape, hw: Hardware, gpus: int, settings: Settings, *
         # embedding takes a slot (Megatron-DeepSpeed type:transformer|embedding).
         cols["first_layers"].append(np.full(n, first))
         cols["last_layers"].append(np.full(n, last))
+        cols["most_layers"].append(np.full(n, most))
     if not cols["tp"]:
         return Grid({k: np.zeros(0, dtype=np.int64 if k not in ("offload_optimizer", "offload_params")
                                  else bool) for k in cols})
@@ -295,11 +296,12 @@ def evaluate_grid(model: ModelShape, hw: Hardware, settings: Settings, grid: Gri
     c = grid.columns
     import numpy as np
 
-    f = {k: c[k].astype(np.float64) for k in ("tp", "pp", "dp", "mb", "first_layers", "last_layers")}
+    f = {k: c[k].astype(np.float64) for k in ("tp", "pp", "dp", "mb", "first_layers", "last_layers",
+                                                 "most_layers")}
     return evaluate(model, hw, settings, tp=f["tp"], pp=f["pp"], dp=f["dp"], mb=f["mb"], zero=c["zero"],
                     recompute=c["recompute"], offload_optimizer=c["offload_optimizer"],
                     offload_params=c["offload_params"], first_layers=f["first_layers"],
-                    last_layers=f["last_layers"])
+                    last_layers=f["last_layers"], most_layers=f["most_layers"])
 
 
 def evaluate_one(model: ModelShape, hw: Hardware, settings: Settings, *, tp: int, pp: int, dp: int,
@@ -311,7 +313,8 @@ def evaluate_one(model: ModelShape, hw: Hardware, settings: Settings, *, tp: int
     last = first if model.layers % pp else most
     r = evaluate(model, hw, settings, tp=float(tp), pp=float(pp), dp=float(dp), mb=float(mb),
                  zero=zero, recompute=rc, offload_optimizer=offload_optimizer,
-                 offload_params=offload_params, first_layers=float(first), last_layers=float(last))
+                 offload_params=offload_params, first_layers=float(first), last_layers=float(last),
+                 most_layers=float(most))
     return _candidate(model, hw, settings, dict(tp=tp, pp=pp, dp=dp, mb=mb, zero=zero, recompute=rc,
                                                offload_optimizer=offload_optimizer,
                                                offload_params=offload_params), r)
