@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -432,24 +431,26 @@ def _nodeset_checks(o: dict[str, Any], name: str, spec: dict[str, Any], pod: dic
 
 
 def _partition_checks(objs: list[dict[str, Any]]) -> list[Issue]:
+    """Partition names must be unique within one Slurm cluster (one Controller)."""
     out = []
-    per_ns: dict[Any, Counter[str]] = {}
-    where: dict[tuple[Any, str], str] = {}
+    seen: dict[tuple[Any, Any, str], str] = {}
     for o in objs:
         ns, kind = o["metadata"].get("namespace"), o.get("kind")
         spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
-        names_here: list[str] = []
+        found: list[tuple[Any, str]] = []
         if kind == "NodeSet" and _dig(spec, ("partition", "enabled")) is True:
-            names_here.append(str(o["metadata"].get("name")))
+            found.append((_dig(spec, ("controllerRef", "name")), str(o["metadata"].get("name"))))
         if kind == "Controller":
-            names_here += re.findall(r"(?im)^\s*PartitionName=(\S+)", str(spec.get("extraConf") or ""))
-        for p in names_here:
-            counter = per_ns.setdefault(ns, Counter())
-            counter[p] += 1
-            if counter[p] == 2:
+            found += [(o["metadata"].get("name"), p) for p in
+                      re.findall(r"(?im)^\s*PartitionName=(\S+)", str(spec.get("extraConf") or ""))]
+        for ctrl, part in found:
+            key = (ns, ctrl, part)
+            if key in seen:
                 out.append(Issue(describe(o), "spec.extraConf" if kind == "Controller" else "spec.partition",
-                                 f"Slurm partition '{p}' is defined more than once (also by {where[(ns, p)]})"))
-            where.setdefault((ns, p), describe(o))
+                                 f"Slurm partition '{part}' is defined more than once in cluster '{ctrl}' "
+                                 f"(first by {seen[key]})"))
+            else:
+                seen[key] = describe(o)
     return out
 
 

@@ -1,0 +1,196 @@
+"""The thin submit layer: server-side apply, diff and NodeSet status with the ``kubernetes`` client.
+
+Everything here talks to a live API server; rendering and validation stay offline. Secret
+values are created here (if missing) and never printed, logged, or returned.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from slinkyml.errors import SlinkyError
+
+FIELD_MANAGER = "slinkyml"
+
+
+def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A configured ``kubernetes.client.ApiClient`` (kubeconfig, else in-cluster)."""
+    from kubernetes import client, config
+
+    try:
+        if kubeconfig or context:
+            return config.new_client_from_config(config_file=kubeconfig, context=context)
+        try:
+            return config.new_client_from_config()
+        except config.ConfigException:
+            config.load_incluster_config()
+            return client.ApiClient()
+    except (config.ConfigException, OSError) as exc:
+        raise SlinkyError(f"cannot load Kubernetes configuration: {' '.join(str(exc).split())}") from None
+
+
+def _dynamic(api: Any) -> Any:
+    from kubernetes.dynamic import DynamicClient
+
+    try:
+        return DynamicClient(api)
+    except Exception as exc:  # connection refused, TLS... -> one line for the user
+        raise SlinkyError(f"cannot reach the Kubernetes API server: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            import json
+
+            return str(json.loads(body).get("message", body))[:300]
+        except (ValueError, AttributeError):
+            return " ".join(str(body).split())[:300]
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _resource(dyn: Any, obj: dict[str, Any]) -> Any:
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+    try:
+        return dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    except ResourceNotFoundError:
+        return None
+
+
+def ensure_secrets(cluster: Any, api: Any, log: Callable[[str], None] = print) -> list[str]:
+    """Create each credential Secret slinkyml owns that does not exist yet; never overwrite.
+
+    Returns the names created. Values are random and never leave this function except
+    towards the API server.
+    """
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from slinkyml.cluster.secrets import render_secrets
+
+    core = client.CoreV1Api(api)
+    created = []
+    for secret in render_secrets(cluster):
+        name = secret["metadata"]["name"]
+        try:
+            core.read_namespaced_secret(name, cluster.namespace)
+            log(f"secret {cluster.namespace}/{name}: exists, kept")
+            continue
+        except ApiException as exc:
+            if exc.status != 404:
+                raise SlinkyError(f"secret {cluster.namespace}/{name}: {_reason(exc)}") from None
+        try:
+            core.create_namespaced_secret(cluster.namespace, secret)
+        except ApiException as exc:
+            if exc.status == 409:  # created concurrently: keep theirs
+                continue
+            raise SlinkyError(f"secret {cluster.namespace}/{name}: {_reason(exc)}") from None
+        created.append(name)
+        log(f"secret {cluster.namespace}/{name}: created (random value, not shown)")
+    return created
+
+
+def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: bool = False,
+                  dry_run: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """Server-side apply, in order. Kinds whose CRD is not installed fail, or are skipped."""
+    from kubernetes.client.exceptions import ApiException
+
+    dyn = _dynamic(api)
+    result: dict[str, list[str]] = {"applied": [], "skipped": []}
+    missing = sorted({f"{o['apiVersion']} {o['kind']}" for o in objs if _resource(dyn, o) is None})
+    if missing and not skip_missing_kinds:
+        raise SlinkyError(f"the API server does not serve: {', '.join(missing)} (install the Slinky/Karpenter/"
+                          "mariadb-operator CRDs first, or pass --skip-missing-kinds)")
+    for obj in objs:
+        what = f"{obj['kind']} {obj['metadata'].get('namespace', '') + '/' if obj['metadata'].get('namespace') else ''}" \
+               f"{obj['metadata']['name']}"
+        res = _resource(dyn, obj)
+        if res is None:
+            result["skipped"].append(what)
+            log(f"{what}: skipped ({obj['apiVersion']} not served)")
+            continue
+        kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        try:
+            dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"],
+                                  namespace=obj["metadata"].get("namespace"), **kwargs)
+        except ApiException as exc:
+            raise SlinkyError(f"{what}: apply failed: {_reason(exc)}") from None
+        result["applied"].append(what)
+        log(f"{what}: {'would apply (dry run)' if dry_run else 'applied'}")
+    return result
+
+
+def _subset(live: Any, want: Any) -> Any:
+    """The part of ``live`` covering the fields ``want`` sets (so defaults don't show as diffs)."""
+    if isinstance(want, dict) and isinstance(live, dict):
+        return {k: _subset(live.get(k), v) for k, v in want.items() if k in live}
+    return live
+
+
+def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
+    """Unified diff, per object, of the fields we set vs what the cluster has ('' if none)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from slinkyml.cluster import dump_yaml
+
+    dyn = _dynamic(api)
+    out = []
+    for obj in objs:
+        meta = obj["metadata"]
+        label = f"{obj['kind']}/{meta.get('namespace', '-')}/{meta['name']}"
+        res = _resource(dyn, obj)
+        if res is None:
+            out.append(f"? {label}: {obj['apiVersion']} not served by this API server\n")
+            continue
+        try:
+            live = dyn.get(res, name=meta["name"], namespace=meta.get("namespace")).to_dict()
+        except ApiException as exc:
+            if exc.status == 404:
+                out.append(f"+ {label}: would be created\n")
+                continue
+            raise SlinkyError(f"{label}: {_reason(exc)}") from None
+        current = {k: _subset(live.get(k), v) for k, v in obj.items() if k != "status"}
+        current["metadata"] = {k: live["metadata"].get(k) for k in meta if k in live["metadata"]}
+        if obj["kind"] == "Secret":  # never diff secret content
+            current.pop("data", None)
+            current.pop("stringData", None)
+            obj = {k: v for k, v in obj.items() if k not in ("data", "stringData")}
+        a, b = dump_yaml(current).splitlines(True), dump_yaml(obj).splitlines(True)
+        if a != b:
+            out.append("".join(difflib.unified_diff(a, b, f"live/{label}", f"rendered/{label}")))
+    return "".join(out)
+
+
+def nodeset_status(api: Any, namespace: str, cluster: str | None = None) -> list[dict[str, Any]]:
+    """One row per NodeSet: replicas and the Slurm node states the operator reports."""
+    from kubernetes.client.exceptions import ApiException
+
+    dyn = _dynamic(api)
+    res = _resource(dyn, {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet"})
+    if res is None:
+        raise SlinkyError("the API server does not serve slinky.slurm.net/v1beta1 NodeSet (is the operator installed?)")
+    selector = f"slinkyml.io/cluster={cluster}" if cluster else None
+    try:
+        items = dyn.get(res, namespace=namespace, label_selector=selector).to_dict().get("items", [])
+    except ApiException as exc:
+        raise SlinkyError(f"listing NodeSets in {namespace}: {_reason(exc)}") from None
+    rows = []
+    for item in sorted(items, key=lambda i: i["metadata"]["name"]):
+        st = item.get("status") or {}
+        rows.append({
+            "name": item["metadata"]["name"],
+            "desired": (item.get("spec") or {}).get("replicas"),
+            "replicas": st.get("replicas", 0),
+            "ready": st.get("readyReplicas", 0),
+            "idle": st.get("slurmIdle", 0),
+            "allocated": st.get("slurmAllocated", 0),
+            "down": st.get("slurmDown", 0),
+            "drain": st.get("slurmDrain", 0),
+        })
+    return rows
