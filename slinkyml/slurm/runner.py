@@ -50,6 +50,16 @@ TRANSIENT_PATTERNS = (
     "Transport endpoint is not connected",
     "Communication connection failure",
 )
+#: reasons that make an error permanent even inside a "transient-looking" message.
+PERMANENT_PATTERNS = (
+    "Invalid job id",
+    "Invalid user",
+    "Invalid account",
+    "Invalid partition",
+    "Invalid qos",
+    "Access/permission denied",
+    "Requested node configuration is not available",
+)
 _ACCOUNTING_PATTERNS = (
     "accounting storage is disabled",
     "Slurm accounting storage is disabled",
@@ -179,6 +189,8 @@ class Slurm:
     def _is_transient(command: str, stderr: str) -> bool:
         if command in _ACCOUNTING_COMMANDS and any(p in stderr for p in _ACCOUNTING_PATTERNS):
             return False  # slurmdbd down is reported at once, not retried for a minute
+        if any(p in stderr for p in PERMANENT_PATTERNS):
+            return False
         return any(p in stderr for p in TRANSIENT_PATTERNS)
 
     @staticmethod
@@ -195,13 +207,13 @@ class Slurm:
             if any(p in stderr for p in _ACCOUNTING_PATTERNS):
                 return AccountingUnavailable(
                     f"{command}: slurmdbd is not reachable (is it running?): {detail}", **kwargs)
-        if "Unable to contact slurm controller" in stderr or "Connection refused" in stderr:
-            return SlurmControllerDown(f"{command}: slurmctld is not reachable: {detail}", **kwargs)
-        if any(p in stderr for p in TRANSIENT_PATTERNS):
-            return SlurmTransientError(f"{command}: {detail} (after {result.attempts} attempts)",
-                                       **kwargs)
         if "Invalid job id" in stderr:
             return JobNotFound(f"{command}: {detail}", **kwargs)
+        if "Unable to contact slurm controller" in stderr or "Connection refused" in stderr:
+            return SlurmControllerDown(f"{command}: slurmctld is not reachable: {detail}", **kwargs)
+        if Slurm._is_transient(command, stderr):
+            return SlurmTransientError(f"{command}: {detail} (after {result.attempts} attempts)",
+                                       **kwargs)
         if command in ("sbatch", "srun", "salloc") or "Invalid" in stderr:
             return InvalidRequest(f"{command}: {detail}", **kwargs)
         return SlurmError(f"{command} failed: {detail}", **kwargs)
@@ -210,12 +222,15 @@ class Slurm:
     @cached_property
     def version(self) -> SlurmVersion:
         """The installed Slurm version, from ``sinfo --version`` (no controller needed)."""
-        try:
-            return SlurmVersion.parse(self.run("sinfo", ["--version"], retries=0, timeout=15).stdout)
-        except SlurmError as exc:
-            if "configuration" not in exc.stderr:
-                raise
-        # 22.05 clients refuse even --version without a slurm.conf: give them a minimal one.
+        conf = self.conf or "/etc/slurm/slurm.conf"
+        if os.path.exists(conf):
+            try:
+                return SlurmVersion.parse(self.run("sinfo", ["--version"], retries=0, timeout=15).stdout)
+            except SlurmError as exc:
+                if "configuration" not in exc.stderr:
+                    raise
+        # 22.05 clients refuse even --version without a readable slurm.conf (and a missing one
+        # sends them to a DNS SRV lookup for configless mode): give them a minimal one.
         import tempfile
 
         with tempfile.NamedTemporaryFile("w", suffix=".conf") as probe:

@@ -1,0 +1,52 @@
+# Two commands (see README): `make demo` runs the main job, `make test` runs the tests.
+# Both set up what they need first (Debian packages, a virtual environment), idempotently.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SLINKYML := $(VENV)/bin/slinkyml
+APT_PACKAGES := slurm-wlm slurmdbd slurmrestd munge mariadb-server mariadb-client libslurm-dev \
+                iproute2 util-linux shellcheck
+PYTEST_ARGS ?=
+
+.PHONY: setup apt venv demo test lint bench down
+
+setup: apt venv
+
+# Debian packages: installed only when one is missing (needs root, as the local cluster does).
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	    | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:" $$missing; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	        $$missing >/dev/null; \
+	fi
+
+# The venv: torch==2.13.0 exactly (a CPU wheel on disk; anything else downloads a CUDA build),
+# DeepSpeed without build isolation (its build imports torch; no ops are built: CPU runs use a
+# torch optimizer), then slinkyml itself with its extras.
+venv: $(VENV)/.installed
+$(VENV)/.installed: setup.cfg pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation 'deepspeed>=0.16'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,train,k8s,plots]'
+	touch $@
+
+demo: setup
+	$(SLINKYML) demo
+
+test: setup
+	$(SLINKYML) dev up
+	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check slinkyml tests benchmarks
+
+bench: setup
+	$(SLINKYML) dev up
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+down:
+	$(SLINKYML) dev down

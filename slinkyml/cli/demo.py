@@ -1,0 +1,22 @@
+"""``slinkyml demo``: the main job — the product end to end on the local cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("demo", help="run the end-to-end demo on the local Slurm cluster",
+                              description="Renders and validates the example Slinky cluster, brings up the "
+                              "local Slurm cluster, runs a 2-node srun, plans a 200B model, trains a tiny GPT "
+                              "on 2 nodes with sbatch+torchrun, dispatches a Python all-reduce through "
+                              "submitit, and prints accounting reports.")
+    p.add_argument("--nodes", type=int, default=4, help="local compute nodes (default 4)")
+    p.add_argument("--workdir", help="where job files go (default: a new directory under /tmp)")
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from slinkyml.demo import main
+
+    return main(args.nodes, args.workdir)

@@ -1,0 +1,202 @@
+"""The local multi-node Slurm cluster, against its real daemons."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slinkyml.dev import DevClusterSpec, LocalCluster
+from slinkyml.dev.config import render_gres_conf, render_hosts_block, render_slurm_conf
+from slinkyml.dev.network import strip_hosts_block
+from slinkyml.errors import SlinkyError, SpecError
+from slinkyml.slurm import SlurmVersion
+
+
+# -- pure rendering -------------------------------------------------------------------------
+def test_slurm_conf_has_the_settings_the_cluster_depends_on(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=3, controller_host="ctl")
+    conf = render_slurm_conf(spec, SlurmVersion(22, 5, 8))
+    for line in ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
+                 "PriorityType=priority/multifactor", "AccountingStorageEnforce=associations,limits,qos",
+                 "JobAcctGatherFrequency=task=1", "SchedulerParameters=batch_sched_delay=0",
+                 "SlurmctldHost=ctl(10.213.0.1)"):
+        assert line in conf
+    assert "NodeName=n3 NodeAddr=10.213.0.13" in conf
+    assert "Gres" not in conf  # no GPUs
+
+
+def test_gpu_machine_gets_gres(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2, gpus=4, controller_host="ctl")
+    conf = render_slurm_conf(spec, SlurmVersion(24, 11, 1))
+    assert "GresTypes=gpu" in conf and "Gres=gpu:2" in conf
+    gres = render_gres_conf(spec)
+    assert "NodeName=n1 Name=gpu File=/dev/nvidia0,/dev/nvidia1" in gres
+    assert "NodeName=n2 Name=gpu File=/dev/nvidia2,/dev/nvidia3" in gres
+
+
+def test_hosts_block_is_replaced_not_duplicated(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2)
+    base = "127.0.0.1 localhost\n"
+    once = base + render_hosts_block(spec)
+    assert strip_hosts_block(once, spec) == base
+    assert "10.213.0.12 n2" in once
+
+
+@pytest.mark.parametrize("field, value, flag", [
+    ("nodes", 0, "--nodes"), ("nodes", 65, "--nodes"), ("subnet", "10.0.0.0/30", "--subnet"),
+    ("subnet", "not-a-net", "--subnet"), ("slurmctld_port", 80, "--slurmctld-port"),
+    ("cluster_name", "Bad Name", "--cluster-name"),
+])
+def test_bad_spec_names_the_flag(tmp_path, field, value, flag):
+    with pytest.raises(SpecError) as info:
+        DevClusterSpec(state_dir=tmp_path, **{field: value})
+    assert info.value.path == flag
+
+
+def test_cli_bad_nodes_is_one_line(cli):
+    code, out, err = cli("dev", "up", "--nodes", "0")
+    assert code == 2
+    assert err.strip() == "slinkyml: error: --nodes: must be an integer from 1 to 64, got 0"
+
+
+def test_cli_missing_package_is_one_line(tmp_path):
+    """Without the Slurm packages on PATH: one line naming what to install, no traceback."""
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "SLINKYML_STATE_DIR": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-m", "slinkyml", "dev", "up", "--nodes", "2"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slinkyml: error: missing: slurmctld")
+    assert "Traceback" not in proc.stderr
+
+
+# -- the real cluster -------------------------------------------------------------------------
+pytestmark_slurm = pytest.mark.slurm
+
+
+@pytest.mark.slurm
+def test_busy_port_is_refused_before_anything_starts(local_cluster, tmp_path):
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        other = LocalCluster(tmp_path / "other", nodes=2, mariadb_port=port, slurmctld_port=16917,
+                             slurmdbd_port=16919, slurmrestd_port=16920, bridge="slkmlt0",
+                             subnet="10.214.0.0/24", node_prefix="t")
+        with pytest.raises(SlinkyError, match=rf"--mariadb-port: port {port} .* already in use"):
+            other.up()
+        assert not any(d.running for d in other._daemons())
+    assert local_cluster.running  # the real cluster was not touched
+
+
+@pytest.mark.slurm
+def test_all_daemons_and_nodes_are_up(local_cluster):
+    status = local_cluster.status()
+    assert status["running"], status
+    assert set(status["nodes"]) == set(local_cluster.spec.node_names)
+    assert all(state in ("idle", "mixed", "allocated", "completing") for state in status["nodes"].values())
+
+
+@pytest.mark.slurm
+def test_two_node_job_sees_two_hostnames(slurm):
+    out = slurm.run("srun", ["-N2", "--ntasks-per-node=1", "hostname"], timeout=60).stdout.split()
+    assert len(out) == 2 and len(set(out)) == 2
+    assert all(name.startswith("n") for name in out)
+
+
+@pytest.mark.slurm
+def test_nodes_reach_each_other_by_name(slurm):
+    """Node names resolve and route between namespaces (MASTER_ADDR / gloo depend on it)."""
+    script = "import socket,sys; s=socket.create_connection((sys.argv[1], 6818), timeout=5); print('ok')"
+    out = slurm.run("srun", ["-N1", "-w", "n1", sys.executable, "-c", script, "n2"], timeout=60).stdout
+    assert out.strip() == "ok"
+
+
+@pytest.mark.slurm
+def test_sbatch_job_appears_in_sacct_as_another_user(slurm, shared_tmp):
+    job = slurm.sbatch("#!/bin/bash\n#SBATCH -N2 -o out-%j.txt\nsrun hostname\n", ["-J", "acct-check"],
+                       as_user="alice", cwd=shared_tmp)
+    deadline = time.monotonic() + 90
+    record = ""
+    while time.monotonic() < deadline:
+        record = slurm.run("sacct", ["-X", "-n", "-P", "-j", str(job), "--format=JobID,User,Account,State,NNodes"]
+                           ).stdout.strip()
+        if record.endswith("|2") and "COMPLETED" in record:
+            break
+        time.sleep(0.5)
+    assert record == f"{job}|alice|physics|COMPLETED|2"
+    assert len(set((shared_tmp / f"out-{job}.txt").read_text().split())) == 2
+
+
+@pytest.mark.slurm
+def test_sshare_shows_the_account_tree(slurm):
+    out = slurm.run("sshare", ["-a", "-P", "-o", "Account,User,RawShares"]).stdout
+    rows = [line.split("|") for line in out.splitlines()[1:]]
+    accounts = {row[0].strip() for row in rows}
+    assert {"science", "physics", "bio", "ml"} <= accounts
+    assert ["physics", "alice", "1"] in [[c.strip() for c in r] for r in rows]
+    assert any(r[0].strip() == "science" and r[1] == "" and r[2] == "60" for r in rows)
+
+
+def _unix_request(path: Path, method: str, url: str, body: dict | None = None) -> dict:
+    conn = http.client.HTTPConnection("localhost")
+    conn.sock = socket.socket(socket.AF_UNIX)
+    conn.sock.connect(str(path))
+    conn.request(method, url, body=json.dumps(body) if body else None,
+                 headers={"Content-Type": "application/json"})
+    return json.loads(conn.getresponse().read())
+
+
+@pytest.mark.slurm
+def test_slurmrestd_ping_and_submit_over_unix_socket(local_cluster, slurm, shared_tmp):
+    api = slurm.version.restapi_versions[0]
+    ping = _unix_request(local_cluster.spec.restd_socket, "GET", f"/slurm/{api}/ping")
+    assert ping["pings"][0]["ping"] == "UP"
+    job = {"name": "rest-unix", "nodes": 1, "current_working_directory": str(shared_tmp),
+           "environment": {"PATH": "/usr/bin:/bin"} if api == "v0.0.38" else ["PATH=/usr/bin:/bin"]}
+    reply = _unix_request(local_cluster.spec.restd_socket, "POST", f"/slurm/{api}/job/submit",
+                          {"script": "#!/bin/bash\ntrue\n", "job": job})
+    assert not reply["errors"], reply["errors"]
+    shown = slurm.show("job", str(reply["job_id"]))
+    assert shown[0]["JobName"] == "rest-unix"
+
+
+@pytest.mark.slurm
+def test_slurmrestd_over_tcp_needs_a_valid_jwt(local_cluster, slurm):
+    api = slurm.version.restapi_versions[0]
+    conn = http.client.HTTPConnection("127.0.0.1", local_cluster.spec.slurmrestd_port, timeout=10)
+    conn.request("GET", f"/slurm/{api}/ping", headers={"X-SLURM-USER-NAME": "root",
+                                                        "X-SLURM-USER-TOKEN": "not-a-token"})
+    assert conn.getresponse().status in (401, 403, 500)
+    conn = http.client.HTTPConnection("127.0.0.1", local_cluster.spec.slurmrestd_port, timeout=10)
+    conn.request("GET", f"/slurm/{api}/ping", headers={"X-SLURM-USER-NAME": "root",
+                                                        "X-SLURM-USER-TOKEN": local_cluster.token("root")})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert json.loads(response.read())["pings"][0]["ping"] == "UP"
+
+
+@pytest.mark.slurm
+def test_up_is_idempotent_and_fast_when_running(local_cluster):
+    before = {d.name: d.pid for d in local_cluster.status()["daemons"]}
+    LocalCluster(local_cluster.spec.state_dir, nodes=local_cluster.spec.nodes).up()
+    after = {d.name: d.pid for d in local_cluster.status()["daemons"]}
+    assert before == after and all(after.values())
+
+
+@pytest.mark.slurm
+def test_secrets_stay_private(local_cluster):
+    spec = local_cluster.spec
+    for path in (spec.slurmdbd_conf, spec.jwt_key, spec.etc / "db_password", spec.etc / "munge" / "munge.key"):
+        assert path.stat().st_mode & 0o077 == 0, path
+    password = (spec.etc / "db_password").read_text().strip()
+    for log in spec.log.glob("*.log"):
+        assert password not in log.read_text(errors="replace"), log
+    assert password not in spec.slurm_conf.read_text()

@@ -1,0 +1,152 @@
+"""The Slurm command layer: parsing, error classification, retries, version detection."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from slinkyml.errors import SlinkyError
+from slinkyml.slurm import (
+    AccountingUnavailable,
+    InvalidRequest,
+    JobNotFound,
+    Slurm,
+    SlurmCommandNotFound,
+    SlurmControllerDown,
+    SlurmError,
+    SlurmTransientError,
+    SlurmVersion,
+    parse_job_id,
+    parse_scontrol_record,
+)
+from slinkyml.slurm.runner import Result
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("slurm-wlm 22.05.8\n", (22, 5, 8)),
+    ("slurm 24.11.5", (24, 11, 5)),
+    ("slurm 25.11.0-rc1", (25, 11, 0)),
+])
+def test_version_parse(text, expected):
+    version = SlurmVersion.parse(text)
+    assert (version.major, version.minor, version.patch) == expected
+    assert version.release == f"{expected[0]:02d}.{expected[1]:02d}"
+
+
+def test_version_features_branch_in_one_place():
+    old, new = SlurmVersion(22, 5, 8), SlurmVersion(24, 11, 1)
+    assert old.restapi_versions[0] == "v0.0.38" and new.restapi_versions[0] == "v0.0.42"
+    assert old.has_sbatch_uid_flag and not new.has_sbatch_uid_flag
+    assert not old.has_json_output and new.has_json_output
+    with pytest.raises(SlinkyError, match="cannot parse"):
+        SlurmVersion.parse("no digits here")
+
+
+def test_parse_job_id():
+    assert parse_job_id("1234\n") == 1234
+    assert parse_job_id("77;slinkyml\n") == 77
+    with pytest.raises(SlurmError):
+        parse_job_id("sbatch: error: nope")
+
+
+def test_parse_scontrol_record_keeps_values_with_spaces():
+    line = ("NodeName=n1 Arch=x86_64 CoresPerSocket=1 State=DOWN+DRAIN "
+            "Reason=Not responding [root@2026-11-30T01:00:00] Partitions=debug,short")
+    record = parse_scontrol_record(line)
+    assert record["NodeName"] == "n1"
+    assert record["Reason"] == "Not responding [root@2026-11-30T01:00:00]"
+    assert record["Partitions"] == "debug,short"
+
+
+@pytest.mark.parametrize("command, stderr, kind", [
+    ("sacct", "sacct: error: Problem talking to the database: Connection refused", AccountingUnavailable),
+    ("sacct", "sacct: error: Slurm accounting storage is disabled", AccountingUnavailable),
+    ("squeue", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+     SlurmControllerDown),
+    ("squeue", "slurm_load_jobs error: Socket timed out on send/recv operation", SlurmTransientError),
+    ("scontrol", "slurm_load_jobs error: Invalid job id specified", JobNotFound),
+    ("sbatch", "sbatch: error: Batch job submission failed: Invalid partition name specified",
+     InvalidRequest),
+])
+def test_errors_are_typed_and_carry_stderr(command, stderr, kind):
+    error = Slurm._classify(command, Result((command,), 1, "", stderr, 0.1, 4))
+    assert isinstance(error, kind)
+    assert error.stderr == stderr
+    assert "\n" not in error.one_line()
+
+
+def _fake_bin(tmp_path: Path, name: str, body: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text("#!/bin/bash\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bin_dir
+
+
+def test_transient_errors_are_retried(tmp_path):
+    """A command that times out twice, then works: the layer retries and succeeds."""
+    counter = tmp_path / "count"
+    bin_dir = _fake_bin(tmp_path, "squeue", f"""
+n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}
+if [ $n -lt 3 ]; then echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2; exit 1; fi
+echo "TZ=$TZ"
+""")
+    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=3, backoff=0.01)
+    result = slurm.run("squeue", [])
+    assert result.attempts == 3 and result.stdout.strip() == "TZ=UTC"
+
+
+def test_transient_errors_give_up_after_retries(tmp_path):
+    bin_dir = _fake_bin(tmp_path, "squeue", 'echo "slurm_load_jobs error: Socket timed out" >&2; exit 1\n')
+    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=2, backoff=0.01)
+    with pytest.raises(SlurmTransientError, match="after 3 attempts"):
+        slurm.run("squeue", [])
+
+
+def test_permanent_errors_are_not_retried(tmp_path):
+    counter = tmp_path / "count"
+    bin_dir = _fake_bin(tmp_path, "sbatch", f'echo x >> {counter}; '
+                        'echo "sbatch: error: Batch job submission failed: Invalid account" >&2; exit 1\n')
+    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=3, backoff=0.01)
+    with pytest.raises(InvalidRequest):
+        slurm.run("sbatch", ["x.sh"])
+    assert counter.read_text().count("x") == 1
+
+
+def test_missing_command_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SlurmCommandNotFound, match="not found on PATH"):
+        Slurm("/x.conf").run("sinfo", [])
+
+
+def test_only_slurm_commands_are_run():
+    with pytest.raises(ValueError):
+        Slurm("/x.conf").executable("rm")
+
+
+@pytest.mark.slurm
+def test_version_detected_from_the_installation(slurm):
+    assert slurm.version.at_least(22, 5)
+    # also without any slurm.conf (22.05 clients refuse even --version then)
+    assert Slurm("/nonexistent/slurm.conf").version == slurm.version
+
+
+@pytest.mark.slurm
+def test_show_config_and_nodes(slurm):
+    config = slurm.show_config()
+    assert config["ClusterName"] == "slinkyml"
+    assert config["SelectType"] == "select/cons_tres"
+    nodes = slurm.show("node")
+    assert {n["NodeName"] for n in nodes} >= {"n1", "n2"}
+    assert slurm.environ()["TZ"] == "UTC"  # whatever the caller's TZ
+
+
+@pytest.mark.slurm
+def test_real_errors_are_typed(slurm):
+    with pytest.raises(JobNotFound):
+        slurm.run("scontrol", ["show", "job", "999999999"])
+    with pytest.raises(InvalidRequest, match="partition"):
+        slurm.run("sbatch", ["-p", "no_such_partition", "--wrap", "true"], retries=0)

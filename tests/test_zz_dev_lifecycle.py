@@ -1,0 +1,29 @@
+"""down → up → up again on the session's cluster. Runs last (file name) so it disturbs nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from slinkyml.dev import LocalCluster
+from slinkyml.dev.process import is_alive
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(240)
+def test_down_then_up_then_up_again(local_cluster, cli):
+    spec = local_cluster.spec
+    pids = [d.pid for d in local_cluster.status()["daemons"]]
+    code, out, _ = cli("dev", "down", "--state-dir", str(spec.state_dir), "--nodes", str(spec.nodes))
+    assert code == 0 and "slurmctld" in out
+    assert not any(is_alive(pid) for pid in pids)  # stopped by PID (zombies count as stopped)
+    code, out, _ = cli("dev", "status", "--state-dir", str(spec.state_dir), "--nodes", str(spec.nodes))
+    assert code == 1 and "stopped" in out
+
+    cluster = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True).up()  # warm start
+    assert cluster.running
+    first = {d.name: d.pid for d in cluster.status()["daemons"]}
+    code, out, _ = cli("dev", "up", "--state-dir", str(spec.state_dir), "--nodes", str(spec.nodes))
+    assert code == 0
+    assert {d.name: d.pid for d in cluster.status()["daemons"]} == first  # idempotent: nothing restarted
+    hosts = cluster.slurm.run("srun", ["-N2", "hostname"], timeout=60).stdout.split()
+    assert len(set(hosts)) == 2
