@@ -170,7 +170,7 @@ class LocalCluster:
         try:
             network.ensure_network(self.spec)
             network.install_hosts(self.spec)
-            self._start(daemons["munged"], lambda: self.spec.munge_socket.exists())
+            self._start(daemons["munged"], lambda: _unix_connectable(self.spec.munge_socket))
             self._start_mariadb(daemons["mariadb"])
             self._start(daemons["slurmdbd"], lambda: _port_open(self.spec.controller_addr,
                                                                   self.spec.slurmdbd_port))
@@ -179,7 +179,7 @@ class LocalCluster:
             for node in self.spec.node_names:
                 self._start(daemons[f"slurmd-{node}"], lambda: True)
             self._wait_nodes(daemons)
-            self._start(daemons["slurmrestd-unix"], lambda: self.spec.restd_socket.exists())
+            self._start(daemons["slurmrestd-unix"], lambda: _unix_connectable(self.spec.restd_socket))
             self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
             self._link_system_conf()
         except BaseException:
@@ -437,6 +437,17 @@ def _port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _unix_connectable(path: Path) -> bool:
+    """A daemon listens on ``path`` (a stale socket file left by a killed daemon does not count)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 def _port_in_use(port: int) -> bool:
