@@ -64,9 +64,17 @@ def _cluster_manifests() -> str:
 
 
 def _plan() -> str:
-    from slinkyml.plan import demo_plan
+    from slinkyml.plan import check, gpu_hardware, shape_from_params
 
-    return demo_plan()
+    shape = shape_from_params(200e9)
+    lines = []
+    for gpu in ("a100-40gb", "a100-80gb"):
+        best = check(shape, gpu_hardware(gpu), 64, (8, 4, 2), top=1, suggest=False).best
+        verdict = (f"fits: ZeRO-{best.zero}, recompute {best.recompute}, offload {best.offload}, "
+                   f"{best.peak / 2**30:.1f} of {best.capacity / 2**30:.0f} GiB") if best else "does not fit"
+        lines.append(f"{gpu}: {verdict}")
+    lines.append("(full arithmetic: slinkyml plan --params 200e9 --gpus 64 --gpu a100-80gb --check 8,4,2)")
+    return "\n".join(lines)
 
 
 def _training(slurm, work: Path) -> str:
