@@ -125,6 +125,7 @@ class JobSpec:
     python: str = "python3"
     neuron_precompile: bool = True
     library_versions: Mapping[str, str] = field(default_factory=dict)
+    srun_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 200 or "\n" in self.name:
@@ -177,6 +178,11 @@ class JobSpec:
             if not _DEPENDENCY.match(dep):
                 raise SpecError(f"dependencies[{i}]", f"expected e.g. afterok:1234, got {dep!r}")
         object.__setattr__(self, "dependencies", deps)
+        srun_args = _str_tuple("srun_args", self.srun_args)
+        for i, arg in enumerate(srun_args):
+            if not arg.startswith("-"):
+                raise SpecError(f"srun_args[{i}]", f"expected an srun option like --mpi=pmix, got {arg!r}")
+        object.__setattr__(self, "srun_args", srun_args)
         _check_int("rdzv_port", self.rdzv_port, 1, 65535)
         for name in ("log_dir", "python", "checkpoint_dir"):
             value = getattr(self, name)
@@ -252,7 +258,7 @@ class JobSpec:
             data["container"] = _sub(Container, "container", data["container"])
         if "requeue" in data:
             data["requeue"] = _sub(RequeuePolicy, "requeue", data["requeue"] or {})
-        for key in ("dependencies",):
+        for key in ("dependencies", "srun_args"):
             if isinstance(data.get(key), str):
                 data[key] = (data[key],)
         try:

@@ -1,0 +1,326 @@
+"""JobSpec → sbatch script text. Pure: no Slurm, no file system, same spec → same bytes.
+
+Every value from the spec reaches the shell single-quoted (``shlex.quote``) or, in ``#SBATCH``
+lines (parsed by sbatch, not by a shell), double-quoted with sbatch's own escapes; so names,
+arguments and environment values holding ``$(...)``, backticks, ``;`` or newlines stay literal.
+Only words this module writes itself (``"$SLURM_NNODES"``, ``"$head_node:$rdzv_port"``) expand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slinkyml.jobs.presets import network_env
+from slinkyml.jobs.spec import JobSpec
+
+#: Where a rendered DeepSpeed script writes its config at run time (next to the logs).
+DS_CONFIG_FILE = "ds_config-${SLURM_JOB_ID}.json"
+#: Environment the training module reads (so user arguments stay exactly as written).
+ENV_CHECKPOINT_DIR = "SLINKYML_CHECKPOINT_DIR"
+ENV_LOG_DIR = "SLINKYML_LOG_DIR"
+ENV_DS_CONFIG = "SLINKYML_DEEPSPEED_CONFIG"
+ENV_SIGNAL = "SLINKYML_PREEMPT_SIGNAL"
+ENV_RESTART = "SLINKYML_RESTART_COUNT"
+#: torchrun's agent only forwards the signals listed here to its workers (torch ≥ 2.4).
+TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+
+class Raw(str):
+    """A shell word this module wrote itself: emitted as is (it may expand ``"$VAR"``)."""
+
+
+_ANSI_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def quote(value: str) -> str:
+    """Quote one literal shell word.
+
+    Plain ``'...'`` quoting (shlex) is enough for safety; words holding ``$``, backticks or control
+    characters use bash's ``$'...'`` form so they read unambiguously (``\\n``) and shellcheck
+    does not mistake them for expansions the author forgot.
+    """
+    value = str(value)
+    if not re.search(r"[$`\x00-\x1f\x7f]", value):
+        return shlex.quote(value)
+    out = []
+    for ch in value:
+        if ch in _ANSI_ESCAPES:
+            out.append(_ANSI_ESCAPES[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+def shell_word(word: str) -> str:
+    return str(word) if isinstance(word, Raw) else quote(str(word))
+
+
+def shell_join(words: Sequence[str]) -> str:
+    return " ".join(shell_word(w) for w in words)
+
+
+def sbatch_value(value: str) -> str:
+    """Quote a value for an ``#SBATCH`` line: sbatch honours double quotes and backslash escapes."""
+    value = str(value)
+    if re.fullmatch(r"[A-Za-z0-9_.,:=@+/%-]+", value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def safe_name(name: str) -> str:
+    """The job name made safe for file names and Slurm filename patterns."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:64] or "job"
+
+
+def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:
+    """What one training process runs (without any launcher)."""
+    entry = spec.entry
+    py = python or spec.python
+    if entry.module is not None:
+        return [py, "-m", entry.module, *entry.args]
+    if entry.is_python:
+        return [py, str(entry.script), *entry.args]
+    return [str(entry.script), *entry.args]
+
+
+def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnodes: int | str | None = None,
+                rdzv_id: str = "slinkyml", ds_hostfile: str | None = None) -> list[str]:
+    """The launch command for ONE node (torchrun/deepspeed/neuron/srun task) as an argv list.
+
+    torchrun is started as ``python -m torch.distributed.run`` so that the job's interpreter
+    (``spec.python``) and its torch are the ones that run. ``head_node``/``port`` are the c10d
+    rendezvous endpoint; ``nnodes`` defaults to ``spec.nodes``.
+    """
+    port = spec.rdzv_port if port is None else port
+    nnodes = spec.nodes if nnodes is None else nnodes
+    endpoint = f"{head_node}:{port}"
+    if spec.launcher == "srun":
+        return entry_argv(spec)
+    if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
+        # DeepSpeed's own launcher, run once on the batch node: it starts the ranks via srun.
+        target = entry_argv(spec)[1:] if spec.entry.is_python else entry_argv(spec)
+        if spec.entry.module is not None:
+            target = ["--module", *target[1:]]
+        return [spec.python, "-m", "deepspeed.launcher.runner", "--launcher", "slurm",
+                "--hostfile", ds_hostfile or "hostfile", "--num_nodes", str(nnodes),
+                "--num_gpus", str(spec.effective_procs_per_node), "--master_addr", head_node,
+                "--master_port", str(port), *target]
+    entry = entry_argv(spec)[1:]  # torchrun supplies the interpreter
+    return [spec.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+            "--nproc-per-node", str(spec.effective_procs_per_node), "--rdzv-id", rdzv_id,
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, *entry]
+
+
+def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
+    """The spec's DeepSpeed config, or the planner's default for its world size (ZeRO-2)."""
+    if spec.deepspeed_config is not None:
+        return spec.deepspeed_config if isinstance(spec.deepspeed_config, str) else dict(spec.deepspeed_config)
+    try:
+        from slinkyml.plan import deepspeed_config
+    except ImportError:  # planner not installed: a minimal ZeRO-2 config
+        return {"train_batch_size": spec.world_size, "train_micro_batch_size_per_gpu": 1,
+                "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2},
+                "bf16": {"enabled": True}, "gradient_clipping": 1.0}
+    return deepspeed_config(micro_batch=1, grad_accum=1, dp=spec.world_size, zero=2)
+
+
+def sbatch_directives(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """``#SBATCH`` options in a fixed order: (option, value or None for a flag)."""
+    out: list[tuple[str, str | None]] = [
+        ("--job-name", spec.name),
+        ("--nodes", str(spec.nodes)),
+        ("--ntasks-per-node", str(spec.effective_tasks_per_node)),
+        ("--cpus-per-task", str(spec.cpus_per_task)),
+    ]
+    if spec.mem_per_node:
+        out.append(("--mem", spec.mem_per_node))
+    if spec.gpus_per_node:
+        out.append(("--gres", f"gpu:{spec.gpus_per_node}"))
+    if spec.neuron_devices_per_node:
+        out.append(("--gres", f"neuron:{spec.neuron_devices_per_node}"))
+    out.append(("--time", spec.time_limit))
+    for key in ("partition", "account", "qos", "nodelist"):
+        if getattr(spec, key):
+            out.append((f"--{key}", getattr(spec, key)))
+    if spec.exclusive:
+        out.append(("--exclusive", None))
+    if spec.dependencies:
+        out.append(("--dependency", ",".join(spec.dependencies)))
+    log_dir = spec.log_dir.replace("%", "%%").rstrip("/") or "/"
+    out += [
+        ("--output", f"{log_dir}/{safe_name(spec.name)}-%j.out"),
+        ("--open-mode", "append"),  # a requeued run appends to the same batch log
+        ("--requeue", None),
+        ("--signal", f"B:{spec.requeue.signal}@{spec.requeue.grace_seconds}"),
+    ]
+    return out
+
+
+def render_sbatch(spec: JobSpec) -> str:
+    """The complete sbatch script for ``spec``."""
+    sig = spec.requeue.signal
+    lines = ["#!/bin/bash",
+             f"# {safe_name(spec.name)}: rendered by `slinkyml sbatch render` from its job spec; "
+             "re-render rather than edit.",
+             f"# Needs the log directory to exist before submission: mkdir -p {shlex.quote(spec.log_dir)}"]
+    for option, value in sbatch_directives(spec):
+        lines.append(f"#SBATCH {option}" if value is None else f"#SBATCH {option}={sbatch_value(value)}")
+    launch = _launch_lines(spec)
+    launch_text = "\n".join(launch)
+    lines += ["set -euo pipefail", "", "# -- settings from the job spec"]
+    settings = {
+        "log_dir": spec.log_dir,
+        "log_name": safe_name(spec.name),
+        "max_restarts": str(spec.requeue.max_restarts),
+        "rdzv_port": str(spec.rdzv_port),
+    }
+    for key, value in settings.items():
+        if key in ("log_name", "rdzv_port") and f"${key}" not in launch_text:
+            continue
+        lines.append(f"{key}={quote(value)}")
+    lines += [
+        'restart_count="${SLURM_RESTART_COUNT:-0}"',
+        'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        "",
+        "# -- environment: slinkyml, network preset "
+        f"({spec.network}), then the spec's own",
+        f'export {ENV_RESTART}="$restart_count"',
+        f"export {ENV_SIGNAL}={sig}",
+        f'export {ENV_LOG_DIR}="$log_dir"',
+        f"export TORCHELASTIC_SIGNALS_TO_HANDLE={TORCHELASTIC_SIGNALS},SIG{sig}",
+    ]
+    if spec.checkpoint_dir:
+        lines.append(f"export {ENV_CHECKPOINT_DIR}={quote(spec.checkpoint_dir)}")
+    env = network_env(spec.network, spec.library_versions)
+    env.update(spec.env)
+    for key, value in env.items():
+        lines.append(f"export {key}={quote(value)}")
+    lines += [
+        "",
+        'if (( restart_count > max_restarts )); then',
+        '  echo "slinkyml: restart $restart_count exceeds the limit of $max_restarts; not running" >&2',
+        "  exit 1",
+        "fi",
+        'mkdir -p -- "$log_dir"',
+    ]
+    if spec.launcher == "deepspeed":
+        config = deepspeed_config_for(spec)
+        if isinstance(config, str):
+            lines.append(f"export {ENV_DS_CONFIG}={quote(config)}")
+        else:
+            lines += [f'export {ENV_DS_CONFIG}="$log_dir/{DS_CONFIG_FILE}"',
+                      f'cat > "${ENV_DS_CONFIG}" <<\'SLINKYML_DS_CONFIG\'',
+                      json.dumps(config, indent=2, sort_keys=True),
+                      "SLINKYML_DS_CONFIG"]
+    lines += [
+        'echo "slinkyml: job $SLURM_JOB_ID restart $restart_count/$max_restarts on '
+        '$SLURM_JOB_NODELIST (head $head_node)"',
+        "",
+    ]
+    lines += launch
+    lines += [
+        "",
+        "# -- preemption: forward the signal, let training checkpoint, then requeue up to the limit",
+        "preempted=0",
+        f"trap 'preempted=1; echo \"slinkyml: SIG{sig} received; forwarding to the training processes\"; "
+        f"kill -s {sig} \"$launcher_pid\" 2>/dev/null || true' {sig}",
+        '"${launch[@]}" &',
+        "launcher_pid=$!",
+        "status=0",
+        "while true; do",
+        '  if wait "$launcher_pid"; then status=0; else status=$?; fi',
+        '  kill -0 "$launcher_pid" 2>/dev/null || break  # still running: wait was cut short by the trap',
+        "done",
+        "if (( preempted )); then",
+        "  if (( restart_count < max_restarts )); then",
+        '    echo "slinkyml: requeueing (restart $((restart_count + 1)) of $max_restarts)"',
+        '    scontrol requeue "$SLURM_JOB_ID"',
+        "    exit 0",
+        "  fi",
+        '  echo "slinkyml: preempted with no restarts left ($max_restarts)" >&2',
+        "  exit 1",
+        "fi",
+        'echo "slinkyml: training exited with status $status"',
+        'exit "$status"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _srun_prefix(spec: JobSpec, tasks_per_node: int, *, label: str) -> list[str]:
+    argv = [Raw("srun"), Raw("--kill-on-bad-exit=1"), Raw('--nodes="$SLURM_NNODES"'),
+            Raw(f"--ntasks-per-node={tasks_per_node}"),
+            Raw(f'--output="$log_dir/$log_name-$SLURM_JOB_ID-r$restart_count-{label}%t.log"')]
+    if spec.container is not None:
+        argv.append(f"--container-image={spec.container.image}")
+        if spec.container.mounts:
+            argv.append(f"--container-mounts={','.join(spec.container.mounts)}")
+        if spec.container.workdir:
+            argv.append(f"--container-workdir={spec.container.workdir}")
+    argv += list(spec.srun_args)
+    return argv
+
+
+def _array(name: str, words: Sequence[str]) -> list[str]:
+    """A bash array, an option and its value per line, so long commands stay readable."""
+    body: list[str] = []
+    i = 0
+    while i < len(words):
+        word = shell_word(words[i])
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        if (str(words[i]).startswith("-") and "=" not in str(words[i]) and nxt is not None
+                and not str(nxt).startswith("-")):
+            word += " " + shell_word(nxt)
+            i += 1
+        body.append(f"  {word}")
+        i += 1
+    return [f"{name}=(", *body, ")"]
+
+
+def _launch_lines(spec: JobSpec) -> list[str]:
+    head, port, nnodes = Raw('"$head_node"'), Raw('"$rdzv_port"'), Raw('"$SLURM_NNODES"')
+    rdzv = Raw('"$SLURM_JOB_ID"')
+    if spec.launcher == "srun":
+        out = ["# -- launch: one task per device (or per node), the command as written"]
+        return out + _array("launch", [*_srun_prefix(spec, spec.effective_tasks_per_node, label="task"),
+                                       *entry_argv(spec)])
+    if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
+        out = ["# -- launch: DeepSpeed's launcher on the batch node; it starts ranks with srun",
+               'hostfile="$log_dir/hostfile-$SLURM_JOB_ID"',
+               'scontrol show hostnames "$SLURM_JOB_NODELIST" | '
+               f'sed "s/\\$/ slots={spec.effective_procs_per_node}/" > "$hostfile"']
+        argv = launch_argv(spec, "HEAD", 0, nnodes="N", ds_hostfile="HOSTFILE")
+        n_opts = argv.index("--master_port") + 2  # launcher options end here; the rest is the user's
+        mapping = {"HEAD": head, "0": port, "N": nnodes, "HOSTFILE": Raw('"$hostfile"')}
+        argv = [_substitute(w, mapping) for w in argv[:n_opts]] + argv[n_opts:]
+        return out + _array("launch", argv)
+    argv = launch_argv(spec, "HEAD", 0, nnodes="N", rdzv_id="RDZV")
+    mapping = {"N": nnodes, "RDZV": rdzv, "HEAD:0": Raw('"$head_node:$rdzv_port"')}
+    argv = [_substitute(w, mapping) for w in argv[:_entry_start(argv)]] + argv[_entry_start(argv):]
+    out = ["# -- launch: one torchrun (python -m torch.distributed.run) per node, c10d rendezvous "
+           "on the first node"]
+    prefix = _srun_prefix(spec, 1, label="node")
+    if spec.launcher == "neuron" and spec.neuron_precompile:
+        out += ["# Trainium: extract and compile the graphs once (first run only), then train",
+                *_array("precompile", [*prefix, "neuron_parallel_compile", *argv]),
+                'if (( restart_count == 0 )); then "${precompile[@]}"; fi']
+    return out + _array("launch", [*prefix, *argv])
+
+
+def _entry_start(argv: list[str]) -> int:
+    """Index of the first word after torchrun's own options (module flag or script)."""
+    i = argv.index("--rdzv-endpoint") + 2
+    return i
+
+
+def _substitute(word: str, mapping: Mapping[str, Raw]) -> str:
+    return mapping.get(word, word)
+
+
+__all__ = ["Raw", "deepspeed_config_for", "entry_argv", "launch_argv", "render_sbatch", "safe_name",
+           "sbatch_directives", "sbatch_value", "shell_join", "shell_word"]
