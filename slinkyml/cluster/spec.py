@@ -156,6 +156,7 @@ class SlurmCluster:
 
 
 _NULLABLE = {"token_user"}
+_NUMERIC_STR = {"cpu", "memory", "persistence_size", "storage_size"}
 _NESTED = {"controller": Controller, "login": Login, "rest_api": RestApi, "accounting": Accounting,
            "storage": Fsx, "secrets": Secrets, "aws": Aws}
 
@@ -193,7 +194,7 @@ def _get(raw: dict[str, Any], path: str, key: str, kind: type | tuple[type, ...]
         return None
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if isinstance(value, bool) and bool not in kinds:
-        raise SpecError(p, f"expected {kinds[0].__name__}, got boolean {value!r}")
+        raise SpecError(p, f"expected {_type_name(kinds[0]())}, got boolean {value!r}")
     if float in kinds and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kinds):
@@ -311,7 +312,8 @@ def _simple(raw: Any, path: str, cls: type) -> Any:
         elif isinstance(default, int):
             kind = int
         else:
-            kind = (str, int, float)  # YAML turns `cpu: 2` into a number; accept and stringify
+            # YAML turns `cpu: 2` into a number; accept and stringify for quantities only
+            kind = (str, int, float) if f.name in _NUMERIC_STR else str
         value = _get(raw, path, f.name, kind, default, nullable=default is None or f.name in _NULLABLE)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and kind is not int:
             value = str(int(value)) if float(value).is_integer() else str(value)
@@ -319,8 +321,20 @@ def _simple(raw: Any, path: str, cls: type) -> Any:
     return cls(**kwargs)
 
 
+def _printable(text: str) -> str:
+    """Escape newlines/control characters from user data so every error stays on one line."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def from_dict(raw: Any, *, source: str = "") -> SlurmCluster:
     """Build a checked :class:`SlurmCluster` from plain data (a parsed YAML document)."""
+    try:
+        return _from_dict(raw)
+    except SpecError as exc:
+        raise SpecError(_printable(exc.path), _printable(exc.reason)) from None
+
+
+def _from_dict(raw: Any) -> SlurmCluster:
     raw = _check_keys(raw, "", SlurmCluster)
     name = _dns_label(_get(raw, "", "name", str, None, required=True), "name", 40)
     namespace = _dns_label(_get(raw, "", "namespace", str, "slurm"), "namespace")

@@ -1,0 +1,196 @@
+"""Spec: Python API and YAML form; malformed specs give one-line SpecErrors with field paths."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slinkyml.cli import main
+from slinkyml.cluster import SlurmCluster, SlurmNodeSet, loads_spec
+from slinkyml.cluster.spec import from_dict, to_dict
+from slinkyml.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE: dict[str, Any] = {
+    "name": "demo",
+    "namespace": "slurm",
+    "slurm_version": "26.05",
+    "accounting": {"enabled": True},
+    "storage": {"enabled": True, "subnet_id": "subnet-0a1b2c3d", "security_group_ids": ["sg-0a1b2c3d"],
+                "capacity_gib": 2400, "s3_bucket": "s3://bucket/prefix"},
+    "node_sets": [
+        {"name": "cpu", "instance_type": "c7i.4xlarge", "count": 2},
+        {"name": "gpu", "instance_type": "p5.48xlarge", "count": 2, "zone": "us-east-1a", "features": ["h100"]},
+    ],
+}
+
+
+def _err(raw: Any) -> str:
+    with pytest.raises(SpecError) as info:
+        from_dict(raw)
+    return str(info.value)
+
+
+def test_base_spec_parses_with_defaults() -> None:
+    c = from_dict(BASE)
+    assert c.node_sets[1].efa is True  # p5 has EFA: on by default
+    assert c.node_sets[0].efa is False and c.node_sets[0].capacity_type == "on-demand"
+    assert from_dict(to_dict(c)) == c
+
+
+def test_python_api_builds_and_checks() -> None:
+    c = SlurmCluster(name="py", node_sets=[SlurmNodeSet(name="trn", instance_type="trn1.32xlarge", count=1,
+                                                        zone="us-east-1b", efa=True)])
+    assert c.check().node_sets[0].instance_type == "trn1.32xlarge"
+    bad = SlurmCluster(name="py", node_sets=[SlurmNodeSet(name="trn", instance_type="trn1.32xlarge", efa=True)])
+    with pytest.raises(SpecError, match=r"^node_sets\[0\]\.zone: required when efa is on"):
+        bad.check()
+
+
+@pytest.mark.parametrize(("patch", "expected"), [
+    (lambda d: d["node_sets"][1].__setitem__("instance_type", "p5.48xlage"),
+     "node_sets[1].instance_type: unknown 'p5.48xlage' — did you mean 'p5.48xlarge'?"),
+    (lambda d: d["node_sets"][0].__setitem__("count", "two"),
+     "node_sets[0].count: expected integer, got string 'two'"),
+    (lambda d: d["node_sets"][1].pop("zone"),
+     "node_sets[1].zone: required when efa is on (EFA traffic stays in one availability zone)"),
+    (lambda d: d["node_sets"][0].__setitem__("efa", True),
+     "node_sets[0].efa: instance type 'c7i.4xlarge' has no EFA interfaces"),
+    (lambda d: d["node_sets"][1].__setitem__("accelerators", 9),
+     "node_sets[1].accelerators: 9 requested but 'p5.48xlarge' has 8"),
+    (lambda d: d["node_sets"][0].__setitem__("capacity_type", "spott"),
+     "node_sets[0].capacity_type: unknown 'spott' — did you mean 'spot'?"),
+    (lambda d: d.__setitem__("nodesets", []), "nodesets: unknown field — did you mean 'node_sets'?"),
+    (lambda d: d["node_sets"][1].__setitem__("name", "cpu"),
+     "node_sets[1].name: duplicate node set name 'cpu' (also node_sets[0])"),
+    (lambda d: d.__setitem__("name", "Demo_1"), "name: 'Demo_1' is not a DNS-1123 label"),
+    (lambda d: d["storage"].__setitem__("throughput_per_tib", 200),
+     "storage.throughput_per_tib: 200 is not a PERSISTENT_2 throughput (125, 250, 500, 1000 MB/s/TiB)"),
+    (lambda d: d["storage"].__setitem__("capacity_gib", 3000),
+     "storage.capacity_gib: 3000 GiB: PERSISTENT_2 takes 1200 GiB or a multiple of 2400 GiB"),
+    (lambda d: d.__setitem__("slurm_version", "24.05"), "slurm_version: unsupported '24.05'"),
+    (lambda d: d["node_sets"][1].__setitem__("zone", "us-west-2a"),
+     "node_sets[1].zone: 'us-west-2a' is not in region 'us-east-1'"),
+])
+def test_field_path_errors(patch: Any, expected: str) -> None:
+    raw = copy.deepcopy(BASE)
+    patch(raw)
+    assert _err(raw).startswith(expected)
+
+
+def test_yaml_errors_are_one_line() -> None:
+    with pytest.raises(SpecError, match=r"^x\.yaml: not valid YAML at line 3: "):
+        loads_spec("name: a\nnode_sets: [\n  - : :\n", source="x.yaml")
+
+
+# ---------------------------------------------------------------- hypothesis: malformed specs
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+                 st.text(max_size=12), st.lists(st.integers(), max_size=3),
+                 st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+FIELDS = [("name",), ("namespace",), ("slurm_version",), ("node_sets",), ("controller",), ("login", "replicas"),
+          ("login", "service_type"), ("accounting", "enabled"), ("accounting", "port"), ("storage", "capacity_gib"),
+          ("storage", "subnet_id"), ("storage", "security_group_ids"), ("aws", "region"), ("aws", "ami_alias"),
+          ("secrets", "slurm_key"), ("rest_api", "token_lifetime"), ("node_sets", 0, "instance_type"),
+          ("node_sets", 0, "count"), ("node_sets", 1, "zone"), ("node_sets", 1, "features"),
+          ("node_sets", 0, "capacity_type"), ("node_sets", 1, "efa"), ("node_sets", 0, "name"),
+          ("node_sets", 1, "accelerators")]
+BOOL_FIELDS = {"enabled", "efa"}
+
+
+def _set(raw: Any, path: tuple[Any, ...], value: Any) -> None:
+    for p in path[:-1]:
+        raw = raw.setdefault(p, {}) if isinstance(p, str) else raw[p]
+    raw[path[-1]] = value
+
+
+def _make_invalid(path: tuple[Any, ...], value: Any) -> Any:
+    """Turn junk that happens to be acceptable (null, a count, true/false...) into junk that is not."""
+    if value is None or isinstance(value, bool) and path[-1] in BOOL_FIELDS:
+        return "Not a valid value"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return -1 - value
+    if isinstance(value, list) and not value:
+        return [1]
+    if isinstance(value, dict) and not value:
+        return {"?": 1}
+    return value
+
+
+@st.composite
+def malformed(draw: st.DrawFn) -> Any:
+    """A spec that is wrong in at least one way the parser must catch."""
+    raw = copy.deepcopy(BASE)
+    how = draw(st.sampled_from(["junk", "unknown", "drop", "typo-type", "toplevel"]))
+    if how == "junk":
+        path = draw(st.sampled_from(FIELDS))
+        value = draw(JUNK.filter(lambda v: not isinstance(v, str) or v == "" or v[0].isupper() or " " in v))
+        _set(raw, path, _make_invalid(path, value))
+    elif how == "unknown":
+        where = draw(st.sampled_from([(), ("controller",), ("node_sets", 0), ("aws",), ("storage",)]))
+        key = draw(st.text(min_size=1, max_size=10).filter(lambda k: k not in (
+            "name", "count", "zone", "efa", "image", "region", "enabled", "cpu", "memory")))
+        target = raw
+        for p in where:
+            target = target.setdefault(p, {}) if isinstance(p, str) else target[p]
+        target["x-" + key] = draw(JUNK)
+    elif how == "drop":
+        path = draw(st.sampled_from([("name",), ("node_sets",), ("node_sets", 0, "instance_type"),
+                                     ("node_sets", 1, "name"), ("node_sets", 1, "zone")]))
+        target = raw
+        for p in path[:-1]:
+            target = target[p]
+        del target[path[-1]]
+    elif how == "typo-type":
+        raw["node_sets"][draw(st.integers(0, 1))]["instance_type"] = draw(st.sampled_from(
+            ["p5.48xlage", "p4d", "trn1", "m7i.8xl", "g5.48xlarg", "P5.48XLARGE"])) + draw(st.text(max_size=2))
+    else:
+        raw = draw(st.one_of(JUNK, st.lists(JUNK, max_size=3)))
+    return raw
+
+
+@settings(max_examples=220, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(malformed())
+def test_malformed_specs_give_one_line_spec_errors(raw: Any) -> None:
+    with pytest.raises(SpecError) as info:
+        from_dict(raw)
+    msg = str(info.value)
+    assert msg and "\n" not in msg and "Traceback" not in msg
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(malformed())
+def test_malformed_specs_through_cli_exit_2_one_line(tmp_path_factory: pytest.TempPathFactory,
+                                                     capsys: pytest.CaptureFixture[str], raw: Any) -> None:
+    path = tmp_path_factory.mktemp("spec") / "cluster.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    capsys.readouterr()
+    assert main(["cluster", "render", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("slinkyml: error: ") and err.count("\n") == 1
+
+
+def test_cli_subprocess_exit_code_and_startup(tmp_path: Path) -> None:
+    bad = tmp_path / "c.yaml"
+    bad.write_text("name: x\nnode_sets:\n  - {name: a, instance_type: p5.48xlage, zone: us-east-1a}\n")
+    proc = subprocess.run([sys.executable, "-m", "slinkyml", "cluster", "validate", str(bad)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"slinkyml: error: {bad}: node_sets[0].instance_type: unknown 'p5.48xlage' — "
+                           "did you mean 'p5.48xlarge'?\n")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", "import slinkyml.cli.cluster, slinkyml.cli; "
+                           "import sys; sys.exit(int('yaml' in sys.modules or 'jsonschema' in sys.modules))"],
+                          cwd=ROOT, capture_output=True, timeout=60)
+    assert proc.returncode == 0, "cli/cluster.py must import only the stdlib at module level"
+    assert time.perf_counter() - start < 5
