@@ -41,7 +41,10 @@ def test_subset_ignores_server_defaults() -> None:
 def test_server_side_apply_on_k3s(tmp_path: Path) -> None:
     import yaml
     from kubernetes import client, config
-    from testcontainers.k3s import K3SContainer
+    try:
+        from testcontainers.community.k3s import K3SContainer
+    except ImportError:  # older testcontainers
+        from testcontainers.k3s import K3SContainer
 
     from slinkyml.cluster.apply import apply_objects, ensure_secrets, nodeset_status
 
