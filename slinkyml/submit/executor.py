@@ -1,0 +1,613 @@
+"""``Executor``/``Job``: call Python functions on Slurm nodes through submitit, get results back.
+
+The Executor holds the resources (nodes, tasks, GPUs, memory, time) and renders them into
+submitit parameters; submitit writes the batch script and pickles the call; our backend submits
+it through :class:`slinkyml.slurm.Slurm`. A :class:`Job` waits with the shared batched
+:class:`~slinkyml.submit.tracking.Tracker` (no per-job polling) and reads submitit's result
+pickles, one per rank. A job that ends without a result raises :class:`JobFailed` with Slurm's
+state, exit code and reason as soon as the tracker sees the terminal state.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from slinkyml.errors import SlinkyError
+from slinkyml.slurm import Slurm
+from slinkyml.submit.tracking import JobInfo, Tracker, default_tracker
+
+#: seconds a terminal job may take to show its result files (shared filesystems lag)
+RESULT_GRACE_S = 5.0
+_POLL_S = 0.2
+
+
+class JobFailed(SlinkyError):
+    """The job ended without a result (cancelled, OOM, node failure, time limit, crash)."""
+
+    def __init__(self, info: JobInfo, detail: str = ""):
+        self.info = info
+        self.detail = detail
+        super().__init__(f"{info.describe()} without a result" + (f": {detail}" if detail else ""))
+
+
+class JobError(SlinkyError):
+    """The submitted function raised on some rank; ``traceback`` holds the remote traceback."""
+
+    def __init__(self, job_id: str, rank: int, traceback_text: str):
+        self.job_id = job_id
+        self.rank = rank
+        self.traceback = traceback_text
+        lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
+        super().__init__(f"job {job_id} rank {rank} raised {lines[-1] if lines else 'an error'}")
+
+
+def default_folder() -> Path:
+    """Where submitit's pickles and logs go: under the working directory, which the nodes share."""
+    return Path.cwd() / ".slinkyml" / "submitit"
+
+
+def _minutes(time_limit: int | float | str) -> int:
+    if isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool):
+        return max(1, math.ceil(time_limit))
+    from slinkyml.jobs.spec import time_limit_seconds
+
+    seconds = time_limit_seconds(str(time_limit))
+    if seconds is None:
+        raise SlinkyError(f"time: expected minutes or [D-]HH:MM:SS, got {time_limit!r}")
+    return max(1, math.ceil(seconds / 60))
+
+
+def _dependency_string(afterok: Any = (), afterany: Any = (), singleton: bool = False,
+                       dependency: str | None = None) -> str | None:
+    parts = []
+    for kind, jobs in (("afterok", afterok), ("afterany", afterany)):
+        ids = _job_ids(jobs)
+        if ids:
+            parts.append(kind + "".join(f":{i}" for i in ids))
+    if singleton:
+        parts.append("singleton")
+    if dependency:
+        parts.append(dependency)
+    return ",".join(parts) or None
+
+
+def _job_ids(jobs: Any) -> list[str]:
+    if jobs is None:
+        return []
+    if isinstance(jobs, (Job, ArrayJob, str, int)):
+        jobs = [jobs]
+    ids: list[str] = []
+    for job in jobs:
+        if isinstance(job, ArrayJob):
+            ids.extend(job.array_ids)
+        elif isinstance(job, Job):
+            ids.append(job.job_id)
+        else:
+            ids.append(str(job))
+    return ids
+
+
+def _pickle_by_value(fn: Any) -> None:
+    """Functions from notebooks/test files/scripts next to them are not importable on the nodes
+    under the same module name; ship their module by value (cloudpickle) instead."""
+    import cloudpickle
+
+    target = fn if callable(fn) and hasattr(fn, "__module__") else type(fn)
+    module_name = getattr(target, "__module__", None) or type(fn).__module__
+    module = sys.modules.get(module_name)
+    if module is None or module_name == "__main__" or module_name.startswith(("slinkyml", "submitit")):
+        return
+    path = getattr(module, "__file__", None) or ""
+    if not path or "site-packages" in path or path.startswith(sys.base_prefix):
+        return
+    try:
+        cloudpickle.register_pickle_by_value(module)
+    except ValueError:
+        pass
+
+
+class Executor:
+    """Resources for jobs; ``submit`` functions, ``map_array`` over items, ``launch`` a JobSpec.
+
+    ``folder`` must be on a filesystem the nodes share (default ``./.slinkyml/submitit``).
+    ``max_array_size`` overrides the cluster's MaxArraySize (read from ``scontrol show config``).
+    """
+
+    def __init__(self, folder: str | os.PathLike[str] | None = None, *, nodes: int = 1,
+                 tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
+                 mem: str | None = None, time: int | str = 10, partition: str | None = None,
+                 account: str | None = None, qos: str | None = None, name: str = "slinkyml",
+                 exclusive: bool = False, max_restarts: int = 3, signal_grace_s: int = 60,
+                 setup: Sequence[str] = (), env: dict[str, str] | None = None, python: str | None = None,
+                 slurm: Slurm | None = None, tracker: Tracker | None = None,
+                 max_array_size: int | None = None, additional_parameters: dict[str, Any] | None = None):
+        self.folder = Path(folder) if folder is not None else default_folder()
+        self.nodes = nodes
+        self.tasks_per_node = tasks_per_node
+        self.gpus_per_node = gpus_per_node
+        self.cpus_per_task = cpus_per_task
+        self.mem = mem
+        self.time_min = _minutes(time)
+        self.partition = partition
+        self.account = account
+        self.qos = qos
+        self.name = name
+        self.exclusive = exclusive
+        self.max_restarts = max_restarts
+        self.signal_grace_s = signal_grace_s
+        self.setup = list(setup)
+        self.env = dict(env or {})
+        self.python = python
+        self.slurm = slurm or Slurm()
+        self.tracker = tracker or default_tracker(self.slurm)
+        self._max_array_size = max_array_size
+        self.additional_parameters = dict(additional_parameters or {})
+        for field, value in (("nodes", nodes), ("tasks_per_node", tasks_per_node), ("cpus_per_task", cpus_per_task)):
+            if not isinstance(value, int) or value < 1:
+                raise SlinkyError(f"{field}: must be an integer ≥ 1, got {value!r}")
+        if not isinstance(gpus_per_node, int) or gpus_per_node < 0:
+            raise SlinkyError(f"gpus_per_node: must be an integer ≥ 0, got {gpus_per_node!r}")
+        if gpus_per_node and tasks_per_node not in (1, gpus_per_node):
+            raise SlinkyError(f"tasks_per_node={tasks_per_node} with gpus_per_node={gpus_per_node}: "
+                              "use one task per GPU (or one task per node)")
+
+    # -- facts about the cluster -------------------------------------------------------------
+    @property
+    def max_array_size(self) -> int:
+        if self._max_array_size is None:
+            from slinkyml.submit.arrays import max_array_size
+
+            self._max_array_size = max_array_size(self.slurm)
+        return self._max_array_size
+
+    @property
+    def num_tasks(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+    # -- rendering to submitit ---------------------------------------------------------------------
+    def parameters(self, *, tasks: bool = True, checkpointable: bool = False,
+                   dependency: str | None = None, name: str | None = None) -> dict[str, Any]:
+        """submitit SlurmExecutor parameters for these resources (``tasks=False``: one task)."""
+        params: dict[str, Any] = {
+            "job_name": name or self.name, "time": self.time_min, "cpus_per_task": self.cpus_per_task,
+            "nodes": self.nodes if tasks else 1, "ntasks_per_node": self.tasks_per_node if tasks else 1,
+            "signal_delay_s": self.signal_grace_s,
+        }
+        extra: dict[str, Any] = {"export": "ALL"}
+        if self.mem:
+            extra["mem"] = self.mem
+        if self.gpus_per_node and tasks:
+            params["gpus_per_node"] = self.gpus_per_node
+        for key in ("partition", "account", "qos"):
+            if getattr(self, key):
+                params[key] = getattr(self, key)
+        if self.exclusive:
+            params["exclusive"] = True
+        if dependency:
+            params["dependency"] = dependency
+        if checkpointable:
+            extra["requeue"] = True
+        multi = tasks and self.num_tasks > 1
+        setup = [f"export {k}={_shell_quote(v)}" for k, v in self.env.items()] + self.setup
+        if multi:
+            python = self.python or _shell_quote(sys.executable)
+            setup.append(f'eval "$({python} -m slinkyml.submit.distributed)"')
+        if setup:
+            params["setup"] = setup
+        # srun only where it is needed: several tasks, or a signal to deliver to the task
+        params["use_srun"] = multi or checkpointable
+        if params["use_srun"] and self.gpus_per_node and self.tasks_per_node == self.gpus_per_node:
+            params["srun_args"] = ["--gpus-per-task=1", "--gpu-bind=single:1"]
+        extra.update(self.additional_parameters)
+        params["additional_parameters"] = extra
+        return params
+
+    def _backend(self, **kwargs: Any):
+        from slinkyml.submit._backend import Backend
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(self.folder, 0o777)  # jobs of other users write their results here too
+        except OSError:
+            pass
+        backend = Backend(self.folder, slurm=self.slurm, max_num_timeout=self.max_restarts, python=self.python)
+        backend.update_parameters(**self.parameters(**kwargs))
+        return backend
+
+    # -- submitting ---------------------------------------------------------------------------------
+    def submit(self, fn: Callable[..., Any], *args: Any, afterok: Any = (), afterany: Any = (),
+               singleton: bool = False, dependency: str | None = None, name: str | None = None,
+               **kwargs: Any) -> Job:
+        """Run ``fn(*args, **kwargs)`` on every task of a job; see :class:`Job` for results."""
+        from submitit.core.utils import DelayedSubmission
+
+        from slinkyml.submit.checkpointable import Checkpointable
+        from slinkyml.submit.task import make_task
+
+        checkpointable = isinstance(fn, Checkpointable)
+        _pickle_by_value(fn)
+        backend = self._backend(checkpointable=checkpointable, name=name or _name_of(fn),
+                                dependency=_dependency_string(afterok, afterany, singleton, dependency))
+        task = make_task(fn, args, kwargs, distributed=self.num_tasks > 1 or self.gpus_per_node > 0,
+                         timeout_min=self.time_min, max_restarts=self.max_restarts)
+        with _translate_errors():
+            (sjob,) = backend._internal_process_submissions([DelayedSubmission(task)])
+        return Job(sjob, self, name=name or _name_of(fn))
+
+    def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any], chunk_size: int | None = None,
+                  max_parallel: int | None = None, target_tasks: int | None = None, afterok: Any = (),
+                  afterany: Any = (), singleton: bool = False, name: str | None = None) -> ArrayJob:
+        """``fn(*items)`` for each zipped item, packed into array tasks (``chunk_size`` items each,
+        default: about one task per CPU of the partition), split at MaxArraySize."""
+        from submitit.core.utils import DelayedSubmission
+
+        from slinkyml.submit.arrays import Chunk, plan_array, total_cpus
+
+        try:
+            items = list(zip(*iterables, strict=True))
+        except ValueError:
+            raise SlinkyError("map_array: the iterables have different lengths") from None
+        if target_tasks is None and chunk_size is None:
+            target_tasks = total_cpus(self.slurm, self.partition)
+        plan = plan_array(len(items), max_array_size=self.max_array_size, chunk_size=chunk_size,
+                          target_tasks=target_tasks or 16, max_parallel=max_parallel)
+        _pickle_by_value(fn)
+        label = name or _name_of(fn)
+        backend = self._backend(tasks=False, name=label,
+                                dependency=_dependency_string(afterok, afterany, singleton))
+        chunks = [Chunk(fn, items[start:start + count], start) for start, count in plan.chunks]
+        jobs: list[Any] = []
+        with _translate_errors():
+            for first, count in plan.arrays:
+                delayed = [DelayedSubmission(chunk) for chunk in chunks[first:first + count]]
+                jobs.extend(backend.submit_array(delayed, plan.parallelism))
+        return ArrayJob(jobs, plan, len(items), self, name=label)
+
+
+def _name_of(fn: Any) -> str:
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:60] or "slinkyml"
+
+
+def _shell_quote(value: str) -> str:
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+class _translate_errors:
+    """submitit's own failures (bad parameters, pickling) → one-line SlinkyError."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None or isinstance(exc, SlinkyError):
+            return False
+        if isinstance(exc, ValueError) and "parameter" in str(exc):
+            raise SlinkyError(" ".join(str(exc).split())[:300]) from None
+        if exc_type.__name__ == "PicklingError" or "pickle" in str(exc).lower():
+            raise SlinkyError(f"cannot pickle the function or its arguments: {exc}") from None
+        return False
+
+
+def _load_outcome(path: Path) -> tuple[str, Any] | None:
+    from submitit.core.utils import pickle_load
+
+    try:
+        return pickle_load(path)
+    except (FileNotFoundError, EOFError):
+        return None
+
+
+class Job:
+    """A submitted function: ``result()`` (rank 0), ``results()`` (every rank), ``state``, logs."""
+
+    def __init__(self, sjob: Any, executor: Executor, *, name: str = ""):
+        self._sjob = sjob
+        self.executor = executor
+        self.tracker = executor.tracker
+        self.job_id = str(sjob.job_id)
+        self.name = name
+        self.num_tasks = sjob.num_tasks
+        self.submitted_at = time.time()
+        self._outcomes: dict[int, tuple[str, Any]] = {}
+        self.tracker.track(self.job_id)
+
+    # -- state --------------------------------------------------------------------------------------
+    def _task(self, rank: int) -> Any:
+        return self._sjob.task(rank) if self.num_tasks > 1 else self._sjob
+
+    def _collect(self) -> None:
+        """Read result pickles that appeared (filesystem only, no Slurm call)."""
+        for rank in range(self.num_tasks):
+            if rank in self._outcomes:
+                continue
+            path = self._task(rank).paths.result_pickle
+            if path.exists():
+                outcome = _load_outcome(path)
+                if outcome is not None:
+                    self._outcomes[rank] = outcome
+
+    @property
+    def info(self) -> JobInfo:
+        return self.tracker.info(self.job_id)
+
+    @property
+    def state(self) -> str:
+        """Slurm's state (from the batched tracker; RESULT_READY once every rank has a result)."""
+        self._collect()
+        info = self.tracker.info(self.job_id)
+        if len(self._outcomes) == self.num_tasks and not info.terminal:
+            return "COMPLETING"
+        return info.state
+
+    def done(self) -> bool:
+        self._collect()
+        if len(self._outcomes) == self.num_tasks:
+            return True
+        return self.tracker.info(self.job_id).terminal
+
+    def _check(self) -> bool:
+        """True when every rank has a result; raises when a rank failed or the job ended without."""
+        self._collect()
+        for rank, (outcome, payload) in sorted(self._outcomes.items()):
+            if outcome == "error":
+                raise JobError(self.job_id, rank, str(payload))
+        if len(self._outcomes) == self.num_tasks:
+            return True
+        info = self.tracker.info(self.job_id)
+        if info.terminal:
+            deadline = time.monotonic() + (RESULT_GRACE_S if info.state == "COMPLETED" else 1.0)
+            while time.monotonic() < deadline:
+                self._collect()
+                if len(self._outcomes) == self.num_tasks:
+                    return self._check()
+                time.sleep(_POLL_S)
+            raise JobFailed(info, self._failure_hint())
+        return False
+
+    def _failure_hint(self) -> str:
+        text = (self.stderr() or "").strip().splitlines()
+        interesting = [line for line in text if "error" in line.lower() or "Error" in line]
+        return (interesting[-1] if interesting else (text[-1] if text else "")).strip()[:300]
+
+    def wait(self, timeout: float | None = None, *, progress: bool = False) -> Job:
+        """Block until every rank has a result; raise JobError/JobFailed/TimeoutError."""
+        from slinkyml.submit.progress import Progress
+
+        bar = Progress(f"job {self.job_id}", self.num_tasks, enabled=progress)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self._check():
+                bar.update(len(self._outcomes), Counter({self.tracker.info(self.job_id, refresh=False).state: 1}))
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"job {self.job_id} still {self.state} after {timeout:g} s")
+                time.sleep(_POLL_S)
+            bar.update(self.num_tasks, Counter({"done": self.num_tasks}))
+        finally:
+            bar.close()
+        return self
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """Every rank's return value, by rank."""
+        self.wait(timeout)
+        return [self._outcomes[rank][1] for rank in range(self.num_tasks)]
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Rank 0's return value."""
+        self.wait(timeout)
+        return self._outcomes[0][1]
+
+    def exception(self) -> BaseException | None:
+        try:
+            self.wait()
+        except (JobError, JobFailed) as exc:
+            return exc
+        return None
+
+    # -- logs and control ------------------------------------------------------------------------------
+    def _log(self, kind: str, rank: int | None) -> str | None:
+        ranks = range(self.num_tasks) if rank is None else [rank]
+        chunks = []
+        for r in ranks:
+            path = getattr(self._task(r).paths, kind)
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if self.num_tasks > 1 and rank is None:
+                text = "".join(f"[rank {r}] {line}\n" for line in text.splitlines())
+            chunks.append(text)
+        return "".join(chunks) if chunks else None
+
+    def stdout(self, rank: int | None = None) -> str | None:
+        """Standard output of one rank, or of every rank with each line labelled ``[rank N]``."""
+        return self._log("stdout", rank)
+
+    def stderr(self, rank: int | None = None) -> str | None:
+        return self._log("stderr", rank)
+
+    def cancel(self) -> None:
+        self.executor.slurm.run("scancel", [self.job_id], retries=2)
+        self.tracker.hurry(self.job_id)
+
+    @property
+    def paths(self) -> Any:
+        return self._sjob.paths
+
+    def __repr__(self) -> str:
+        info = self.tracker.info(self.job_id, refresh=False)
+        return f"Job<{self.job_id} {self.name} {info.state} tasks={self.num_tasks}>"
+
+    def _repr_html_(self) -> str:
+        info = self.tracker.info(self.job_id, refresh=False)
+        rows = [("job", self.job_id), ("name", self.name), ("state", info.state),
+                ("tasks", f"{self.executor.nodes} node(s) × {self.executor.tasks_per_node}"),
+                ("nodes", info.nodes or "—"), ("reason", info.reason or "—"),
+                ("results", f"{len(self._outcomes)}/{self.num_tasks}"), ("folder", str(self._sjob.paths.folder))]
+        if info.exit_code is not None:
+            rows.append(("exit code", str(info.exit_code)))
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in rows)
+        return f"<table>{body}</table>"
+
+
+class ArrayJob:
+    """A map_array: per-item results (``results()``) from chunked, possibly split, arrays."""
+
+    def __init__(self, sjobs: list[Any], plan: Any, n_items: int, executor: Executor, *, name: str = ""):
+        self._sjobs = sjobs
+        self.plan = plan
+        self.n_items = n_items
+        self.executor = executor
+        self.tracker = executor.tracker
+        self.name = name
+        self.task_ids = [str(j.job_id) for j in sjobs]
+        self.array_ids = sorted({t.split("_")[0] for t in self.task_ids}, key=int)
+        self._outcomes: dict[int, tuple[str, Any]] = {}
+        self.tracker.track(*self.task_ids)
+
+    def __len__(self) -> int:
+        return self.n_items
+
+    def _collect(self) -> None:
+        for i, sjob in enumerate(self._sjobs):
+            if i in self._outcomes:
+                continue
+            path = sjob.paths.result_pickle
+            if path.exists():
+                outcome = _load_outcome(path)
+                if outcome is not None:
+                    self._outcomes[i] = outcome
+
+    def states(self) -> Counter:
+        """How many array tasks are in each state (result files count as done)."""
+        self._collect()
+        self.tracker.refresh()
+        counts: Counter = Counter()
+        for i, task_id in enumerate(self.task_ids):
+            counts["DONE" if i in self._outcomes else self.tracker.info(task_id, refresh=False).state] += 1
+        return counts
+
+    @property
+    def state(self) -> str:
+        counts = self.states()
+        return ", ".join(f"{k} {v}" for k, v in counts.most_common())
+
+    def _items_done(self) -> int:
+        return sum(self.plan.chunks[i][1] for i in self._outcomes)
+
+    def _pending_failures(self) -> list[tuple[int, JobInfo]]:
+        failed = []
+        for i, task_id in enumerate(self.task_ids):
+            if i not in self._outcomes:
+                info = self.tracker.info(task_id, refresh=False)
+                if info.terminal:
+                    failed.append((i, info))
+        return failed
+
+    def done(self) -> bool:
+        self._collect()
+        self.tracker.refresh()
+        return len(self._outcomes) == len(self._sjobs) or len(self._outcomes) + len(self._pending_failures()) == len(self._sjobs)
+
+    def wait(self, timeout: float | None = None, *, progress: bool = False) -> ArrayJob:
+        """Block until every array task has a result; raise JobFailed for a task that ended without."""
+        from slinkyml.submit.progress import Progress
+
+        bar = Progress(f"{self.name} ({len(self.array_ids)} array(s), {len(self._sjobs)} tasks)", self.n_items,
+                       enabled=progress)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        grace: dict[int, float] = {}
+        try:
+            while True:
+                self._collect()
+                if len(self._outcomes) == len(self._sjobs):
+                    break
+                self.tracker.refresh()
+                now = time.monotonic()
+                for i, info in self._pending_failures():
+                    limit = RESULT_GRACE_S if info.state == "COMPLETED" else 1.0
+                    if now - grace.setdefault(i, now) > limit:
+                        self._collect()
+                        if i not in self._outcomes:
+                            raise JobFailed(info, f"items {self.plan.chunks[i][0]}.."
+                                                  f"{sum(self.plan.chunks[i]) - 1} of {self.name}")
+                if progress:
+                    counts = Counter(self.tracker.info(t, refresh=False).state
+                                     for i, t in enumerate(self.task_ids) if i not in self._outcomes)
+                    counts["DONE"] = len(self._outcomes)
+                    bar.update(self._items_done(), counts)
+                if deadline is not None and now > deadline:
+                    raise TimeoutError(f"{self.name}: {self._items_done()}/{self.n_items} items after {timeout:g} s")
+                time.sleep(_POLL_S)
+            bar.update(self.n_items, Counter({"DONE": len(self._sjobs)}))
+        finally:
+            bar.close()
+        return self
+
+    def outcomes(self, timeout: float | None = None) -> list[Any]:
+        """Per item: an ItemOutcome (value or error), in item order."""
+        from slinkyml.submit.arrays import ItemOutcome
+
+        self.wait(timeout)
+        out: list[Any] = []
+        for i in range(len(self._sjobs)):
+            kind, payload = self._outcomes[i]
+            if kind == "error":  # the chunk itself failed (unpickling, import): every item of it fails
+                lines = str(payload).strip().splitlines()
+                out.extend([ItemOutcome(False, error=lines[-1] if lines else "chunk failed",
+                                        traceback=str(payload))] * self.plan.chunks[i][1])
+            else:
+                out.extend(payload)
+        return out
+
+    def results(self, timeout: float | None = None, *, errors: str = "raise") -> list[Any]:
+        """Per-item return values in item order. ``errors="raise"``: the first failed item raises
+        :class:`ItemError`; ``errors="return"``: failed items are ItemError objects in place."""
+        from slinkyml.submit.arrays import ItemError
+
+        values = []
+        for index, outcome in enumerate(self.outcomes(timeout)):
+            if outcome.ok:
+                values.append(outcome.value)
+                continue
+            error = ItemError(index, outcome.error, outcome.traceback, self._task_of(index))
+            if errors == "raise":
+                raise error
+            values.append(error)
+        return values
+
+    def _task_of(self, index: int) -> str:
+        for i, (start, count) in enumerate(self.plan.chunks):
+            if start <= index < start + count:
+                return self.task_ids[i]
+        return ""
+
+    def cancel(self) -> None:
+        self.executor.slurm.run("scancel", self.array_ids, retries=2)
+        self.tracker.hurry(*self.task_ids)
+
+    def __repr__(self) -> str:
+        return f"ArrayJob<{','.join(self.array_ids)} {self.name} items={self.n_items} tasks={len(self._sjobs)}>"
+
+    def _repr_html_(self) -> str:
+        self._collect()
+        counts = Counter(self.tracker.info(t, refresh=False).state for i, t in enumerate(self.task_ids)
+                         if i not in self._outcomes)
+        counts["DONE"] = len(self._outcomes)
+        rows = [("arrays", ", ".join(self.array_ids)), ("name", self.name), ("items", str(self.n_items)),
+                ("array tasks", str(len(self._sjobs))), ("items done", f"{self._items_done()}/{self.n_items}"),
+                ("states", ", ".join(f"{k.lower()} {v}" for k, v in counts.most_common() if v))]
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in rows)
+        return f"<table>{body}</table>"

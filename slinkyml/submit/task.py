@@ -1,0 +1,68 @@
+"""What submitit pickles and runs in each task: the user's function plus the task's set-up.
+
+``TaskCall`` exports the torch.distributed variables before the function runs and, for
+:class:`~slinkyml.submit.checkpointable.Checkpointable` functions, replaces submitit's signal
+handlers with the multi-rank-safe ones. It has a ``checkpoint`` method, so submitit treats it as
+checkpointable (its own timeout bookkeeping keeps working).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+
+class TaskCall:
+    """``fn(*args, **kwargs)`` in a Slurm task, with the distributed environment set up."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
+                 distributed: bool = True, timeout_min: int = 60, max_restarts: int = 3):
+        self.fn = fn
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.distributed = distributed
+        self.timeout_min = timeout_min
+        self.max_restarts = max_restarts
+
+    @property
+    def restarts(self) -> int:
+        return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+
+    def __call__(self) -> Any:
+        from slinkyml.submit import checkpointable
+
+        if self.distributed:
+            from slinkyml.submit.distributed import setup
+
+            setup()
+        if isinstance(self.fn, checkpointable.Checkpointable):
+            checkpointable.install_handlers()
+            checkpointable._CURRENT["task"] = self
+            self.fn.max_restarts = self.max_restarts
+        return self.fn(*self.args, **self.kwargs)
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        return f"TaskCall({name})"
+
+
+class CheckpointableTaskCall(TaskCall):
+    """A TaskCall of a Checkpointable: submitit sees ``checkpoint`` and may requeue it.
+
+    Plain functions get no ``checkpoint`` so submitit keeps its default for them (requeue on
+    preemption, not on timeout).
+    """
+
+    def checkpoint(self) -> Any:
+        """submitit's hook: resume with this call, the user's object in its current state."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self)
+
+
+def make_task(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, **options: Any) -> TaskCall:
+    from slinkyml.submit.checkpointable import Checkpointable
+
+    cls = CheckpointableTaskCall if isinstance(fn, Checkpointable) else TaskCall
+    return cls(fn, args, kwargs, **options)

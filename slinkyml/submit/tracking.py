@@ -1,0 +1,272 @@
+"""Batched job tracking: one query per refresh for every tracked job, whatever their number.
+
+A notebook may hold thousands of jobs; asking slurmctld about each one every second would cost
+one RPC per job per second. The tracker instead asks once per refresh (``squeue -j`` with every
+due id — array tasks come back with their parent), at most every ``min_interval`` seconds, and
+only for the jobs whose per-job backoff says they are due. Jobs that slurmctld no longer knows
+(purged after MinJobAge) are looked up in one ``sacct`` call. Terminal states are cached for
+good. While slurmctld is down or restarting the tracker keeps the last known states and retries
+with backoff instead of failing the jobs (they keep running on the nodes).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+from slinkyml.slurm import Slurm
+from slinkyml.slurm.errors import SlurmError
+
+#: states after which a job never runs again (REQUEUED/PREEMPTED jobs come back, so not here).
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+                      "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"})
+#: terminal states that mean "the job did not finish its work".
+FAILED = TERMINAL - {"COMPLETED"}
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What Slurm last said about one job (or array task)."""
+
+    job_id: str
+    state: str = "UNKNOWN"
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    nodes: str = ""
+    source: str = ""  # "squeue" or "sacct"
+    seen_at: float = 0.0
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def failed(self) -> bool:
+        return self.state in FAILED
+
+    def describe(self) -> str:
+        """One line for an error message: state, exit code/signal, reason."""
+        parts = [f"job {self.job_id} {self.state}"]
+        if self.exit_code is not None:
+            parts.append(f"exit code {self.exit_code}" + (f" (signal {self.signal})" if self.signal else ""))
+        if self.reason and self.reason not in ("None", "(null)"):
+            parts.append(f"reason {self.reason}")
+        if self.nodes and self.nodes not in ("None assigned", "(null)"):
+            parts.append(f"on {self.nodes}")
+        return ", ".join(parts)
+
+
+@dataclass
+class _Entry:
+    info: JobInfo
+    next_check: float = 0.0
+    interval: float = 0.0
+    missing_since: float | None = None
+
+
+def _normalise_state(state: str) -> str:
+    """``CANCELLED by 0`` → ``CANCELLED``; squeue's ``OUT_OF_MEMORY`` and sacct's agree."""
+    return (state or "UNKNOWN").split()[0].rstrip("+").upper()
+
+
+def _array_ids(job_id: str, task: str) -> list[str]:
+    """sacct prints pending array tasks as ``12_[3-7%2]``: expand to every id."""
+    if "[" not in task:
+        return [f"{job_id}_{task}"]
+    body = task.strip("[]").split("%")[0]
+    ids = []
+    for part in body.split(","):
+        low, _, high = part.partition("-")
+        ids.extend(f"{job_id}_{i}" for i in range(int(low), int(high or low) + 1))
+    return ids
+
+
+class Tracker:
+    """Tracks many jobs with one rate-limited, batched Slurm query per refresh.
+
+    ``min_interval`` bounds the query rate (so RPCs per minute do not grow with the number of
+    jobs); each job is re-checked after its own backoff (``initial_interval`` doubling up to
+    ``max_interval`` while its state does not change). ``outage_tolerance`` is how long an
+    unreachable slurmctld is waited out before tracking gives up.
+    """
+
+    def __init__(self, slurm: Slurm | None = None, *, min_interval: float = 1.0,
+                 initial_interval: float = 0.5, max_interval: float = 5.0,
+                 outage_tolerance: float = 600.0, vanish_grace: float = 30.0):
+        self.slurm = slurm or Slurm()
+        self.min_interval = min_interval
+        self.initial_interval = initial_interval
+        self.max_interval = max_interval
+        self.outage_tolerance = outage_tolerance
+        self.vanish_grace = vanish_grace
+        self._jobs: dict[str, _Entry] = {}
+        self._lock = threading.RLock()
+        self._last_refresh = float("-inf")
+        self._outage_since: float | None = None
+        self._outage_backoff = 1.0
+        self.queries = 0  # Slurm commands this tracker ran (squeue + sacct)
+        self.last_error: str = ""
+
+    # -- registration ----------------------------------------------------------------------------
+    def track(self, *job_ids: str | int) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for job_id in map(str, job_ids):
+                if job_id not in self._jobs:
+                    self._jobs[job_id] = _Entry(JobInfo(job_id, "SUBMITTED", seen_at=now), next_check=now,
+                                                interval=self.initial_interval)
+
+    def forget(self, *job_ids: str | int) -> None:
+        with self._lock:
+            for job_id in map(str, job_ids):
+                self._jobs.pop(job_id, None)
+
+    def info(self, job_id: str | int, *, refresh: bool = True) -> JobInfo:
+        """The latest known info (refreshing first if the tracker is due)."""
+        job_id = str(job_id)
+        self.track(job_id)
+        if refresh:
+            self.refresh()
+        with self._lock:
+            return self._jobs[job_id].info
+
+    def hurry(self, *job_ids: str | int) -> None:
+        """Make these jobs due at the next refresh (e.g. after cancel or a state-changing event)."""
+        now = time.monotonic()
+        with self._lock:
+            for job_id in map(str, job_ids):
+                entry = self._jobs.get(job_id)
+                if entry and not entry.info.terminal:
+                    entry.next_check, entry.interval = now, self.initial_interval
+
+    def forget_terminal(self, job_id: str | int) -> None:
+        """A requeued job comes back: forget a cached terminal state that is no longer true."""
+        with self._lock:
+            entry = self._jobs.get(str(job_id))
+            if entry:
+                entry.info = replace(entry.info, state="REQUEUED")
+                entry.next_check, entry.interval = time.monotonic(), self.initial_interval
+
+    @property
+    def controller_down_for(self) -> float:
+        """Seconds slurmctld has been unreachable (0 when it answers)."""
+        return 0.0 if self._outage_since is None else time.monotonic() - self._outage_since
+
+    # -- the one query ------------------------------------------------------------------------------
+    def refresh(self, *, force: bool = False) -> bool:
+        """Query Slurm once for every due job; returns whether a query ran."""
+        with self._lock:
+            now = time.monotonic()
+            if not force and now - self._last_refresh < self._effective_interval():
+                return False
+            due = [jid for jid, e in self._jobs.items() if not e.info.terminal and (force or e.next_check <= now)]
+            if not due:
+                return False
+            self._last_refresh = now
+            try:
+                seen = self._squeue(due)
+                missing = [jid for jid in due if jid not in seen]
+                if missing:
+                    seen.update(self._sacct(missing))
+            except SlurmError as exc:
+                self._note_outage(exc)
+                return True
+            self._outage_since, self._outage_backoff = None, 1.0
+            self._apply(due, seen, now)
+            return True
+
+    def _effective_interval(self) -> float:
+        return max(self.min_interval, self._outage_backoff if self._outage_since is not None else 0.0)
+
+    def _note_outage(self, exc: SlurmError) -> None:
+        now = time.monotonic()
+        self.last_error = str(exc)
+        if self._outage_since is None:
+            self._outage_since = now
+        self._outage_backoff = min(self._outage_backoff * 2, 15.0)
+        if now - self._outage_since > self.outage_tolerance:
+            raise SlurmError(f"Slurm unreachable for {now - self._outage_since:.0f} s while tracking jobs: "
+                             f"{exc}") from None
+
+    def _apply(self, due: list[str], seen: dict[str, JobInfo], now: float) -> None:
+        for jid in due:
+            entry = self._jobs[jid]
+            info = seen.get(jid)
+            if info is None:
+                # neither squeue nor sacct knows it (yet: accounting lags just after submission)
+                entry.missing_since = entry.missing_since or now
+                if now - entry.missing_since > self.vanish_grace and entry.info.state in ("SUBMITTED", "UNKNOWN"):
+                    entry.info = replace(entry.info, state="FAILED", seen_at=now,
+                                         reason=f"vanished: unknown to squeue and sacct for {self.vanish_grace:g} s")
+                entry.next_check = now + entry.interval
+                continue
+            entry.missing_since = None
+            changed = info.state != entry.info.state
+            entry.info = info
+            entry.interval = self.initial_interval if changed else min(entry.interval * 2, self.max_interval)
+            entry.next_check = now + entry.interval
+
+    def _squeue(self, ids: list[str]) -> dict[str, JobInfo]:
+        parents = sorted({jid.split("_")[0] for jid in ids}, key=int)
+        self.queries += 1
+        result = self.slurm.run("squeue", ["-h", "-r", "-t", "all", "-j", ",".join(parents), "-O",
+                                           "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Reason:|,"
+                                           "exit_code:|,NodeList:|"],
+                                check=False, retries=1, timeout=30)
+        if result.returncode != 0:
+            if "Invalid job id" in result.stderr:
+                return {}  # every id purged from slurmctld: sacct knows them
+            raise Slurm._classify("squeue", result)
+        now = time.monotonic()
+        out: dict[str, JobInfo] = {}
+        for line in result.stdout.splitlines():
+            fields = [f.strip() for f in line.split("|")]
+            if len(fields) < 7:
+                continue
+            job_id, array_id, task, state, reason, status, nodes = fields[:7]
+            key = job_id if task in ("N/A", "") else f"{array_id}_{task}"
+            code = sig = None
+            if status.isdigit():
+                raw = int(status)
+                code, sig = raw >> 8, raw & 0x7F
+            out[key] = JobInfo(key, _normalise_state(state), code, sig or None, reason, nodes, "squeue", now)
+        return out
+
+    def _sacct(self, ids: list[str]) -> dict[str, JobInfo]:
+        parents = sorted({jid.split("_")[0] for jid in ids}, key=int)
+        self.queries += 1
+        result = self.slurm.run("sacct", ["-X", "-n", "-P", "-D", "-o", "JobID,State,ExitCode,Reason,NodeList",
+                                          "-j", ",".join(parents)], check=False, retries=1, timeout=30)
+        if result.returncode != 0:
+            return {}  # accounting is a fallback: never fail tracking because slurmdbd is away
+        now = time.monotonic()
+        out: dict[str, JobInfo] = {}
+        for line in result.stdout.splitlines():
+            fields = line.split("|")
+            if len(fields) < 5:
+                continue
+            raw_id, state, exit_code, reason, nodes = fields[:5]
+            code_text, _, sig_text = exit_code.partition(":")
+            code = int(code_text) if code_text.isdigit() else None
+            sig = int(sig_text) if sig_text.isdigit() and int(sig_text) else None
+            job_id, _, task = raw_id.partition("_")
+            keys = _array_ids(job_id, task) if task else [job_id]
+            for key in keys:  # -D lists every attempt of a requeued job: the last one wins
+                out[key] = JobInfo(key, _normalise_state(state), code, sig, reason, nodes, "sacct", now)
+        return out
+
+
+_DEFAULT: dict[str, Tracker] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_tracker(slurm: Slurm | None = None) -> Tracker:
+    """One tracker per cluster (slurm.conf), shared by every job of this process."""
+    slurm = slurm or Slurm()
+    key = str(slurm.conf)
+    with _DEFAULT_LOCK:
+        if key not in _DEFAULT:
+            _DEFAULT[key] = Tracker(slurm)
+        return _DEFAULT[key]
