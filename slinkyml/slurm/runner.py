@@ -69,6 +69,10 @@ _ACCOUNTING_PATTERNS = (
     "Error connecting to slurm dbd",
     "slurmdbd: Getting response",
     "Connection to slurmdbd",
+    "Problem connecting to the database",
+    "failed to open persistent connection",
+    "Sending PersistInit msg",
+    "not running a supported accounting_storage plugin",
 )
 _ACCOUNTING_COMMANDS = frozenset({"sacct", "sshare", "sreport", "sacctmgr"})
 
@@ -200,7 +204,8 @@ class Slurm:
         kwargs = dict(argv=list(result.argv), returncode=result.returncode, stderr=stderr,
                       stdout=result.stdout)
         if command in _ACCOUNTING_COMMANDS:
-            if re.search(r"accounting storage is disabled", stderr, re.I):
+            if re.search(r"accounting storage is disabled|not running a supported "
+                         r"accounting_storage plugin", stderr, re.I):
                 return AccountingUnavailable(
                     f"{command}: Slurm accounting is disabled on this cluster "
                     "(AccountingStorageType is not accounting_storage/slurmdbd)", **kwargs)

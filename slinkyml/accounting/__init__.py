@@ -1,0 +1,117 @@
+"""Accounting from slurmdbd: usage, efficiency, cost and fair-share reports.
+
+Notebook functions return pandas DataFrames::
+
+    from slinkyml import accounting as acct
+    acct.usage_report(since="7d", by=("account", "user"))
+    acct.fairshare_report()
+    acct.efficiency_report(since="1d")
+
+Everything goes through a backend (:mod:`slinkyml.accounting.backends`; the Slurm CLIs by
+default), so results are the same whichever one is used.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from slinkyml.accounting.timeparse import parse_when
+
+__all__ = ["load_jobs", "usage_report", "fairshare_report", "efficiency_report", "cost_report",
+           "demo_summary", "parse_when"]
+
+
+def _backend(backend, slurm):
+    from slinkyml.accounting.backends import get_backend
+
+    if backend is None or isinstance(backend, str):
+        return get_backend(backend or "cli", slurm)
+    return backend
+
+
+def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
+              backend=None, slurm=None):
+    """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window."""
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+    if end <= start:
+        from slinkyml.errors import SlinkyError
+
+        raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since "
+                          f"{start:%Y-%m-%dT%H:%M:%S}")
+    return _backend(backend, slurm).jobs(start, end, users=users, accounts=accounts,
+                                         job_ids=job_ids)
+
+
+def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm=None,
+                 users=None, accounts=None, with_cost: bool = True):
+    """CPU/GPU/billing hours (and cost) per group over the window, pro-rated at its edges."""
+    from slinkyml.accounting import cost, usage
+
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+    table = load_jobs(start, end, users=users, accounts=accounts, backend=backend, slurm=slurm)
+    report = usage.usage(table.jobs, start, end, by=by)
+    if with_cost and len(table.jobs):
+        seconds = usage.overlap_seconds(table.jobs, start, end)
+        costs = cost.cost(table.jobs, by=by, seconds=seconds)
+        report = report.merge(costs, on=list([by] if isinstance(by, str) else by), how="left")
+    report.attrs["malformed"] = table.malformed
+    return report
+
+
+def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
+    """sshare's tree next to the offline recomputation (Fair Tree or classic, as configured)."""
+    from slinkyml.accounting import fairshare
+
+    be = _backend(backend, slurm)
+    from slinkyml.accounting.backends.cli import CliBackend
+
+    cli = be if isinstance(be, CliBackend) else CliBackend(be.slurm)
+    assocs, usage_raw = cli.shares_snapshot()
+    if algorithm is None:
+        flags = cli.config().get("PriorityFlags", "")
+        algorithm = "classic" if "NO_FAIR_TREE" in flags else "fair_tree"
+    root = fairshare.build_tree(assocs, usage_raw)
+    ours = fairshare.fair_tree(root) if algorithm == "fair_tree" else fairshare.classic(root)
+    merged = assocs.merge(ours, on="key", how="left", suffixes=("", "_recomputed"))
+    merged.attrs["algorithm"] = algorithm
+    merged.attrs["tree"] = root
+    return merged
+
+
+def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
+                      backend=None, slurm=None):
+    """One row per training run (requeued segments stitched) with efficiency and waste."""
+    from slinkyml.accounting import efficiency
+
+    table = load_jobs(since, until, users=users, accounts=accounts, job_ids=job_ids,
+                      backend=backend, slurm=slurm)
+    return efficiency.runs(table.jobs, table.steps)
+
+
+def cost_report(since="1d", until="now", by=("account", "user"), *, prices=None, backend=None,
+                slurm=None):
+    from slinkyml.accounting import cost, usage
+
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+    table = load_jobs(start, end, backend=backend, slurm=slurm)
+    seconds = usage.overlap_seconds(table.jobs, start, end)
+    return cost.cost(table.jobs, by=by, prices=cost.load_prices(prices), seconds=seconds)
+
+
+def demo_summary(slurm=None, since="1d") -> str:
+    """A short usage + fair-share table as plain text (printed at the end of ``make demo``)."""
+    from slinkyml.accounting.render import text_table
+
+    start = parse_when(since, "since")
+    report = usage_report(start, datetime.now(timezone.utc), by=("account", "user"), slurm=slurm)
+    lines = [f"Usage since {start:%Y-%m-%d %H:%M} UTC (CPU-hours, pro-rated):"]
+    cols = ["account", "user", "jobs", "cpu_hours", "gpu_hours"] + \
+        (["cost_usd"] if "cost_usd" in report else [])
+    lines.append(text_table(report[cols] if len(report) else report.reindex(columns=cols)))
+    fs = fairshare_report(slurm=slurm)
+    users = fs[fs["is_user"]]
+    lines.append("")
+    lines.append(f"Fair-share ({fs.attrs['algorithm']}):")
+    lines.append(text_table(users[["account", "user", "raw_shares", "raw_usage", "level_fs",
+                                   "fairshare"]].sort_values("fairshare", ascending=False)))
+    return "\n".join(lines)

@@ -1,0 +1,28 @@
+"""Where accounting data comes from: Slurm CLIs (default), slurmrestd, pyslurm (optional).
+
+Every backend returns the same things — a :class:`~slinkyml.accounting.sacct.SacctTable` for
+jobs, and ``sshare``-layout association rows — so reports never care which one ran.
+"""
+
+from __future__ import annotations
+
+from slinkyml.errors import SlinkyError
+
+BACKENDS = ("cli", "rest", "pyslurm")
+
+
+def get_backend(name: str = "cli", slurm=None, **options):
+    """The backend called ``name`` (``cli``, ``rest`` or ``pyslurm``)."""
+    if name == "cli":
+        from slinkyml.accounting.backends.cli import CliBackend
+
+        return CliBackend(slurm)
+    if name == "rest":
+        from slinkyml.accounting.backends.restapi import RestBackend
+
+        return RestBackend(slurm, **options)
+    if name == "pyslurm":
+        from slinkyml.accounting.backends.pyslurm_backend import PyslurmBackend
+
+        return PyslurmBackend(slurm)
+    raise SlinkyError(f"--backend: unknown backend {name!r} (choose from {', '.join(BACKENDS)})")

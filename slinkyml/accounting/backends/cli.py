@@ -1,0 +1,78 @@
+"""The default backend: ``sacct``/``sshare``/``sreport``/``sacctmgr`` through :class:`Slurm`.
+
+``--parsable2 --noconvert`` with an unprintable delimiter and ``TZ=UTC`` (set by the runner)
+gives exact units and unambiguous fields on 22.05 and 24.11 alike, so one parser serves both.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from slinkyml.accounting import fairshare
+from slinkyml.accounting.sacct import SacctTable, parse_sacct, sacct_args
+from slinkyml.slurm.runner import Slurm
+
+
+def slurm_time(value: datetime) -> str:
+    """A datetime → sacct/sreport syntax, in UTC (the runner sets TZ=UTC)."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+class CliBackend:
+    name = "cli"
+
+    def __init__(self, slurm: Slurm | None = None):
+        self.slurm = slurm or Slurm()
+
+    def jobs(self, start: datetime, end: datetime, *, users=None, accounts=None,
+             job_ids=None) -> SacctTable:
+        args = sacct_args(slurm_time(start), slurm_time(end), users=users, accounts=accounts,
+                          job_ids=job_ids)
+        return parse_sacct(self.slurm.run("sacct", args, timeout=300).stdout)
+
+    def shares(self) -> pd.DataFrame:
+        return fairshare.parse_sshare(self.slurm.run("sshare", fairshare.sshare_args()).stdout)
+
+    def shares_snapshot(self, attempts: int = 5) -> tuple[pd.DataFrame, dict[str, float]]:
+        """sshare plus the finer raw usage of ``scontrol show assoc_mgr``, from one priority
+        calculation (sshare read before and after must agree)."""
+        for _ in range(attempts):
+            before = self.slurm.run("sshare", fairshare.sshare_args()).stdout
+            mgr = self.slurm.run("scontrol", ["show", "assoc_mgr", "flags=assoc"]).stdout
+            after = self.slurm.run("sshare", fairshare.sshare_args()).stdout
+            if before == after:
+                return fairshare.parse_sshare(after), fairshare.parse_assoc_mgr_usage(mgr)
+            time.sleep(1)
+        return fairshare.parse_sshare(after), fairshare.parse_assoc_mgr_usage(mgr)
+
+    def sreport_account_user(self, start: datetime, end: datetime,
+                             unit: str = "Seconds") -> pd.DataFrame:
+        """``sreport cluster AccountUtilizationByUser`` (CPU, whole hours) as a DataFrame."""
+        out = self.slurm.run("sreport", ["--parsable2", "--noheader", "cluster",
+                                         "AccountUtilizationByUser", "-t", unit,
+                                         f"start={slurm_time(start)}", f"end={slurm_time(end)}"]
+                             ).stdout
+        return parse_sreport_account_user(out)
+
+    def rollup(self, start: datetime, end: datetime) -> None:
+        """Force slurmdbd's usage rollup for [start, end) (sreport reads only rolled-up data)."""
+        self.slurm.run("sacctmgr", ["-i", "rollup", slurm_time(start), slurm_time(end)])
+
+    def config(self) -> dict[str, str]:
+        return self.slurm.show_config()
+
+
+def parse_sreport_account_user(text: str) -> pd.DataFrame:
+    """``Cluster|Account|Login|Proper Name|Used|Energy`` rows → DataFrame (user None for the
+    account totals, which include sub-accounts)."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 5 or parts[0] == "Cluster" or not parts[4].strip().isdigit():
+            continue
+        rows.append(dict(cluster=parts[0], account=parts[1], user=parts[2] or None,
+                         used=int(parts[4])))
+    return pd.DataFrame(rows, columns=["cluster", "account", "user", "used"])

@@ -1,0 +1,84 @@
+"""Cost per user and account: a job pays for the fraction of an instance it holds.
+
+Prices: ``price_per_hour_usd`` of the instance presets (``slinkyml.instances``), mapped per
+partition by ``slinkyml/data/prices.yaml``; a user file (``SLINKYML_PRICES`` or ``path=``) merges
+over it and may set ``price_per_hour_usd`` per partition directly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from slinkyml.errors import SpecError
+
+DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
+
+
+@dataclass(frozen=True)
+class PartitionPrice:
+    partition: str
+    instance_type: str | None
+    price_per_hour_usd: float
+    vcpus: int
+    gpus: int
+
+
+def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, PartitionPrice]:
+    import yaml
+
+    from slinkyml.instances import load_instance_types
+
+    data = yaml.safe_load(DATA_FILE.read_text()) or {}
+    user = path or os.environ.get("SLINKYML_PRICES")
+    parts = dict(data.get("partitions") or {})
+    if user:
+        try:
+            extra = yaml.safe_load(Path(user).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SpecError(str(user), f"cannot read price file: {exc}") from None
+        for name, entry in (extra.get("partitions") or {}).items():
+            parts[name] = {**parts.get(name, {}), **(entry or {})}
+    types = load_instance_types()
+    out = {}
+    for name, entry in parts.items():
+        where = f"partitions.{name}"
+        itype = entry.get("instance_type")
+        preset = types.get(itype) if itype else None
+        if itype and preset is None:
+            raise SpecError(f"{where}.instance_type", f"unknown instance type {itype!r}")
+        price = entry.get("price_per_hour_usd", preset.price_per_hour_usd if preset else None)
+        if price is None:
+            raise SpecError(where, "no price_per_hour_usd (and the instance type has none)")
+        out[name] = PartitionPrice(name, itype, float(price),
+                                   int(entry.get("vcpus", preset.vcpus if preset else 1)),
+                                   int(entry.get("gpus", preset.accelerator_count if preset else 0)))
+    return out
+
+
+def job_costs(jobs: pd.DataFrame, prices: dict[str, PartitionPrice], seconds=None) -> pd.DataFrame:
+    """Cost of each allocation row: instance-hours held × price, where a job holds
+    max(GPUs/instance GPUs, CPUs/instance vCPUs) instances (unknown partitions cost NaN)."""
+    seconds = jobs["elapsed_s"].fillna(0).to_numpy() if seconds is None else seconds
+    part = jobs["partition"].astype("string").fillna("")
+    price = part.map(lambda p: prices[p].price_per_hour_usd if p in prices else np.nan)
+    vcpus = part.map(lambda p: prices[p].vcpus if p in prices else np.nan)
+    gpus = part.map(lambda p: prices[p].gpus if p in prices else 0)
+    cpu_frac = jobs["alloc_cpu"].fillna(0).to_numpy() / vcpus.to_numpy(dtype="float64")
+    gpu_frac = np.where(gpus.to_numpy() > 0, jobs["alloc_gpus"].fillna(0).to_numpy()
+                        / np.maximum(gpus.to_numpy(dtype="float64"), 1), 0.0)
+    instances = np.maximum(cpu_frac, gpu_frac)
+    out = jobs[["user", "account", "partition"]].copy()
+    out["cost_usd"] = instances * seconds / 3600.0 * price.to_numpy(dtype="float64")
+    return out
+
+
+def cost(jobs: pd.DataFrame, by=("account", "user"), prices=None, seconds=None) -> pd.DataFrame:
+    prices = load_prices() if prices is None else prices
+    table = job_costs(jobs, prices, seconds)
+    by = [by] if isinstance(by, str) else list(by)
+    return table.groupby(by, dropna=False)["cost_usd"].sum(min_count=1).reset_index()
