@@ -237,6 +237,8 @@ def render_sbatch(spec: JobSpec) -> str:
         '  if wait "$launcher_pid"; then status=0; else status=$?; fi',
         '  kill -0 "$launcher_pid" 2>/dev/null || break  # still running: wait was cut short by the trap',
         "done",
+        "# the trainer leaves this marker when a signal reached it directly (not via this shell)",
+        'if [[ -e "$log_dir/.preempted-$SLURM_JOB_ID-r$restart_count" ]]; then preempted=1; fi',
         "if (( preempted )); then",
         "  if (( restart_count < max_restarts )); then",
         '    echo "slinkyml: requeueing (restart $((restart_count + 1)) of $max_restarts)"',

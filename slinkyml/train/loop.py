@@ -300,6 +300,7 @@ class Trainer:
             if self.stop_requested:
                 self.log(f"preempted at step {step}: checkpointing and exiting for requeue")
                 self.save(step, losses)
+                self.mark_preempted()
                 self.dist.barrier()
                 self.dist.destroy_process_group()
                 return 0
@@ -313,6 +314,16 @@ class Trainer:
         self.dist.barrier()
         self.dist.destroy_process_group()
         return 0 if check["ok"] else 1
+
+    def mark_preempted(self) -> None:
+        """Tell the batch script to requeue even if the signal never went through it."""
+        job, log_dir = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLINKYML_LOG_DIR")
+        if self.rank == 0 and job and log_dir:
+            marker = Path(log_dir) / f".preempted-{job}-r{self.restart}"
+            try:
+                marker.touch()
+            except OSError as exc:
+                self.log(f"cannot write the preemption marker {marker}: {exc}")
 
     def write_final(self, check: dict[str, Any], start_step: int, step: int, losses: list[float],
                     timed_tokens: int, timed_secs: float, wall: float) -> None:

@@ -1,0 +1,111 @@
+"""Submission: render → (validate) → hand the script to a backend (``sbatch`` or slurmrestd).
+
+The backend is chosen by, in order: the ``backend`` argument (``--backend``), ``$SLINKYML_BACKEND``,
+``backend:`` in ``$SLINKYML_CONFIG`` / ``~/.config/slinkyml/config.yaml`` / ``/etc/slinkyml/config.yaml``,
+else ``sbatch``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from slinkyml.errors import SlinkyError
+from slinkyml.jobs.render import render_sbatch, safe_name
+from slinkyml.jobs.spec import JobSpec
+
+BACKENDS = ("sbatch", "restapi")
+CONFIG_FILES = ("~/.config/slinkyml/config.yaml", "/etc/slinkyml/config.yaml")
+
+
+class Backend(Protocol):
+    name: str
+
+    def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int: ...
+
+
+@dataclass
+class SbatchBackend:
+    """Plain ``sbatch`` through :class:`slinkyml.slurm.Slurm` (script on stdin, ``#SBATCH`` lines honoured)."""
+
+    slurm: object
+    as_user: str | None = None
+    name: str = "sbatch"
+
+    def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int:
+        return self.slurm.sbatch(script, as_user=self.as_user, cwd=str(cwd))  # type: ignore[attr-defined]
+
+
+def config_value(key: str) -> str | None:
+    """A key from the first slinkyml config file that exists (plain ``key: value`` YAML)."""
+    paths = [os.environ["SLINKYML_CONFIG"]] if os.environ.get("SLINKYML_CONFIG") else []
+    paths += [os.path.expanduser(p) for p in CONFIG_FILES]
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise SlinkyError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        if isinstance(data, dict) and data.get(key) is not None:
+            return str(data[key])
+    return None
+
+
+def backend_name(explicit: str | None = None) -> str:
+    name = explicit or os.environ.get("SLINKYML_BACKEND") or config_value("backend") or "sbatch"
+    if name not in BACKENDS:
+        raise SlinkyError(f"unknown backend {name!r}: use one of {', '.join(BACKENDS)}")
+    return name
+
+
+def make_backend(name: str | None = None, *, slurm: object | None = None, as_user: str | None = None,
+                 restapi_url: str | None = None, token: str | None = None) -> Backend:
+    name = backend_name(name)
+    if slurm is None:
+        from slinkyml.slurm import Slurm
+
+        slurm = Slurm()
+    if name == "restapi":
+        from slinkyml.jobs.restapi import RestApiBackend
+
+        return RestApiBackend.from_config(slurm=slurm, url=restapi_url, token=token, user=as_user)
+    return SbatchBackend(slurm, as_user=as_user)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: int
+    script_path: Path
+    backend: str
+
+
+def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
+           slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
+    """Render, check against the live cluster, keep a copy of the script in the log dir, submit."""
+    cwd = Path(cwd or os.getcwd())
+    script = render_sbatch(spec)
+    if validate and slurm is not None:
+        from slinkyml.jobs.validate import check_job
+
+        check_job(spec, slurm, user=user)
+    log_dir = cwd / spec.log_dir
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)  # sbatch cannot open --output in a missing dir
+        if user:
+            os.chmod(log_dir, 0o777) if log_dir.stat().st_uid == os.getuid() else None
+    except OSError as exc:
+        raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
+    job_id = backend.submit(spec, script, cwd=cwd)
+    path = log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch"
+    try:
+        path.write_text(script)
+    except OSError:
+        pass  # a record only; the job is already submitted
+    return Submitted(job_id, path, backend.name)

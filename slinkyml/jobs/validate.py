@@ -1,0 +1,104 @@
+"""Check a job against the live cluster before submitting, and say what is wrong in one line.
+
+sbatch would refuse most of these too, but later (after the script is written) and with messages
+that name no field; the checks here use ``scontrol show partition/node`` and ``sacctmgr``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from typing import Any
+
+from slinkyml.errors import SlinkyError
+from slinkyml.jobs.spec import JobSpec, time_limit_seconds
+
+_BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL")
+
+
+class JobCheckError(SlinkyError):
+    """The job cannot run on this cluster as written."""
+
+
+def expand_nodes(slurm: Any, nodelist: str) -> list[str]:
+    if not nodelist or nodelist == "(null)":
+        return []
+    return slurm.run("scontrol", ["show", "hostnames", nodelist]).stdout.split()
+
+
+def gres_count(gres: str, kind: str) -> int:
+    """``gpu:4``, ``gpu:a100:8(S:0-1)``, ``gpu:2,neuron:16`` → the count of ``kind``."""
+    total = 0
+    for item in (gres or "").split(","):
+        parts = re.sub(r"\(.*?\)", "", item).split(":")
+        if parts[0] == kind and len(parts) >= 2 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def mem_mb(text: str) -> int:
+    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
+    assert match
+    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
+    return int(int(match.group(1)) * scale)
+
+
+def problems(spec: JobSpec, slurm: Any, *, user: str | None = None) -> list[str]:
+    """Every reason the job cannot start here (empty when it can)."""
+    found: list[str] = []
+    partitions = {p.get("PartitionName"): p for p in slurm.show("partition")}
+    name = spec.partition or next((n for n, p in partitions.items() if p.get("Default") == "YES"), None)
+    part = partitions.get(name)
+    if part is None:
+        have = ", ".join(sorted(n for n in partitions if n))
+        found.append(f"partition {name!r} does not exist (have: {have})" if spec.partition
+                     else "no partition given and the cluster has no default partition")
+        return found
+    max_time = part.get("MaxTime", "UNLIMITED")
+    if max_time not in ("UNLIMITED", "INFINITE"):
+        limit = time_limit_seconds(max_time)
+        if limit is not None and spec.time_limit_seconds > limit:
+            found.append(f"time_limit {spec.time_limit} exceeds partition {name}'s MaxTime {max_time}")
+    members = set(expand_nodes(slurm, part.get("Nodes", "")))
+    if spec.nodelist:
+        wanted = set(expand_nodes(slurm, spec.nodelist))
+        if not wanted <= members:
+            found.append(f"nodelist {spec.nodelist} has nodes outside partition {name}: "
+                         f"{','.join(sorted(wanted - members))}")
+        members &= wanted
+    kind, count = ("gpu", spec.gpus_per_node) if spec.gpus_per_node else ("neuron", spec.neuron_devices_per_node)
+    cpus = spec.effective_tasks_per_node * spec.cpus_per_task
+    mem = mem_mb(spec.mem_per_node) if spec.mem_per_node else 0
+    usable = 0
+    for node in slurm.show("node"):
+        if node.get("NodeName") not in members:
+            continue
+        state = node.get("State", "")
+        if any(bad in state for bad in _BAD_NODE_STATES):
+            continue
+        if count and gres_count(node.get("Gres", ""), kind) < count:
+            continue
+        if int(node.get("CPUTot", "0") or 0) < cpus or int(node.get("RealMemory", "0") or 0) < mem:
+            continue
+        usable += 1
+    if usable < spec.nodes:
+        need = f" with {kind}:{count}" if count else ""
+        found.append(f"partition {name} has {usable} usable node(s){need}, {cpus} CPUs"
+                     f"{f' and {spec.mem_per_node} memory' if mem else ''}; the job needs {spec.nodes}")
+    user = user or getpass.getuser()
+    args = ["-nP", "show", "assoc", "where", f"user={user}", "format=account,partition"]
+    if spec.account:
+        args.insert(4, f"account={spec.account}")
+    assoc = slurm.run("sacctmgr", args).stdout.split()
+    rows = [line.split("|") for line in assoc]
+    if spec.account and not any(r[0] == spec.account and (not r[1] or r[1] == name) for r in rows):
+        found.append(f"user {user} has no association with account {spec.account!r}")
+    elif not spec.account and not rows:
+        found.append(f"user {user} has no account association on this cluster")
+    return found
+
+
+def check_job(spec: JobSpec, slurm: Any, *, user: str | None = None) -> None:
+    found = problems(spec, slurm, user=user)
+    if found:
+        raise JobCheckError(f"job {spec.name!r} cannot run here: " + "; ".join(found))
