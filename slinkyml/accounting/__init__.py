@@ -13,7 +13,7 @@ default), so results are the same whichever one is used.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from slinkyml.accounting.timeparse import parse_when
 
@@ -103,7 +103,7 @@ def demo_summary(slurm=None, since="1d") -> str:
     from slinkyml.accounting.render import text_table
 
     start = parse_when(since, "since")
-    report = usage_report(start, datetime.now(timezone.utc), by=("account", "user"), slurm=slurm)
+    report = usage_report(start, datetime.now(UTC), by=("account", "user"), slurm=slurm)
     lines = [f"Usage since {start:%Y-%m-%d %H:%M} UTC (CPU-hours, pro-rated):"]
     cols = ["account", "user", "jobs", "cpu_hours", "gpu_hours"] + \
         (["cost_usd"] if "cost_usd" in report else [])

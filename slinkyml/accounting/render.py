@@ -24,11 +24,11 @@ def text_table(df: pd.DataFrame) -> str:
     header = [str(c) for c in df.columns]
     rows = [[_cell(v) for v in row] for row in df.itertuples(index=False)]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False))]
     lines.append("  ".join("-" * w for w in widths))
     for row in rows:
         lines.append("  ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
-                               for c, w in zip(row, widths)))
+                               for c, w in zip(row, widths, strict=False)))
     return "\n".join(lines)
 
 

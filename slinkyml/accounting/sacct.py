@@ -89,11 +89,11 @@ def _split_good_lines(text: str, sep: str) -> tuple[str | None, list[str]]:
     want = len(FIELDS) - 1
     lines = text.split("\n")
     counts = [line.count(sep) for line in lines]
-    bad = [line for line, n in zip(lines, counts) if n != want and line.strip()]
+    bad = [line for line, n in zip(lines, counts, strict=False) if n != want and line.strip()]
     if not bad:
         body = text if any(counts) else None
         return body, []
-    kept = [line for line, n in zip(lines, counts) if n == want]
+    kept = [line for line, n in zip(lines, counts, strict=False) if n == want]
     return ("\n".join(kept) if kept else None), bad
 
 
@@ -184,7 +184,7 @@ def _inherit_from_job(df: pd.DataFrame) -> None:
     jobs = df[~steps]
     parent = df["key"].str.partition(".")[0]
     for col in ("user", "partition", "qos", "account"):
-        lookup = dict(zip(jobs["key"], jobs[col]))
+        lookup = dict(zip(jobs["key"], jobs[col], strict=False))
         filled = parent[steps].map(lookup)
         df.loc[steps, col] = df.loc[steps, col].fillna(filled.astype("string"))
 
@@ -198,9 +198,9 @@ def _add_keys(df: pd.DataFrame) -> None:
     order = df.sort_values(["job_id", "db_index", "submit"], kind="stable")
     alloc = order[order["step"].isna()]
     seg = alloc.groupby("job_id", sort=False).cumcount()
-    seg_by_db = dict(zip(zip(alloc["job_id"], alloc["db_index"]), seg))
+    seg_by_db = dict(zip(zip(alloc["job_id"], alloc["db_index"], strict=False), seg, strict=False))
     df["segment"] = pd.array([seg_by_db.get((j, d), 0) for j, d in
-                              zip(df["job_id"], df["db_index"])], dtype="Int64") \
+                              zip(df["job_id"], df["db_index"], strict=False)], dtype="Int64") \
         if df["job_id"].duplicated().any() else pd.array(np.zeros(len(df), dtype="int64"),
                                                           dtype="Int64")
     key = df["job_id"].astype("string") + "#" + df["segment"].astype("string")

@@ -4,7 +4,7 @@ or a relative ``7d``/``12h``/``30m``/``90s`` (ago)."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from slinkyml.errors import SlinkyError
 
@@ -15,8 +15,8 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 def parse_when(text: str | datetime, flag: str = "--since", now: datetime | None = None
                ) -> datetime:
     if isinstance(text, datetime):
-        return text if text.tzinfo else text.replace(tzinfo=timezone.utc)
-    now = now or datetime.now(timezone.utc)
+        return text if text.tzinfo else text.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
     value = str(text).strip()
     if value == "now":
         return now
@@ -28,4 +28,4 @@ def parse_when(text: str | datetime, flag: str = "--since", now: datetime | None
     except ValueError:
         raise SlinkyError(f"{flag}: cannot read {value!r} as a time (use 2026-01-31, "
                           "2026-01-31T12:00, now, or 7d / 12h / 30m ago)") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

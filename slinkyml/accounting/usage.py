@@ -83,9 +83,9 @@ def usage_over_time(jobs: pd.DataFrame, start: datetime, end: datetime, *, freq:
     if len(edges) == 0 or edges[-1] < _ts(end):
         edges = edges.append(pd.DatetimeIndex([_ts(end)]))
     table = {}
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
         part = usage(jobs, lo, hi, by=(by,), now=now)
-        table[lo] = dict(zip(part[by], part[f"{kind}_hours"]))
+        table[lo] = dict(zip(part[by], part[f"{kind}_hours"], strict=False))
     return pd.DataFrame.from_dict(table, orient="index").fillna(0.0).sort_index()
 
 
@@ -97,7 +97,7 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
     (sreport's account rows include their sub-accounts). sreport prints whole units, truncated,
     so ours is converted the same way (``unit_seconds`` = 60 for ``-t Minutes``).
     """
-    per_user = {(a, u): s for a, u, s in zip(ours["account"], ours["user"], ours["cpu_seconds"])}
+    per_user = {(a, u): s for a, u, s in zip(ours["account"], ours["user"], ours["cpu_seconds"], strict=False)}
     per_account: dict[str, float] = {}
     for (account, _user), seconds in per_user.items():
         node: str | None = account

@@ -7,7 +7,7 @@ gives exact units and unambiguous fields on 22.05 and 24.11 alike, so one parser
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 
@@ -18,7 +18,7 @@ from slinkyml.slurm.runner import Slurm
 
 def slurm_time(value: datetime) -> str:
     """A datetime → sacct/sreport syntax, in UTC (the runner sets TZ=UTC)."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 class CliBackend:

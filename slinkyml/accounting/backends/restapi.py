@@ -13,7 +13,7 @@ import os
 import socket
 import time
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from slinkyml.accounting.sacct import FIELDS, SEP, SacctTable, parse_sacct
 from slinkyml.errors import SlinkyError
@@ -132,7 +132,7 @@ def _ts(value) -> str:
     number = _num(value)
     if not number:
         return "Unknown"
-    return datetime.fromtimestamp(number, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return datetime.fromtimestamp(number, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _tres(items) -> str:

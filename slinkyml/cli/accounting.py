@@ -1,0 +1,208 @@
+"""``slinkyml usage | fairshare | efficiency | report``: accounting reports from slurmdbd.
+
+Only the standard library at module level (CLI start-up); pandas, rich and matplotlib are
+imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _common(p: argparse.ArgumentParser, window: bool = True) -> None:
+    if window:
+        p.add_argument("--since", default="1d", help="window start: 2026-01-31[T12:00], now, "
+                       "or 7d/12h/30m ago (default 1d)")
+        p.add_argument("--until", default="now", help="window end (default now)")
+        p.add_argument("--user", action="append", help="only this user (repeatable)")
+        p.add_argument("--account", action="append", help="only this account (repeatable)")
+    p.add_argument("--backend", default="cli", choices=("cli", "rest", "pyslurm"),
+                   help="where to read accounting from (default: the Slurm CLIs)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON records")
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    p.add_argument("--png", help="also write a plot to this PNG file")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("usage", help="CPU/GPU-hours, billing and cost per user/account",
+                              description="Usage over a window from sacct, pro-rating jobs that "
+                              "cross its edges (matches sreport AccountUtilizationByUser).")
+    _common(p)
+    p.add_argument("--by", default="account,user",
+                   help="comma list of user, account, partition, gpu_type (default account,user)")
+    p.set_defaults(handler=_usage)
+
+    p = subparsers.add_parser("fairshare", help="fair-share tree, rank explanations, what-ifs",
+                              description="sshare's tree, recomputed offline (Fair Tree or "
+                              "classic); explain a rank, try share/usage changes.")
+    _common(p, window=False)
+    p.add_argument("--algorithm", choices=("fair_tree", "classic"),
+                   help="default: what slurm.conf PriorityFlags selects")
+    p.add_argument("--explain", metavar="USER", help="explain this user's rank")
+    p.add_argument("--vs", metavar="USER", help="...against this user (default: the next one "
+                   "above)")
+    p.add_argument("--set-shares", action="append", default=[], metavar="ASSOC=N",
+                   help="what-if: RawShares of ACCOUNT or ACCOUNT/USER")
+    p.add_argument("--add-usage", action="append", default=[], metavar="ASSOC=N",
+                   help="what-if: add raw usage (CPU-seconds × billing) to ACCOUNT[/USER]")
+    p.add_argument("--recovery", metavar="ACCOUNT/USER",
+                   help="time until this association's LevelFS decays back to 1")
+    p.set_defaults(handler=_fairshare)
+
+    p = subparsers.add_parser("efficiency", help="per-run CPU/memory/GPU efficiency and waste")
+    _common(p)
+    p.add_argument("--job", action="append", type=int, help="only this job id (repeatable)")
+    p.add_argument("--summary", action="store_true", help="one row per user instead of per run")
+    p.set_defaults(handler=_efficiency)
+
+    p = subparsers.add_parser("report", help="HTML accounting report with plots")
+    p.add_argument("--since", default="1d")
+    p.add_argument("--until", default="now")
+    p.add_argument("--backend", default="cli", choices=("cli", "rest", "pyslurm"))
+    p.add_argument("--html", required=True, help="output file")
+    p.set_defaults(handler=_report)
+
+
+def _emit(args: argparse.Namespace, df, title: str, footer: str = "") -> int:
+    from slinkyml.accounting import render
+
+    if args.json:
+        print(render.to_json(df))
+    elif args.csv:
+        sys.stdout.write(render.to_csv(df))
+    else:
+        from rich.console import Console
+
+        console = Console(width=200) if not sys.stdout.isatty() else Console()
+        console.print(render.rich_table(df, title=title))
+        if footer:
+            console.print(footer)
+    return 0
+
+
+def _window(args):
+    from slinkyml.accounting import parse_when
+    from slinkyml.errors import SlinkyError
+
+    start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
+    if end <= start:
+        raise SlinkyError("--until: must be after --since")
+    return start, end
+
+
+def _load(args, start, end, job_ids=None):
+    from slinkyml.accounting import load_jobs
+
+    return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids,
+                     backend=args.backend)
+
+
+def _usage(args: argparse.Namespace) -> int:
+    from slinkyml.accounting import cost, plots, usage
+
+    start, end = _window(args)
+    by = [b.strip() for b in args.by.split(",") if b.strip()]
+    table = _load(args, start, end)
+    report = usage.usage(table.jobs, start, end, by=by)
+    if len(report):
+        seconds = usage.overlap_seconds(table.jobs, start, end)
+        report = report.merge(cost.cost(table.jobs, by=by, seconds=seconds), on=by, how="left")
+    if args.png:
+        series = usage.usage_over_time(table.jobs, start, end, by="account",
+                                       kind="gpu" if report.get("gpu_hours", [0]).sum() else "cpu")
+        plots.usage_over_time_png(series, args.png,
+                                  kind="GPU" if report.get("gpu_hours", [0]).sum() else "CPU")
+    cols = by + [c for c in ("jobs", "cpu_hours", "gpu_hours", "billing_hours", "cost_usd")
+                 if c in report]
+    footer = f"{table.malformed} malformed sacct line(s) skipped" if table.malformed else ""
+    return _emit(args, report[cols] if len(report) else report.reindex(columns=cols),
+                 f"Usage {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC", footer)
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, float]:
+    from slinkyml.errors import SlinkyError
+
+    out = {}
+    for value in values:
+        key, sep, number = value.partition("=")
+        try:
+            out[key.strip()] = float(number)
+        except ValueError:
+            sep = ""
+        if not sep or not key.strip():
+            raise SlinkyError(f"{flag}: expected ASSOC=NUMBER, got {value!r}")
+    return out
+
+
+def _fairshare(args: argparse.Namespace) -> int:
+    import math
+
+    from slinkyml.accounting import fairshare, fairshare_report, plots
+
+    table = fairshare_report(algorithm=args.algorithm, backend=args.backend)
+    root = table.attrs["tree"]
+    lines = []
+    if args.explain:
+        ft = fairshare.fair_tree(root)
+        node = fairshare.find_user(root, args.explain)
+        other = args.vs
+        if not other:
+            ranks = ft.dropna(subset=["rank"]).sort_values("rank")
+            mine = ft.set_index("key").at[node.key, "rank"]
+            above = ranks[ranks["rank"] > mine]
+            other = above.iloc[0]["key"].split("/", 1)[1] if len(above) else None
+        lines.append(fairshare.explain(root, args.explain, other, ft) if other else
+                     f"{args.explain} has the highest fair-share rank")
+    if args.recovery:
+        from slinkyml.accounting.backends.cli import CliBackend
+
+        half = fairshare.parse_half_life(
+            CliBackend().config().get("PriorityDecayHalfLife", "7-00:00:00"))
+        seconds = fairshare.recovery_to_fair(root, args.recovery, half)
+        lines.append(f"{args.recovery}: LevelFS back to 1 in "
+                     + ("never by decay alone (decay scales everyone's usage alike; its siblings' usage "
+                        "must grow)" if math.isinf(seconds) else f"{seconds / 3600:.1f} h")
+                     + f" (half-life {half / 86400:g} d, siblings' usage held constant)")
+    if args.set_shares or args.add_usage:
+        diff = fairshare.what_if(root, shares=_pairs(args.set_shares, "--set-shares"),
+                                 add_usage=_pairs(args.add_usage, "--add-usage"))
+        return _emit(args, diff, "What-if: Fair Tree ranks before → after", "\n".join(lines))
+    if args.png:
+        plots.fairshare_tree_png(table, args.png)
+    algo = table.attrs["algorithm"]
+    cols = ["account", "user", "raw_shares", "norm_shares", "raw_usage", "effectv_usage",
+            "level_fs", "fairshare"]
+    if algo == "fair_tree":
+        cols += ["rank"]
+    show = table[cols].copy()
+    show["account"] = [" " * int(d) + a for d, a in zip(table["depth"], table["account"], strict=False)]
+    return _emit(args, show, f"Fair-share ({algo})", "\n".join(lines))
+
+
+def _efficiency(args: argparse.Namespace) -> int:
+    from slinkyml.accounting import efficiency, plots
+
+    start, end = _window(args)
+    table = _load(args, start, end, job_ids=args.job)
+    runs = efficiency.runs(table.jobs, table.steps)
+    if args.png:
+        plots.efficiency_hist_png(runs, args.png)
+    if args.summary:
+        return _emit(args, efficiency.summary(runs), "Efficiency per user")
+    cols = ["job_id", "name", "user", "account", "segments", "state", "cpu_efficiency",
+            "mem_efficiency", "gpu_util_pct", "gpu_hours", "lost_gpu_hours", "lost_cpu_hours",
+            "wait_eligible_s", "wait_start_s"]
+    return _emit(args, runs.reindex(columns=cols), "Efficiency per run")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from slinkyml.accounting import load_jobs, parse_when, report
+    from slinkyml.accounting.backends.cli import CliBackend
+
+    start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
+    table = load_jobs(start, end, backend=args.backend)
+    path = report.build_html(table, CliBackend().shares(), start, end, args.html)
+    print(f"wrote {path}")
+    return 0
