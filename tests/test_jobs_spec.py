@@ -1,0 +1,75 @@
+"""JobSpec: defaults, YAML loading, errors naming the field path."""
+
+from __future__ import annotations
+
+import pytest
+
+from slinkyml.errors import SpecError
+from slinkyml.jobs.spec import JobSpec, time_limit_seconds
+
+BASE = {"name": "t", "entry": {"module": "slinkyml.train"}}
+
+
+def test_defaults_and_launcher_derived_counts():
+    spec = JobSpec.from_dict({**BASE, "nodes": 2, "gpus_per_node": 8})
+    assert spec.effective_tasks_per_node == 1 and spec.effective_procs_per_node == 8
+    assert spec.world_size == 16 and spec.requeue.max_restarts == 3 and spec.python == "python3"
+    srun = JobSpec.from_dict({**BASE, "launcher": "srun", "gpus_per_node": 4})
+    assert srun.effective_tasks_per_node == 4
+    neuron = JobSpec.from_dict({**BASE, "launcher": "neuron", "neuron_devices_per_node": 16})
+    assert neuron.effective_procs_per_node == 32
+
+
+def test_yaml_round_trip():
+    text = """
+name: run
+nodes: 2
+entry: {script: train.py, args: [--lr, 0.1]}
+env: {A: "1"}
+requeue: {signal: SIGUSR1, grace_seconds: 5}
+dependencies: afterok:12
+"""
+    spec = JobSpec.from_yaml(text)
+    assert spec.entry.args == ("--lr", "0.1") and spec.requeue.signal == "USR1"
+    assert spec.dependencies == ("afterok:12",)
+    assert JobSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("data, path", [
+    ({**BASE, "requeue": {"max_restarts": -1}}, "requeue.max_restarts"),
+    ({**BASE, "nodes": 0}, "nodes"),
+    ({**BASE, "launcher": "mpirun"}, "launcher"),
+    ({**BASE, "network": "roce"}, "network"),
+    ({**BASE, "time_limit": "forever"}, "time_limit"),
+    ({**BASE, "mem_per_node": "lots"}, "mem_per_node"),
+    ({**BASE, "env": {"1BAD": "x"}}, "env.1BAD"),
+    ({**BASE, "gpus": 2}, "gpus"),
+    ({**BASE, "requeue": {"sig": "USR2"}}, "requeue.sig"),
+    ({"name": "t", "entry": {"module": "a", "script": "b.py"}}, "entry"),
+    ({"name": "t", "entry": {"script": "run.sh"}}, "entry.script"),
+    ({**BASE, "dependencies": ["after:1;rm -rf /"]}, "dependencies[0]"),
+    ({**BASE, "partition": "a b"}, "partition"),
+    ({"entry": {"module": "a"}}, "name"),
+])
+def test_errors_name_the_field(data, path):
+    with pytest.raises(SpecError) as err:
+        JobSpec.from_dict(data)
+    assert err.value.path == path and str(err.value).startswith(path)
+
+
+def test_error_message_for_max_restarts():
+    with pytest.raises(SpecError, match=r"requeue.max_restarts: must be ≥ 0"):
+        JobSpec.from_yaml("name: t\nentry: {module: a}\nrequeue: {max_restarts: -1}\n")
+
+
+def test_bad_yaml_is_one_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="not valid YAML"):
+        JobSpec.from_yaml("name: [unclosed\n")
+    with pytest.raises(SpecError, match="cannot read"):
+        JobSpec.from_yaml(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("text, secs", [("30", 1800), ("1:30", 90), ("01:00:00", 3600),
+                                        ("2-00", 172800), ("1-02:03:04", 93784), ("0", None)])
+def test_time_limit_formats(text, secs):
+    assert time_limit_seconds(text) == secs
