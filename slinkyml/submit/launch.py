@@ -1,0 +1,184 @@
+"""A JobSpec (the login-pod sbatch path's job) dispatched from Python through submitit.
+
+One submitit task per node runs :class:`NodeLauncher`: it starts the per-node launcher argv
+from :func:`slinkyml.jobs.render.launch_argv` (torchrun, or DeepSpeed through torchrun) with the
+c10d rendezvous on the first node, the same environment the rendered sbatch script exports
+(restart count, preemption signal, log/checkpoint dirs, network preset, DeepSpeed config), and
+forwards the preemption signal to it. The training module checkpoints and exits on the signal;
+node 0 then requeues the job once per event (up to ``requeue.max_restarts``), exactly like the
+sbatch script does. Node 0 returns the run's final metrics (``final.json``) as its result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from slinkyml.errors import SpecError
+from slinkyml.submit.executor import Executor, Job
+
+#: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
+DEFAULT_PYTHON = "python3"
+
+
+def executor_for(spec: Any, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> Executor:
+    """An Executor with the spec's resources: one task per node (the launcher), its requeue policy."""
+    options: dict[str, Any] = dict(
+        folder=folder, nodes=spec.nodes, tasks_per_node=1, gpus_per_node=spec.gpus_per_node,
+        cpus_per_task=spec.cpus_per_task, mem=spec.mem_per_node, time=spec.time_limit,
+        partition=spec.partition, account=spec.account, qos=spec.qos, name=spec.name,
+        exclusive=spec.exclusive, max_restarts=spec.requeue.max_restarts,
+        signal_grace_s=spec.requeue.grace_seconds,
+        additional_parameters={"signal": f"{spec.requeue.signal}@{spec.requeue.grace_seconds}",
+                               "requeue": True},
+    )
+    options.update(overrides)
+    return Executor(**options)
+
+
+def prepare(spec: Any) -> tuple[Any, dict[str, str]]:
+    """The spec as the nodes will run it, and the environment the sbatch script would export."""
+    from slinkyml.jobs.presets import network_env
+    from slinkyml.jobs.render import (
+        ENV_CHECKPOINT_DIR,
+        ENV_DS_CONFIG,
+        ENV_LOG_DIR,
+        ENV_SIGNAL,
+        TORCHELASTIC_SIGNALS,
+        deepspeed_config_for,
+    )
+
+    if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
+        raise SpecError("deepspeed_via", "DeepSpeed's own launcher (it calls srun from the batch node) cannot "
+                                         "run inside a submitit task; use deepspeed_via: torchrun from Python")
+    if spec.launcher in ("neuron",):
+        raise SpecError("launcher", "the neuron launcher is only supported through sbatch (precompile step)")
+    if spec.python == DEFAULT_PYTHON:
+        spec = spec.replace(python=sys.executable)
+    log_dir = Path(spec.log_dir).absolute()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = network_env(spec.network, spec.library_versions)
+    env.update({ENV_SIGNAL: spec.requeue.signal, ENV_LOG_DIR: str(log_dir),
+                "TORCHELASTIC_SIGNALS_TO_HANDLE": f"{TORCHELASTIC_SIGNALS},SIG{spec.requeue.signal}"})
+    if spec.checkpoint_dir:
+        env[ENV_CHECKPOINT_DIR] = str(Path(spec.checkpoint_dir).absolute())
+    if spec.launcher == "deepspeed":
+        config = deepspeed_config_for(spec)
+        if isinstance(config, str):
+            env[ENV_DS_CONFIG] = config
+        else:
+            path = log_dir / f"ds_config-{uuid.uuid4().hex[:8]}.json"
+            path.write_text(json.dumps(config, indent=2, sort_keys=True))
+            env[ENV_DS_CONFIG] = str(path)
+    env.update(spec.env)
+    return spec.replace(log_dir=str(log_dir)), env
+
+
+class NodeLauncher:
+    """Runs on each node: the per-node launcher, signal forwarding, requeue, final metrics."""
+
+    def __init__(self, spec: Any, env: dict[str, str]):
+        self.spec = spec
+        self.env = env
+
+    def __call__(self) -> dict[str, Any] | None:
+        from slinkyml.jobs.render import ENV_RESTART, launch_argv
+        from slinkyml.submit import checkpointable
+
+        node = int(os.environ.get("SLURM_NODEID", "0"))
+        restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+        job_id = os.environ.get("SLURM_JOB_ID", "0")
+        head, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        argv = launch_argv(self.spec, head, port, rdzv_id=f"{job_id}-{restart}")
+        env = {**os.environ, **self.env, ENV_RESTART: str(restart)}
+        for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"):
+            env.pop(key, None)  # torchrun sets its own per worker
+        print(f"slinkyml: node {node} restart {restart}: {' '.join(argv)}", flush=True)
+        child = subprocess.Popen(argv, env=env, start_new_session=True)
+        got: list[int] = []
+
+        def forward(signum: int, _frame: Any) -> None:
+            got.append(signum)
+            try:
+                child.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+        sig = getattr(signal, f"SIG{self.spec.requeue.signal}")
+        for s in {sig, signal.SIGTERM}:
+            signal.signal(s, forward)
+        status = child.wait()
+        marker = Path(self.spec.log_dir) / f".preempted-{job_id}-r{restart}"
+        if got or marker.exists():
+            time.sleep(0.5)  # let the marker land on a shared filesystem
+            preempted = marker.exists() or sig in got
+            if preempted and node == 0:
+                if restart < self.spec.requeue.max_restarts:
+                    if sig in got or marker.exists():
+                        checkpointable._requeue_once()
+                    sys.exit(0)
+                raise RuntimeError(f"preempted with no restarts left ({self.spec.requeue.max_restarts})")
+            sys.exit(0)  # no result: the job is being requeued or ended by Slurm
+        if status != 0:
+            raise RuntimeError(f"{argv[2] if len(argv) > 2 else argv[0]} exited with status {status} on node {node}")
+        if node != 0:
+            return None
+        return read_final(self.spec)
+
+
+def metrics_dir(spec: Any) -> Path:
+    """Where the training module writes metrics: the checkpoint dir, else the log dir."""
+    return Path(spec.checkpoint_dir or spec.log_dir).absolute()
+
+
+def read_final(spec: Any) -> dict[str, Any] | None:
+    from slinkyml.train import FINAL_FILE
+
+    path = metrics_dir(spec) / FINAL_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+class TrainingJob(Job):
+    """A JobSpec run: ``result()`` is the final metrics; ``metrics()`` every step so far."""
+
+    spec: Any
+
+    def metrics(self) -> list[dict[str, Any]]:
+        from slinkyml.train import METRICS_FILE
+
+        path = metrics_dir(self.spec) / METRICS_FILE
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def final(self, timeout: float | None = None) -> dict[str, Any]:
+        return self.result(timeout)
+
+
+def launch(spec: Any, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainingJob:
+    """Submit ``spec`` (a JobSpec) through submitit: the notebook twin of ``slinkyml sbatch submit``."""
+    from slinkyml.submit.task import TaskCall
+
+    spec, env = prepare(spec)
+    executor = executor_for(spec, folder=folder, **overrides)
+    from submitit.core.utils import DelayedSubmission
+
+    from slinkyml.submit.executor import _dependency_string, _translate_errors
+
+    backend = executor._backend(checkpointable=False, name=spec.name,
+                                dependency=_dependency_string(dependency=",".join(spec.dependencies) or None))
+    backend.parameters["use_srun"] = True
+    task = TaskCall(NodeLauncher(spec, env), distributed=True, timeout_min=executor.time_min,
+                    max_restarts=spec.requeue.max_restarts)
+    with _translate_errors():
+        (sjob,) = backend._internal_process_submissions([DelayedSubmission(task)])
+    job = TrainingJob(sjob, executor, name=spec.name, checkpointable=True)
+    job.spec = spec
+    return job
