@@ -1,0 +1,229 @@
+"""Notebook dispatch against the real local cluster (slurmctld, 4 slurmd): functions on 2 nodes ×
+2 tasks, chunked/split arrays, failures, multi-rank preemption, a slurmctld restart.
+
+Requeued jobs are held by slurmctld for ~2 min (BeginTime); ``Job`` releases its own requeued
+Checkpointable jobs (``scontrol update StartTime=now``), which keeps the preemption test short.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import time
+
+import cloudpickle
+import pytest
+
+from slinkyml.submit import Checkpointable, Executor, JobError, JobFailed
+from slinkyml.submit.arrays import ItemError, max_array_size
+
+pytestmark = pytest.mark.slurm
+
+# the functions below live in this test file, which the nodes cannot import by name
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture
+def own(slurm):
+    """Job ids to cancel at the end (only ours)."""
+    ids: list[str] = []
+    yield ids
+    for job_id in ids:
+        slurm.run("scancel", [job_id], check=False, retries=0)
+
+
+def _executor(slurm, folder, **kw) -> Executor:
+    return Executor(folder, slurm=slurm, time=10, **kw)
+
+
+def square(x: int) -> int:
+    if x == 13:
+        raise ValueError("unlucky")
+    return x * x
+
+
+def sleep_then(seconds: float, value):
+    time.sleep(seconds)
+    return value
+
+
+@pytest.mark.timeout(240)
+def test_two_nodes_two_tasks_allreduce_every_rank(slurm, shared_tmp, own):
+    from slinkyml.submit.demo import allreduce_task, expected_sum
+
+    job = _executor(slurm, shared_tmp, nodes=2, tasks_per_node=2, mem="2G").submit(allreduce_task, 1.0)
+    own.append(job.job_id)
+    results = job.results(timeout=200)
+    assert [r["rank"] for r in results] == [0, 1, 2, 3]
+    assert all(r["world_size"] == 4 and r["sum"] == expected_sum(4) for r in results)
+    assert [r["local_rank"] for r in results] == [0, 1, 0, 1]
+    assert len({r["host"] for r in results}) == 2 and len({r["master"] for r in results}) == 1
+    assert job.result() == results[0]
+    assert job.state in ("COMPLETED", "COMPLETING")
+    log = job.stdout()
+    assert "[rank 0]" in log and "[rank 3]" in log
+    assert job.job_id in job._repr_html_()
+
+
+def test_max_array_size_comes_from_scontrol_show_config(slurm):
+    assert slurm.show_config()["MaxArraySize"] == "1001"
+    assert max_array_size(slurm) == 1001
+    assert Executor(slurm=slurm).max_array_size == 1001
+
+
+@pytest.mark.timeout(240)
+def test_map_array_500_items_chunked_and_split_with_per_item_errors(slurm, shared_tmp, own):
+    ex = _executor(slurm, shared_tmp, max_array_size=4)  # injected limit: forces a split
+    arr = ex.map_array(square, range(500), chunk_size=50, max_parallel=8)
+    own.extend(arr.array_ids)
+    assert len(arr.array_ids) == 3 and len(arr.task_ids) == 10  # 4 + 4 + 2 array tasks
+    values = arr.results(timeout=200, errors="return")
+    assert len(values) == 500
+    assert isinstance(values[13], ItemError) and "unlucky" in str(values[13])
+    assert all(values[i] == i * i for i in range(500) if i != 13)
+    with pytest.raises(ItemError, match="item 13"):
+        arr.results()
+
+
+@pytest.mark.timeout(120)
+def test_dependencies_afterok_and_afterany(slurm, shared_tmp, own):
+    ex = _executor(slurm, shared_tmp)
+    first = ex.submit(sleep_then, 2, "first")
+    second = ex.submit(sleep_then, 0, "second", afterok=first)
+    third = ex.map_array(square, [1, 2, 3], afterany=[first, second])
+    own.extend([first.job_id, second.job_id, *third.array_ids])
+    dep = slurm.show("job", second.job_id)[0].get("Dependency", "")
+    assert f"afterok:{first.job_id}" in dep
+    assert second.result(timeout=100) == "second" and third.results(timeout=100) == [1, 4, 9]
+
+
+@pytest.mark.timeout(120)
+def test_cancelled_job_raises_promptly_with_its_state(slurm, shared_tmp, own):
+    job = _executor(slurm, shared_tmp).submit(sleep_then, 300, None)
+    own.append(job.job_id)
+    deadline = time.monotonic() + 60
+    while job.state != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    job.cancel()
+    cancelled_at = time.monotonic()
+    with pytest.raises(JobFailed, match=r"CANCELLED") as err:
+        job.result(timeout=60)
+    assert err.value.info.state == "CANCELLED"
+    print(f"cancel detected after {time.monotonic() - cancelled_at:.1f} s")
+
+
+def boom():
+    raise RuntimeError("kaboom from the node")
+
+
+def oom(mb: int):
+    blocks = []
+    while True:
+        blocks.append(bytearray(mb * 1024 * 1024))
+
+
+@pytest.mark.timeout(120)
+def test_failures_are_explained(slurm, shared_tmp, own):
+    ex = _executor(slurm, shared_tmp)
+    raised = ex.submit(boom)
+    killed = ex.submit(sleep_then, 300, None)
+    own.extend([raised.job_id, killed.job_id])
+    with pytest.raises(JobError, match="RuntimeError: kaboom from the node") as err:
+        raised.result(timeout=100)
+    assert "Traceback" in err.value.traceback
+    deadline = time.monotonic() + 60
+    while killed.state != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    slurm.run("scancel", ["--signal=KILL", killed.job_id])  # the process dies: no result
+    with pytest.raises(JobFailed, match=r"job \d+ (FAILED|CANCELLED)"):
+        killed.result(timeout=60)
+
+
+class Steps(Checkpointable):
+    """Counts steps with an all-reduce each; rank 0 reports progress in a file."""
+
+    def __init__(self, steps: int, progress: str):
+        self.steps, self.progress = steps, progress
+        self.step, self.total, self.starts = 0, 0.0, []
+
+    def __call__(self):
+        import torch
+        import torch.distributed as dist
+
+        from slinkyml.submit.distributed import init_process_group
+
+        init_process_group()
+        self.starts.append((self.restarts, self.step))
+        while self.step < self.steps:
+            value = torch.tensor([1.0])
+            dist.all_reduce(value)
+            self.total += value.item()
+            self.step += 1
+            if dist.get_rank() == 0:
+                pathlib.Path(self.progress).write_text(str(self.step))
+            time.sleep(0.3)
+            if self.should_stop():
+                self.requeue()
+        return {"rank": dist.get_rank(), "step": self.step, "total": self.total, "starts": self.starts}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_preempted_multi_rank_checkpointable_resumes_at_the_right_step(slurm, shared_tmp, own):
+    progress = shared_tmp / "progress"
+    job = _executor(slurm, shared_tmp, nodes=2, tasks_per_node=2, mem="2G").submit(Steps(24, str(progress)))
+    own.append(job.job_id)
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and not (progress.exists() and int(progress.read_text() or 0) >= 4):
+        assert not job.done(), job.stderr()
+        time.sleep(0.2)
+    slurm.run("scancel", ["--signal=USR2", job.job_id])  # a preemption notice (what --signal sends)
+    results = job.results(timeout=200)
+    (restart0, first), (restart1, resumed_at) = results[0]["starts"]
+    assert (restart0, first, restart1) == (0, 0, 1) and resumed_at >= 4
+    for r in results:  # every rank resumed from rank 0's state: no step lost, none repeated
+        assert r["step"] == 24 and r["total"] == 24 * 4 and r["starts"] == results[0]["starts"]
+    requeues = list(shared_tmp.glob(f".{job.job_id}.requeued.*"))
+    assert [p.name for p in requeues] == [f".{job.job_id}.requeued.0"]  # exactly once for the event
+    assert slurm.show("job", job.job_id)[0]["Restarts"] == "1"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_tracking_survives_a_slurmctld_restart(local_cluster, slurm, shared_tmp, own):
+    ex = _executor(slurm, shared_tmp)
+    arr = ex.map_array(sleep_then, [4] * 6, list(range(6)), chunk_size=1)
+    single = ex.submit(sleep_then, 15, "single")
+    own.extend([*arr.array_ids, single.job_id])
+    tracker = ex.tracker
+    ctld = local_cluster.daemon("slurmctld")
+    try:
+        deadline = time.monotonic() + 60
+        while single.state not in ("RUNNING", "COMPLETED") and time.monotonic() < deadline:
+            time.sleep(0.3)
+        ctld.stop()
+        time.sleep(3)
+        assert not single.done()  # no exception while slurmctld is away: last known state kept
+        tracker.refresh(force=True)
+        assert tracker.controller_down_for > 0
+    finally:
+        local_cluster.up()
+    assert single.result(timeout=120) == "single"
+    assert arr.results(timeout=120) == list(range(6))
+    assert tracker.controller_down_for == 0
+
+
+@pytest.mark.timeout(60)
+def test_bad_account_is_a_one_line_error(slurm, shared_tmp):
+    from slinkyml.errors import SlinkyError
+
+    with pytest.raises(SlinkyError) as err:
+        _executor(slurm, shared_tmp, account="no-such-account").submit(square, 2)
+    assert "\n" not in err.value.one_line() and "account" in str(err.value).lower()
+
+
+def test_folder_is_world_writable(slurm, shared_tmp):
+    folder = shared_tmp / "jobs"
+    _executor(slurm, folder)._backend()
+    assert os.stat(folder).st_mode & 0o777 == 0o777
