@@ -1,0 +1,185 @@
+"""Training jobs on the real local cluster: 2-node torchrun and DeepSpeed, preemption, time limit,
+node failure. Tiny models and short runs; jobs are reused across assertions.
+
+Requeued batch jobs get a BeginTime of now + the credential lifetime (~2 min) from slurmctld; the
+tests release them at once with ``scontrol update JobId=… StartTime=now`` (an operator action) so
+the suite stays short — the resume logic under test is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from slinkyml.jobs.follow import job_state, wait
+from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.submit import SbatchBackend, submit
+from slinkyml.train import FINAL_FILE, METRICS_FILE
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+PY = sys.executable  # the venv's interpreter; the nodes share this filesystem
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    path = Path(tempfile.mkdtemp(prefix="slinkyml-train-", dir="/tmp"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def own_jobs(slurm):
+    ids: list[int] = []
+    yield ids
+    for job_id in ids:  # only our own jobs, and only if still around
+        slurm.run("scancel", [str(job_id)], check=False, retries=0)
+
+
+def _train_spec(work: Path, name: str, args: list[str], **extra) -> JobSpec:
+    data = {"name": name, "nodes": 2, "mem_per_node": "1G", "time_limit": "00:10:00", "python": PY,
+            "entry": {"module": "slinkyml.train", "args": args},
+            "checkpoint_dir": str(work / name / "ckpt"), "log_dir": str(work / name / "logs"),
+            "requeue": {"signal": "USR2", "grace_seconds": 10, "max_restarts": 2}}
+    data.update(extra)
+    return JobSpec.from_dict(data)
+
+
+def _submit(slurm, spec: JobSpec, work: Path, own: list[int]) -> int:
+    job_id = submit(spec, backend=SbatchBackend(slurm), slurm=slurm, cwd=work).job_id
+    own.append(job_id)
+    return job_id
+
+
+def _release_if_requeued(slurm, state) -> None:
+    if state.state == "PENDING" and state.reason == "BeginTime":
+        slurm.run("scontrol", ["update", f"JobId={state.job_id}", "StartTime=now"], check=False, retries=0)
+
+
+def _wait_done(slurm, job_id: int, timeout: float = 240):
+    return wait(slurm, job_id, timeout=timeout, poll=1.0,
+                on_update=lambda s: _release_if_requeued(slurm, s))
+
+
+def _metrics(spec: JobSpec) -> list[dict]:
+    path = Path(spec.checkpoint_dir) / METRICS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _wait_steps(slurm, job_id: int, spec: JobSpec, steps: int, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(_metrics(spec)) >= steps:
+            return
+        state = job_state(slurm, job_id)
+        assert not state.finished, f"job {job_id} ended early: {state}"
+        time.sleep(0.5)
+    pytest.fail(f"job {job_id} did not reach step {steps} in {timeout} s")
+
+
+def _logs(spec: JobSpec) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(Path(spec.log_dir).glob("*")) if p.is_file())
+
+
+# -- the time-limit job runs in the background while the others run -------------------------------
+@pytest.fixture(scope="module")
+def timelimit_job(slurm, workdir, own_jobs):
+    """1-minute limit, signal 30 s before the end, one restart allowed: runs twice, then fails."""
+    spec = JobSpec.from_dict({
+        "name": "timelimit", "launcher": "srun", "mem_per_node": "256M", "time_limit": "1",
+        "entry": {"script": "/bin/sleep", "args": ["600"]}, "log_dir": str(workdir / "timelimit"),
+        "requeue": {"signal": "USR2", "grace_seconds": 30, "max_restarts": 1}})
+    return spec, _submit(slurm, spec, workdir, own_jobs)
+
+
+@pytest.mark.timeout(30)
+def test_time_limit_job_is_queued(slurm, timelimit_job):
+    _, job_id = timelimit_job
+    assert job_state(slurm, job_id).state in ("PENDING", "RUNNING")
+
+
+@pytest.mark.timeout(300)
+def test_two_node_torchrun_preempted_checkpoints_requeues_and_resumes(slurm, workdir, own_jobs):
+    spec = _train_spec(workdir, "ddp", ["--steps", "24", "--checkpoint-every", "5", "--step-sleep", "0.3"])
+    job_id = _submit(slurm, spec, workdir, own_jobs)
+    _wait_steps(slurm, job_id, spec, 7)
+    slurm.run("scancel", ["--signal=USR2", "--batch", str(job_id)])  # what --signal does before the end
+    state = _wait_done(slurm, job_id)
+    assert state.state == "COMPLETED" and state.restarts == 1
+    rows = _metrics(spec)
+    first = [r for r in rows if r["restart"] == 0]
+    second = [r for r in rows if r["restart"] == 1]
+    stopped = first[-1]["step"]
+    assert [r["step"] for r in first] == list(range(1, stopped + 1)) and stopped >= 7
+    assert [r["step"] for r in second] == list(range(stopped + 1, 25))  # no gap, no repeat
+    # the loss curve continues from where it stopped instead of starting over
+    assert second[0]["loss"] < first[0]["loss"] - 0.2
+    assert abs(second[0]["loss"] - first[-1]["loss"]) < 0.2
+    logs = _logs(spec)
+    assert f"resumed from ckpt-{stopped:08d} at step {stopped}" in logs
+    assert "requeueing (restart 1 of 2)" in logs
+    assert logs.count("all-reduce check: world=2 sum=3 expected=3 ok") == 4  # 2 ranks x 2 runs
+    final = json.loads((Path(spec.checkpoint_dir) / FINAL_FILE).read_text())
+    assert final["steps"] == 24 and final["allreduce"]["ok"] and final["world_size"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_two_node_deepspeed_zero2(slurm, workdir, own_jobs):
+    spec = _train_spec(workdir, "ds", ["--deepspeed", "--steps", "4", "--checkpoint-every", "2"],
+                       launcher="deepspeed", mem_per_node="2G",
+                       deepspeed_config={"zero_optimization": {"stage": 2}, "gradient_clipping": 1.0})
+    job_id = _submit(slurm, spec, workdir, own_jobs)
+    state = _wait_done(slurm, job_id)
+    logs = _logs(spec)
+    assert state.state == "COMPLETED", logs[-3000:]
+    final = json.loads((Path(spec.checkpoint_dir) / FINAL_FILE).read_text())
+    assert final["deepspeed"] and final["steps"] == 4 and final["allreduce"] == {
+        "world_size": 2, "sum": 3.0, "expected": 3.0, "ok": True}
+    assert final["final_loss"] < final["first_loss"]
+    # ZeRO-2 partitions optimizer state: one shard per rank in the checkpoint
+    shards = list((Path(spec.checkpoint_dir) / "ckpt-00000004" / "state").glob("zero_pp_rank_*_optim_states.pt"))
+    assert len(shards) == 2
+
+
+@pytest.mark.timeout(360)
+def test_node_failure_requeues_and_resumes_from_last_checkpoint(slurm, local_cluster, workdir, own_jobs):
+    spec = _train_spec(workdir, "nodefail", ["--steps", "30", "--checkpoint-every", "4", "--step-sleep", "0.3"],
+                       nodelist="n3,n4")
+    job_id = _submit(slurm, spec, workdir, own_jobs)
+    try:
+        _wait_steps(slurm, job_id, spec, 10)
+        local_cluster.daemon("slurmd-n4").stop()
+        # What slurmctld does by itself once SlurmdTimeout (60 s) passes without n4 answering:
+        slurm.run("scontrol", ["update", "NodeName=n4", "State=DOWN", "Reason=slinkyml-test-node-failure"])
+        wait(slurm, job_id, timeout=60, poll=0.5, until=lambda s: s.restarts >= 1 or s.finished)
+    finally:
+        local_cluster.up()  # restarts slurmd-n4 and RESUMEs the node
+    state = _wait_done(slurm, job_id)
+    assert state.state == "COMPLETED" and state.restarts == 1
+    rows = _metrics(spec)
+    resumed = [r for r in rows if r["restart"] == 1]
+    before = [r["step"] for r in rows if r["restart"] == 0]
+    start = resumed[0]["step"] - 1  # the checkpoint the second run resumed from
+    logs = _logs(spec)
+    # the newest checkpoint written before the failure: a periodic one, or the one the surviving
+    # ranks wrote on slurmctld's SIGTERM (here n4's slurmstepd outlives its slurmd, so they can)
+    assert 8 <= start <= max(before) and f"checkpoint saved: ckpt-{start:08d}" in logs
+    assert not any(f"checkpoint saved: ckpt-{s:08d}" in logs for s in range(start + 1, max(before) + 1))
+    assert [r["step"] for r in resumed] == list(range(start + 1, 31))
+    assert f"resumed from ckpt-{start:08d}" in logs
+
+
+@pytest.mark.timeout(300)
+def test_time_limit_requeues_up_to_the_limit_and_no_further(slurm, timelimit_job):
+    spec, job_id = timelimit_job
+    state = _wait_done(slurm, job_id, timeout=280)
+    logs = _logs(spec)
+    assert state.state == "FAILED" and state.restarts == 1, logs
+    assert "requeueing (restart 1 of 1)" in logs
+    assert "preempted with no restarts left (1)" in logs
