@@ -29,8 +29,6 @@ FIELDS = (
 )
 _NUMERIC = {"DBIndex", "ElapsedRaw", "AllocCPUS", "NNodes", "CPUTimeRAW"}
 _TIMES = ("Submit", "Eligible", "Start", "End")
-_JOBID_RE = (r"^(?P<base>\d+)(?:_(?P<task>\d+|\[[^\]]*\]))?(?:\+(?P<het>\d+))?"
-             r"(?:\.(?P<step>.+))?$")
 
 
 @dataclass
@@ -73,7 +71,7 @@ def parse_sacct(text: str, sep: str = SEP) -> SacctTable:
         raw = _empty_frame()
     else:
         raw = pd.read_csv(io.StringIO(good), sep=sep, header=None, names=list(FIELDS),
-                          dtype={name: ("float64" if name in _NUMERIC else "string")
+                          dtype={name: ("float64" if name in _NUMERIC else object)
                                  for name in FIELDS},
                           keep_default_na=False, na_values={n: [""] for n in _NUMERIC},
                           quoting=3, engine="c")
@@ -98,7 +96,7 @@ def _split_good_lines(text: str, sep: str) -> tuple[str | None, list[str]]:
 
 
 def _empty_frame() -> pd.DataFrame:
-    return pd.DataFrame({name: pd.Series(dtype="float64" if name in _NUMERIC else "string")
+    return pd.DataFrame({name: pd.Series(dtype="float64" if name in _NUMERIC else object)
                          for name in FIELDS})
 
 
@@ -109,31 +107,58 @@ def _by_unique(series: pd.Series, func) -> pd.Series:
     return codes, mapped
 
 
+def _split_job_ids(job_ids: list, raw_ids: list) -> dict[str, list]:
+    """JobID (``7_3.batch``, ``10+1.0``, ``7_[4-9]``) and JobIDRaw → id parts, in one pass."""
+    job, display, steps, bases, tasks, hets = [], [], [], [], [], []
+    for text, raw_text in zip(job_ids, raw_ids, strict=False):
+        if not isinstance(text, str):
+            text = ""
+        head, dot, step = text.partition(".")
+        steps.append(step if dot else None)
+        display.append(head)
+        rid = raw_text.partition(".")[0] if isinstance(raw_text, str) else ""
+        job.append(int(rid) if rid.isdigit() else None)
+        if head.isdigit():  # the common case: a plain job id
+            bases.append(int(head))
+            tasks.append(None)
+            hets.append(None)
+            continue
+        base, underscore, rest = head.partition("_")
+        if underscore:
+            task, plus, het = rest.partition("+")
+        else:
+            task = None
+            base, plus, het = head.partition("+")
+        bases.append(int(base) if base.isdigit() else None)
+        tasks.append(int(task) if task and task.isdigit() else None)
+        hets.append(int(het) if plus and het.isdigit() else None)
+    return {"job_id": job, "display": display, "step": steps, "base": bases, "task": tasks,
+            "het": hets}
+
+
 def tidy(raw: pd.DataFrame) -> pd.DataFrame:
     """Raw string columns → typed columns (see module docstring)."""
-    n = len(raw)
     out = pd.DataFrame(index=raw.index)
-    ids = raw["JobID"].astype("string").str.extract(_JOBID_RE)
-    raw_ids = raw["JobIDRaw"].astype("string").str.extract(r"^(?P<id>\d+)")
-    out["job_id"] = pd.to_numeric(raw_ids["id"], errors="coerce").astype("Int64")
-    out["job_id_display"] = raw["JobID"].str.partition(".")[0] if n else raw["JobID"]
-    out["step"] = ids["step"].astype("string")
-    base = pd.to_numeric(ids["base"], errors="coerce").astype("Int64")
-    task = ids["task"]
-    is_array = task.notna()
-    out["array_job_id"] = base.where(is_array)
-    out["array_task_id"] = pd.to_numeric(task.where(~task.str.startswith("[", na=False)),
-                                         errors="coerce").astype("Int64")
-    is_het = ids["het"].notna()
-    out["het_job_id"] = base.where(is_het)
-    out["het_offset"] = pd.to_numeric(ids["het"], errors="coerce").astype("Int64")
+    parts = _split_job_ids(raw["JobID"].tolist(), raw["JobIDRaw"].tolist())
+    out["job_id"] = pd.array(parts["job_id"], dtype="Int64")
+    out["job_id_display"] = pd.array(parts["display"], dtype="string")
+    out["step"] = pd.array(parts["step"], dtype="string")
+    base = pd.array(parts["base"], dtype="Int64")
+    task = pd.array(parts["task"], dtype="Int64")
+    is_array = np.array([t is not None for t in parts["task"]], dtype=bool) | \
+        raw["JobID"].str.contains("_", regex=False).fillna(False).to_numpy(dtype=bool)
+    out["array_job_id"] = pd.Series(base, index=raw.index).where(is_array)
+    out["array_task_id"] = task
+    het = pd.array(parts["het"], dtype="Int64")
+    out["het_job_id"] = pd.Series(base, index=raw.index).where(~pd.isna(het))
+    out["het_offset"] = het
     out["db_index"] = raw["DBIndex"].astype("Int64")
     for name, col in (("name", "JobName"), ("user", "User"), ("account", "Account"),
                       ("partition", "Partition"), ("qos", "QOS"), ("nodelist", "NodeList"),
                       ("reservation", "Reservation"), ("cluster", "Cluster")):
-        out[name] = raw[col].astype("string").replace("", pd.NA)
-    state = raw["State"].astype("string")
-    out["state"] = state.str.partition(" ")[0] if n else state
+        out[name] = raw[col].replace("", None).astype("string")
+    codes, mapped = _by_unique(raw["State"], lambda v: str(v).partition(" ")[0])
+    out["state"] = pd.array(np.array(list(mapped) + [None], dtype=object)[codes], dtype="string")
     out["exit_code"] = raw["ExitCode"].astype("string")
     for col in _TIMES:
         out[col.lower()] = pd.to_datetime(raw[col], format="%Y-%m-%dT%H:%M:%S", errors="coerce",
@@ -158,19 +183,18 @@ def tidy(raw: pd.DataFrame) -> pd.DataFrame:
         out[f"{prefix}_gpu_type"] = pd.array(types[codes], dtype="string")
     out["total_cpu_s"] = _durations(raw["TotalCPU"])
     out["cpu_time_s"] = raw["CPUTimeRAW"].astype("float64")
-    maxrss = raw["MaxRSS"].astype("string")
+    maxrss = raw["MaxRSS"]
     numeric = pd.to_numeric(maxrss, errors="coerce")
     needs = numeric.isna() & maxrss.fillna("").ne("")
     if needs.any():
         numeric[needs] = [parse_size(v, "") for v in maxrss[needs]]
     out["max_rss_bytes"] = numeric.astype("float64")
-    ave = raw["TRESUsageInAve"].astype("string").fillna("")
+    ave = raw["TRESUsageInAve"].fillna("")
     util = pd.Series(np.nan, index=raw.index, dtype="float64")
-    has_gpu = ave.str.contains("gres/gpuutil", regex=False)
+    has_gpu = ave.str.contains("gres/gpuutil", regex=False).to_numpy(dtype=bool)
     if has_gpu.any():
-        util[has_gpu] = [usage_tres(v).get("gres/gpuutil", math.nan) for v in ave[has_gpu]]
+        util[has_gpu] = [_gpuutil(v) for v in ave[has_gpu]]
     out["gpu_util_pct"] = util
-    out = out.astype({"job_id_display": "string"})
     _add_keys(out)
     _inherit_from_job(out)
     return out
@@ -178,33 +202,50 @@ def tidy(raw: pd.DataFrame) -> pd.DataFrame:
 
 def _inherit_from_job(df: pd.DataFrame) -> None:
     """Steps carry no user/partition/QOS in sacct: copy them from their allocation row."""
-    steps = df["step"].notna()
+    steps = df["step"].notna().to_numpy(dtype=bool)
     if not steps.any():
         return
     jobs = df[~steps]
-    parent = df["key"].str.partition(".")[0]
+    parent = df.loc[steps, "parent_key"]
     for col in ("user", "partition", "qos", "account"):
-        lookup = dict(zip(jobs["key"], jobs[col], strict=False))
-        filled = parent[steps].map(lookup)
+        lookup = pd.Series(jobs[col].to_numpy(), index=jobs["key"].to_numpy())
+        lookup = lookup[~lookup.index.duplicated()]
+        filled = parent.map(lookup)
         df.loc[steps, col] = df.loc[steps, col].fillna(filled.astype("string"))
 
 
 def _add_keys(df: pd.DataFrame) -> None:
-    """``key``: unique per record even with ``--duplicates`` (requeued runs share a job id)."""
+    """``key``: unique per record even with ``--duplicates`` (requeued runs share a job id);
+    ``segment`` numbers the runs of one job id by submit order, steps inherit theirs."""
     if df.empty:
         df["segment"] = pd.Series(dtype="Int64")
         df["key"] = pd.Series(dtype="string")
+        df["parent_key"] = pd.Series(dtype="string")
         return
-    order = df.sort_values(["job_id", "db_index", "submit"], kind="stable")
-    alloc = order[order["step"].isna()]
-    seg = alloc.groupby("job_id", sort=False).cumcount()
-    seg_by_db = dict(zip(zip(alloc["job_id"], alloc["db_index"], strict=False), seg, strict=False))
-    df["segment"] = pd.array([seg_by_db.get((j, d), 0) for j, d in
-                              zip(df["job_id"], df["db_index"], strict=False)], dtype="Int64") \
-        if df["job_id"].duplicated().any() else pd.array(np.zeros(len(df), dtype="int64"),
-                                                          dtype="Int64")
-    key = df["job_id"].astype("string") + "#" + df["segment"].astype("string")
-    df["key"] = key.where(df["step"].isna(), key + "." + df["step"])
+    is_alloc = df["step"].isna().to_numpy(dtype=bool)
+    alloc = df.loc[is_alloc, ["job_id", "db_index", "submit"]]
+    alloc = alloc.sort_values(["job_id", "submit", "db_index"], kind="stable")
+    alloc = alloc.assign(segment=alloc.groupby("job_id", sort=False).cumcount())
+    seg = df[["job_id", "db_index"]].merge(
+        alloc.drop_duplicates(["job_id", "db_index"])[["job_id", "db_index", "segment"]],
+        on=["job_id", "db_index"], how="left")["segment"].fillna(0).astype("int64").to_numpy()
+    df["segment"] = pd.array(seg, dtype="Int64")
+    job_ids = df["job_id"].astype("string").fillna("?").tolist()
+    parents = [f"{j}#{s}" for j, s in zip(job_ids, seg.tolist(), strict=False)]
+    steps = df["step"].tolist()
+    keys = [p if st is None or st is pd.NA else f"{p}.{st}"
+            for p, st in zip(parents, steps, strict=False)]
+    df["parent_key"] = pd.array(parents, dtype="string")
+    df["key"] = pd.array(keys, dtype="string")
+
+
+def _gpuutil(text: str) -> float:
+    """``gres/gpuutil=N`` out of a TRESUsageIn* string (the only key we need from it)."""
+    value = text.partition("gres/gpuutil=")[2].partition(",")[0]
+    try:
+        return float(value)
+    except ValueError:
+        return usage_tres(text).get("gres/gpuutil", math.nan)
 
 
 def _take(codes: np.ndarray, mapped: list) -> np.ndarray:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 GROUPS = ("user", "account", "partition", "gpu_type")
+_COLUMN = {"gpu_type": "alloc_gpu_type"}
 
 
 def _ts(value) -> pd.Timestamp:
@@ -65,7 +66,9 @@ def usage(jobs: pd.DataFrame, start: datetime, end: datetime, by=("user",), *,
         .to_numpy(),
         "jobs": (seconds > 0).astype("int64"),
     })
-    keys = jobs[by].astype("string").fillna("").reset_index(drop=True) if len(jobs) else \
+    columns = {name: _COLUMN.get(name, name) for name in by}
+    keys = pd.DataFrame({name: jobs[col].astype("string").fillna("").to_numpy()
+                         for name, col in columns.items()}) if len(jobs) else \
         pd.DataFrame({name: pd.Series(dtype="string") for name in by})
     frame = pd.concat([keys, frame], axis=1)
     out = frame.groupby(by, dropna=False, sort=True).sum(numeric_only=True).reset_index()
@@ -106,7 +109,7 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
             node = parents.get(node)
     rows = []
     for row in sreport.itertuples(index=False):
-        if row.user:
+        if isinstance(row.user, str) and row.user:
             mine = per_user.get((row.account, row.user), 0.0)
         else:
             mine = per_account.get(row.account, 0.0)

@@ -1,0 +1,255 @@
+"""Accounting parsers and offline computations on recorded output (no cluster needed)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slinkyml.accounting import efficiency, fairshare, usage
+from slinkyml.accounting.cost import PartitionPrice, cost, load_prices
+from slinkyml.accounting.sacct import parse_sacct
+from slinkyml.accounting.timeparse import parse_when
+from slinkyml.accounting.tres import alloc_tres, parse_duration, usage_tres
+from slinkyml.errors import SlinkyError
+
+DATA = Path(__file__).parent / "data" / "accounting"
+
+
+def utc(*args) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return parse_sacct((DATA / "sacct_2205.txt").read_text())
+
+
+@pytest.fixture(scope="module")
+def crafted():
+    return parse_sacct((DATA / "sacct_crafted_gpu_het.txt").read_text())
+
+
+def test_tres_counts_gpus_once_and_keeps_type():
+    assert alloc_tres("billing=192,cpu=192,gres/gpu:h100=16,gres/gpu=16,mem=4096G,node=2") == (
+        192, 4096 * 1024**3, 2, 192, 16, "h100")
+    assert alloc_tres("cpu=8,gres/gpu:a100=2,gres/gpu:h100=1,gres/gpu=3,mem=32G")[4:] == (
+        3, "a100+h100")
+    assert alloc_tres("cpu=8,gres/gpu:a100=2,mem=16G")[4:] == (2, "a100")  # typed only
+    assert alloc_tres("billing=2,cpu=2,mem=1024M,node=2")[1] == 1024**3
+    got = usage_tres("cpu=4-23:59:30,gres/gpuutil=87,gres/gpumem=64G,mem=1000")
+    assert got == {"cpu": 4 * 86400 + 86370, "gres/gpuutil": 87, "gres/gpumem": 64 * 1024**3,
+                   "mem": 1000}
+    assert parse_duration("00:00.018") == pytest.approx(0.018)
+    assert parse_duration("1-02:03:04") == 93784
+    assert math.isnan(parse_duration("UNLIMITED"))
+
+
+def test_recorded_22_05_output(recorded):
+    jobs, steps = recorded.jobs, recorded.steps
+    assert recorded.malformed == 0
+    assert jobs["key"].is_unique and steps["key"].is_unique
+    assert set(jobs["state"]) >= {"TIMEOUT", "COMPLETED", "FAILED", "REQUEUED"}
+    requeued = jobs[jobs["state"] == "REQUEUED"]
+    job_id = requeued["job_id"].iloc[0]
+    both = jobs[jobs["job_id"] == job_id].sort_values("segment")
+    assert list(both["segment"]) == [0, 1] and both["db_index"].is_unique
+    arrays = jobs[jobs["array_job_id"].notna()]
+    assert sorted(arrays["array_task_id"].astype(int)) == [0, 1, 2, 3]
+    assert arrays["job_id_display"].str.match(r"^\d+_\d$").all()
+    assert str(jobs["start"].dt.tz) == "UTC"
+    assert steps["user"].notna().all() and (steps["step"].isin(["batch", "extern", "0"])).all()
+    timeout = jobs[jobs["state"] == "TIMEOUT"].iloc[0]
+    assert timeout["timelimit_s"] == 60 and timeout["elapsed_s"] >= 60
+
+
+def test_crafted_gpu_het_and_malformed(crafted):
+    jobs, steps = crafted.jobs.set_index("job_id_display"), crafted.steps
+    assert crafted.malformed == 1 and "broken" in crafted.malformed_examples[0]
+    assert jobs.at["500", "alloc_gpus"] == 16 and jobs.at["500", "alloc_gpu_type"] == "h100"
+    assert jobs.at["504", "alloc_gpus"] == 3 and jobs.at["504", "state"] == "CANCELLED"
+    assert jobs.at["501+0", "het_job_id"] == 501 and jobs.at["501+1", "het_offset"] == 1
+    assert jobs.at["501+1", "job_id"] == 502
+    assert jobs.at["503_[4-9]", "array_job_id"] == 503
+    assert pd.isna(jobs.at["503_[4-9]", "array_task_id"]) and pd.isna(jobs.at["503_[4-9]", "start"])
+    assert jobs.at["500", "total_cpu_s"] == 10 * 86400
+    step = steps[steps["key"] == "500#0.0"].iloc[0]
+    assert step["gpu_util_pct"] == 87 and step["max_rss_bytes"] == 858993459200
+    assert step["user"] == "dave"
+
+
+def test_usage_prorates_and_windows_add_up(crafted):
+    jobs = crafted.jobs
+    whole = usage.usage(jobs, utc(2026, 11, 30, 0), utc(2026, 11, 30, 3), by="user")
+    first = usage.usage(jobs, utc(2026, 11, 30, 0), utc(2026, 11, 30, 1), by="user")
+    rest = usage.usage(jobs, utc(2026, 11, 30, 1), utc(2026, 11, 30, 3), by="user")
+    dave = lambda t: t.set_index("user").at["dave", "gpu_hours"]  # noqa: E731
+    # job 500: 16 GPUs from 00:10 to 02:10 → 50 min in the first hour, 70 after
+    # dave: job 500 has 16 GPUs from 00:10 to 02:10 (50 min in the first hour, 70 after);
+    # job 505 has 2 GPUs from 00:00 to 00:30
+    assert dave(first) == pytest.approx(16 * 50 / 60 + 1)
+    assert dave(rest) == pytest.approx(16 * 70 / 60)
+    total = first.set_index("user")[["cpu_seconds", "gpu_seconds"]].add(
+        rest.set_index("user")[["cpu_seconds", "gpu_seconds"]], fill_value=0)
+    pd.testing.assert_frame_equal(total.sort_index(),
+                                  whole.set_index("user")[["cpu_seconds", "gpu_seconds"]]
+                                  .sort_index(), check_dtype=False)
+    by_type = usage.usage(jobs, utc(2026, 11, 30, 0), utc(2026, 11, 30, 3), by="gpu_type")
+    assert set(by_type["gpu_type"]) >= {"h100", "a100", "a100+h100"}
+
+
+def test_sreport_reconciliation_arithmetic():
+    ours = pd.DataFrame({"account": ["physics", "bio"], "user": ["alice", "carol"],
+                         "cpu_seconds": [125.0, 60.0]})
+    sreport = pd.DataFrame({"cluster": ["c"] * 6,
+                            "account": ["root", "science", "physics", "physics", "bio", "bio"],
+                            "user": [None, None, None, "alice", None, "carol"],
+                            "used": [3, 3, 2, 2, 1, 1]})
+    parents = {"root": None, "science": "root", "physics": "science", "bio": "science"}
+    out = usage.reconcile_sreport(ours, sreport, parents, unit_seconds=60)
+    assert (out["diff"] == 0).all(), out
+
+
+def test_efficiency_lost_gpu_hours_and_waits(crafted):
+    runs = efficiency.runs(crafted.jobs, crafted.steps).set_index("job_id")
+    assert runs.at[505, "lost_gpu_hours"] == pytest.approx(2 * 0.5)  # NODE_FAIL, 2 GPUs, 30 min
+    assert runs.at[501, "lost_gpu_hours"] == pytest.approx(0.5)  # FAILED het component
+    assert runs.at[500, "lost_gpu_hours"] == 0
+    assert runs.at[500, "wait_eligible_s"] == 10 and runs.at[500, "wait_start_s"] == 590
+    assert runs.at[500, "cpu_efficiency"] == pytest.approx(864000 / 1382400)
+    assert runs.at[500, "gpu_util_pct"] == 87
+
+
+def test_cost_uses_instance_prices_and_overrides(crafted, tmp_path):
+    prices = load_prices()
+    assert prices["h100"].price_per_hour_usd > 0 and prices["debug"].vcpus == 4
+    user_file = tmp_path / "prices.yaml"
+    user_file.write_text("partitions:\n  gpu: {instance_type: p5.48xlarge, price_per_hour_usd: 10}\n")
+    prices = load_prices(user_file)
+    assert prices["gpu"].price_per_hour_usd == 10
+    jobs = crafted.jobs[crafted.jobs["job_id"] == 500]
+    got = cost(jobs, by="user", prices={"gpu": PartitionPrice("gpu", None, 10.0, 192, 8)})
+    assert got.set_index("user").at["dave", "cost_usd"] == pytest.approx(2 * 2 * 10)  # 2 nodes, 2 h
+
+
+def _tree(text: str):
+    df = fairshare.parse_sshare(text)
+    return df, fairshare.build_tree(df)
+
+
+def test_sshare_recording_fair_tree_ranks(tmp_path):
+    df, root = _tree((DATA / "sshare_fairtree_2205.txt").read_text())
+    assert list(df[df["depth"] == 1]["key"]) == ["root/root", "ml", "science"]
+    assert df.set_index("key").at["physics", "parent"] == "science"
+    ours = fairshare.fair_tree(root).merge(df, on="key", suffixes=("", "_sshare"))
+    users = ours[ours["is_user"]]
+    # ranks and FairShare are exact even from sshare's whole-number RawUsage
+    assert users["fairshare"].tolist() == pytest.approx(users["fairshare_sshare"].tolist(), abs=1e-6)
+
+
+SYNTHETIC = """Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS
+root|||0.000000|1000||1.000000||
+ root|root|1|0.009901|0|0.000000|0.000000|1.000000|inf
+ ml||40|0.396040|600|0.600000|0.600000||0.660066
+  ml|dave|1|0.500000|600|0.600000|1.000000|0.333333|0.500000
+  ml|root|parent|0.500000|0|0.000000|0.000000|0.500000|inf
+ science||60|0.594059|400|0.400000|0.400000||1.485148
+  bio||60|0.600000|100|0.100000|0.250000||2.400000
+   bio|carol|1|1.000000|100|0.100000|1.000000|0.833333|1.000000
+  physics||40|0.400000|300|0.300000|0.750000||0.533333
+   physics|alice|1|0.500000|300|0.300000|1.000000|0.666667|0.500000
+   physics|bob|1|0.500000|0|0.000000|0.000000|0.833333|inf
+"""
+
+
+def test_fair_tree_exact_on_exact_usage():
+    """With exact (integer) raw usage the recomputation equals Slurm's formulas to 1e-9."""
+    df, root = _tree(SYNTHETIC)
+    assert df.set_index("key").at["ml/root", "raw_shares"] == fairshare.PARENT
+    ft = fairshare.fair_tree(root).set_index("key")
+    assert ft.at["science", "level_fs"] == pytest.approx((60 / 101) / 0.4, abs=1e-9)
+    assert ft.at["physics", "level_fs"] == pytest.approx(0.4 / 0.75, abs=1e-9)
+    assert ft.at["bio", "level_fs"] == pytest.approx(0.6 / 0.25, abs=1e-9)
+    assert math.isinf(ft.at["root/root", "level_fs"])
+    # root/root (inf) first, then science (1.49) → bio (2.4: carol) before physics (bob inf,
+    # alice 0.5), then ml (0.66)
+    order = ft["rank"].dropna().sort_values(ascending=False).index.tolist()
+    assert order[:4] == ["root/root", "bio/carol", "physics/bob", "physics/alice"]
+    assert ft.at["bio/carol", "fairshare"] == pytest.approx(5 / 6)
+    text = fairshare.explain(root, "alice", "carol")
+    assert "account physics has LevelFS 0.533333 vs account bio 2.4" in text
+    assert "first common ancestor science" in text and "below" in text
+
+
+def test_fair_tree_ties_share_a_rank():
+    df, root = _tree("""root|||0.000000|0||1.000000||
+ a||1|0.5|0|0|0||inf
+  a|u1|1|0.5|0|0|0|1.0|inf
+  a|u2|1|0.5|0|0|0|1.0|inf
+ b||1|0.5|0|0|0||inf
+  b|u3|1|1.0|0|0|0|1.0|inf
+""")
+    ft = fairshare.fair_tree(root)
+    assert ft["fairshare"].dropna().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_classic_formula():
+    _df, root = _tree(SYNTHETIC)
+    cl = fairshare.classic(root).set_index("key")
+    s_alice = (60 / 101) * (40 / 100) * 0.5
+    assert cl.at["physics/alice", "norm_shares"] == pytest.approx(s_alice)
+    assert cl.at["physics/alice", "fairshare"] == pytest.approx(2 ** (-0.3 / s_alice))
+    assert cl.at["ml/root", "effectv_usage"] == pytest.approx(0.6)  # "parent": uses ml's
+
+
+def test_what_if_and_recovery():
+    _df, root = _tree(SYNTHETIC)
+    diff = fairshare.what_if(root, add_usage={"bio/carol": 10_000}).set_index("key")
+    assert diff.at["bio/carol", "rank_after"] < diff.at["bio/carol", "rank_before"]
+    diff = fairshare.what_if(root, shares={"physics": 400}).set_index("key")
+    assert diff.at["physics/alice", "level_fs_after"] == diff.at["physics/alice", "level_fs_before"]
+    assert diff.at["physics/alice", "rank_after"] >= diff.at["physics/alice", "rank_before"]
+    week = 7 * 86400
+    assert fairshare.decayed(800, week, week) == pytest.approx(400)
+    assert fairshare.recovery_seconds(800, 100, week) == pytest.approx(3 * week)
+    # dave is the only share holder in ml (root there uses "parent"): fair already
+    assert fairshare.recovery_to_fair(root, "ml/dave", week) == 0
+    # alice: S=0.5, bob unused → never by decay alone
+    assert math.isinf(fairshare.recovery_to_fair(root, "physics/alice", week))
+    # physics vs bio: S=0.4, bio=100 → physics must decay from 300 to 66.7
+    assert fairshare.recovery_to_fair(root, "physics", week) == pytest.approx(
+        week * math.log2(300 / (0.4 * 100 / 0.6)))
+    with pytest.raises(SlinkyError):
+        fairshare.what_if(root, shares={"nope": 1})
+
+
+def test_parse_when_errors_name_the_flag():
+    now = utc(2026, 11, 30, 12)
+    assert parse_when("7d", now=now) == utc(2026, 11, 23, 12)
+    assert parse_when("2026-11-01", now=now) == utc(2026, 11, 1)
+    with pytest.raises(SlinkyError, match="^--until:"):
+        parse_when("tomorrowish", "--until")
+
+
+def test_assoc_mgr_usage_parser():
+    text = """ClusterName=slinkyml Account=root UserName= Partition= Priority=0 ID=1
+    SharesRaw/Norm/Level/Factor=1/0.00/1/0.00
+    UsageRaw/Norm/Efctv=36.25/1.00/1.00
+ClusterName=slinkyml Account=ml UserName=dave(1004) Partition= Priority=0 ID=10
+    UsageRaw/Norm/Efctv=0.50/0.01/0.02
+"""
+    assert fairshare.parse_assoc_mgr_usage(text) == {"root": 36.25, "ml/dave": 0.5}
+
+
+def test_cli_module_imports_only_stdlib():
+    import subprocess
+    import sys
+
+    code = ("import sys; import slinkyml.cli.accounting; "
+            "bad = [m for m in ('pandas', 'rich', 'matplotlib') if m in sys.modules]; "
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
