@@ -129,7 +129,8 @@ class Trainer:
 
         self.cfg = replace(base, **overrides)
         torch.manual_seed(args.seed)  # identical initial weights on every rank
-        model = GPT(self.cfg, gradient_checkpointing=args.gradient_checkpointing).to(self.device)
+        with self.device:  # build in place: a 1B model never passes through host memory
+            model = GPT(self.cfg, gradient_checkpointing=args.gradient_checkpointing)
         self.dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
         if args.deepspeed:
             self._build_deepspeed(model)

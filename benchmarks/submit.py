@@ -1,0 +1,159 @@
+"""Submission overhead and time to first training step: slinkyml vs plain sbatch.
+
+    .venv/bin/python benchmarks/submit.py [--repeats 7] [--skip-training]
+
+Figures (medians; the cluster is shared, so expect noise):
+* raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch; also
+  with the live-cluster checks) → ratio; the goal is ≤ 1.05× without the checks;
+* the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
+* ``slinkyml sbatch submit --no-check`` as a whole process (Python start-up included);
+* time from submission to the first training step of a 2-node torchrun job, rendered vs a
+  hand-written sbatch running the same trainer.
+Every job submitted here is cancelled or waited for; only its own job ids are touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SLINKYML = str(Path(PY).parent / "slinkyml")
+
+HAND_WRITTEN = """#!/bin/bash
+#SBATCH --job-name=hand-ttfs
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --mem=1G
+#SBATCH --time=00:10:00
+#SBATCH --output={out}/hand-%j.out
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun {py} -m torch.distributed.run --nnodes 2 --nproc-per-node 1 --rdzv-id "$SLURM_JOB_ID" \\
+  --rdzv-backend c10d --rdzv-endpoint "$head:29500" -m slinkyml.train --steps 3 \\
+  --checkpoint-dir {out}/ckpt
+"""
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--skip-training", action="store_true")
+    args = ap.parse_args()
+
+    from slinkyml.jobs.render import render_sbatch
+    from slinkyml.jobs.spec import JobSpec
+    from slinkyml.jobs.submit import SbatchBackend, submit
+    from slinkyml.slurm import Slurm
+
+    slurm = Slurm()
+    work = Path(tempfile.mkdtemp(prefix="slinkyml-bench-", dir="/tmp"))
+    work.chmod(0o777)
+    spec = JobSpec.from_dict({"name": "bench-submit", "launcher": "srun", "mem_per_node": "128M",
+                              "time_limit": "1", "dependencies": ["singleton"],
+                              "entry": {"script": "/bin/true"}, "log_dir": str(work / "logs")})
+    (work / "logs").mkdir()
+    script = work / "bench.sbatch"
+    script.write_text(render_sbatch(spec))
+    job_ids: list[int] = []
+
+    def raw() -> None:
+        out = subprocess.run(["sbatch", "--parsable", "--hold", str(script)], capture_output=True,
+                             text=True, check=True, cwd=work).stdout
+        job_ids.append(int(out.strip().split(";")[0]))
+
+    backend = SbatchBackend(slurm)
+    held = spec  # same script; --hold keeps the cluster free
+
+    class Held(SbatchBackend):
+        def submit(self, spec, script, *, cwd):  # noqa: ANN001
+            job = self.slurm.sbatch(script, ["--hold"], cwd=str(cwd))
+            job_ids.append(job)
+            return job
+
+    held_backend = Held(slurm)
+
+    def ours() -> None:
+        submit(held, backend=held_backend, cwd=work)
+
+    def ours_checked() -> None:
+        submit(held, backend=held_backend, cwd=work, slurm=slurm)
+
+    def cli() -> None:
+        yaml_path = work / "bench.yaml"
+        if not yaml_path.exists():
+            import yaml
+
+            yaml_path.write_text(yaml.safe_dump(spec.to_dict()))
+        out = subprocess.run([SLINKYML, "sbatch", "submit", "--no-check", str(yaml_path)], capture_output=True,
+                             text=True, check=True, cwd=work).stdout
+        job_ids.append(int(out.split("Submitted batch job ")[1].split()[0]))
+
+    try:
+        raw()  # warm the controller and the page cache
+        t_raw = median_time(raw, args.repeats)
+        t_ours = median_time(ours, args.repeats)
+        t_checked = median_time(ours_checked, args.repeats)
+        t_help = median_time(lambda: subprocess.run([SLINKYML, "--help"], capture_output=True, check=True),
+                             args.repeats)
+        t_import = median_time(lambda: subprocess.run([PY, "-c", "import slinkyml.cli.sbatch"], check=True),
+                               args.repeats)
+        t_python = median_time(lambda: subprocess.run([PY, "-c", "pass"], check=True), args.repeats)
+        t_cli = median_time(cli, args.repeats)
+    finally:
+        for chunk in range(0, len(job_ids), 50):
+            slurm.run("scancel", [str(j) for j in job_ids[chunk:chunk + 50]], check=False, retries=0)
+    _ = backend
+    results = {
+        "raw_sbatch_s": t_raw, "submit_in_process_s": t_ours, "ratio_in_process": t_ours / t_raw,
+        "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw,
+        "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
+        "cli_submit_process_s": t_cli, "cli_submit_minus_python_startup_ratio": (t_cli - t_python) / t_raw,
+    }
+    if not args.skip_training:
+        results.update(time_to_first_step(slurm, work))
+    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()}, indent=2))
+    return 0
+
+
+def time_to_first_step(slurm, work: Path) -> dict[str, float]:
+    from slinkyml.jobs.follow import wait
+    from slinkyml.jobs.spec import JobSpec
+    from slinkyml.jobs.submit import SbatchBackend, submit
+
+    def first_step(metrics: Path, t0: float, job_id: int) -> float:
+        wait(slurm, job_id, timeout=300, poll=0.5)
+        first = json.loads(metrics.read_text().splitlines()[0])
+        return first["wall"] - first["time"] - t0  # wall clock when step 1 began
+
+    spec = JobSpec.from_dict({"name": "ttfs", "nodes": 2, "mem_per_node": "1G", "time_limit": "00:10:00",
+                              "python": PY, "entry": {"module": "slinkyml.train", "args": ["--steps", "3"]},
+                              "checkpoint_dir": str(work / "ours" / "ckpt"), "log_dir": str(work / "ours")})
+    t0 = time.time()
+    job = submit(spec, backend=SbatchBackend(slurm), slurm=slurm, cwd=work).job_id
+    ours = first_step(work / "ours" / "ckpt" / "metrics.jsonl", t0, job)
+    (work / "hand").mkdir()
+    text = HAND_WRITTEN.format(out=work / "hand", py=PY)
+    t0 = time.time()
+    job = slurm.sbatch(text, cwd=str(work))
+    hand = first_step(work / "hand" / "ckpt" / "metrics.jsonl", t0, job)
+    return {"first_step_slinkyml_s": ours, "first_step_hand_written_s": hand, "first_step_ratio": ours / hand}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
