@@ -107,6 +107,7 @@ class Tracker:
         self._outage_since: float | None = None
         self._outage_backoff = 1.0
         self.queries = 0  # Slurm commands this tracker ran (squeue + sacct)
+        self.outages = 0  # times slurmctld stopped answering while we tracked
         self.last_error: str = ""
 
     # -- registration ----------------------------------------------------------------------------
@@ -185,6 +186,7 @@ class Tracker:
         self.last_error = str(exc)
         if self._outage_since is None:
             self._outage_since = now
+            self.outages += 1
         self._outage_backoff = min(self._outage_backoff * 2, 15.0)
         if now - self._outage_since > self.outage_tolerance:
             raise SlurmError(f"Slurm unreachable for {now - self._outage_since:.0f} s while tracking jobs: "
@@ -214,7 +216,7 @@ class Tracker:
         result = self.slurm.run("squeue", ["-h", "-r", "-t", "all", "-j", ",".join(parents), "-O",
                                            "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Reason:|,"
                                            "exit_code:|,NodeList:|"],
-                                check=False, retries=1, timeout=30)
+                                check=False, retries=0, timeout=30)  # the next refresh retries
         if result.returncode != 0:
             if "Invalid job id" in result.stderr:
                 return {}  # every id purged from slurmctld: sacct knows them
