@@ -1,0 +1,53 @@
+"""The login-pod job, started from Python: a JobSpec dispatched through submitit (one launcher per
+node), 2-node torchrun DDP and 2-node DeepSpeed (ZeRO-2 on CPU, via torchrun), final loss back."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from slinkyml.errors import SpecError
+from slinkyml.jobs.spec import JobSpec
+from slinkyml.submit.launch import launch, prepare
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def _spec(work, name: str, args: list[str], **extra) -> JobSpec:
+    data = {"name": name, "nodes": 2, "mem_per_node": "1G", "time_limit": "00:10:00", "python": sys.executable,
+            "entry": {"module": "slinkyml.train", "args": args},
+            "checkpoint_dir": str(work / name / "ckpt"), "log_dir": str(work / name / "logs"),
+            "requeue": {"signal": "USR2", "grace_seconds": 10, "max_restarts": 2}}
+    data.update(extra)
+    return JobSpec.from_dict(data)
+
+
+@pytest.mark.timeout(400)
+def test_two_node_torchrun_and_deepspeed_from_python(slurm, shared_tmp):
+    ddp = _spec(shared_tmp, "nb-ddp", ["--steps", "6", "--checkpoint-every", "3"])
+    ds = _spec(shared_tmp, "nb-ds", ["--deepspeed", "--steps", "4", "--checkpoint-every", "2"],
+               launcher="deepspeed", mem_per_node="2G",
+               deepspeed_config={"zero_optimization": {"stage": 2}, "gradient_clipping": 1.0})
+    jobs = [launch(ddp, folder=shared_tmp / "submitit", slurm=slurm),
+            launch(ds, folder=shared_tmp / "submitit", slurm=slurm)]
+    try:
+        ddp_final, ds_final = (job.result(timeout=360) for job in jobs)
+    finally:
+        for job in jobs:
+            slurm.run("scancel", [job.job_id], check=False, retries=0)
+    assert ddp_final["steps"] == 6 and ddp_final["world_size"] == 2 and not ddp_final["deepspeed"]
+    assert ds_final["steps"] == 4 and ds_final["world_size"] == 2 and ds_final["deepspeed"]
+    for final in (ddp_final, ds_final):
+        assert final["allreduce"]["ok"] and final["final_loss"] < final["first_loss"]
+    steps = jobs[0].metrics()
+    assert [m["step"] for m in steps] == list(range(1, 7)) and steps[-1]["loss"] == pytest.approx(
+        ddp_final["final_loss"], rel=1e-4)
+    log = jobs[0].stdout()
+    assert "--rdzv-endpoint" in log and "[rank 1]" in log  # one launcher per node, labelled
+
+
+def test_unsupported_launchers_are_spec_errors(shared_tmp):
+    spec = _spec(shared_tmp, "x", [], launcher="deepspeed", deepspeed_via="deepspeed")
+    with pytest.raises(SpecError, match="deepspeed_via"):
+        prepare(spec)
