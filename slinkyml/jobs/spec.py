@@ -8,7 +8,6 @@ value. It loads from YAML/dicts (``JobSpec.from_yaml``/``from_dict``); every use
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -247,7 +246,7 @@ class JobSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in data:
             if key not in known:
-                hint = difflib.get_close_matches(str(key), sorted(known), n=1)
+                hint = _close(str(key), known)
                 raise SpecError(str(key), "unknown field" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
         if "name" not in data:
             raise SpecError("name", "is required")
@@ -314,10 +313,16 @@ def _sub(cls: type, path: str, value: Any) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     for key in value:
         if key not in known:
-            hint = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = _close(str(key), known)
             raise SpecError(f"{path}.{key}", "unknown field"
                             + (f" (did you mean {hint[0]!r}?)" if hint else ""))
     return cls(**dict(value))
+
+
+def _close(word: str, known: set[str]) -> list[str]:
+    import difflib  # only on the error path: keeps CLI start-up short
+
+    return difflib.get_close_matches(word, sorted(known), n=1)
 
 
 def _check_int(path: str, value: Any, low: int, high: int) -> None:
