@@ -19,6 +19,7 @@ from pathlib import Path
 from slinkyml.dev import network
 from slinkyml.dev.config import (
     DevClusterSpec,
+    options_from_env,
     render_cgroup_conf,
     render_gres_conf,
     render_slurm_conf,
@@ -47,6 +48,27 @@ REQUIRED_BINARIES = {
     "runuser": "util-linux",
 }
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
+#: Where Slurm's plugins live (Debian multiarch, RPM and source-build layouts).
+PLUGIN_DIR_GLOBS = ("/usr/lib/*/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm", "/usr/local/lib/slurm")
+
+
+def missing_plugins(globs: tuple[str, ...] = PLUGIN_DIR_GLOBS) -> list[str]:
+    """Plugins the cluster needs beyond the binaries, as "what (Debian package)" strings.
+
+    slurmctld and slurmdbd load ``auth/jwt`` (``AuthAltTypes``); Debian 13's Slurm 24.11 ships it
+    in ``slurm-wlm-jwt-plugin``, which ``slurm-wlm`` does not pull in (22.05 had it in the basic
+    plugins). Without it slurmdbd dies at start with "cannot find auth plugin for auth/jwt".
+    """
+    import glob
+
+    for pattern in globs:
+        for directory in sorted(glob.glob(pattern)):
+            plugins = Path(directory)
+            if (plugins / "auth_munge.so").exists():
+                if (plugins / "auth_jwt.so").exists():
+                    return []
+                return ["auth/jwt plugin (Debian package slurm-wlm-jwt-plugin)"]
+    return []  # an unknown layout: the daemons will say what they miss
 
 
 class ClusterStartError(SlinkyError):
@@ -94,6 +116,14 @@ class LocalCluster:
 
     def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, nodes: int = 4,
                  keep_running: bool = False, quiet: bool = True, **options):
+        """``options`` are :class:`DevClusterSpec` fields; a None value means "the default".
+
+        Defaults come from ``SLINKYML_STATE_DIR`` and the ``SLINKYML_DEV_*`` variables
+        (:data:`~slinkyml.dev.config.ENV_OPTIONS`: subnet, bridge, node prefix, port base, MariaDB
+        port) where set, so a second cluster beside the default one is found by a plain
+        ``LocalCluster()``, e.g. the test fixture's. Explicit arguments win over the environment.
+        """
+        options = {**options_from_env(), **{k: v for k, v in options.items() if v is not None}}
         gpus = options.pop("gpus", None)
         self.spec = DevClusterSpec(state_dir=Path(state_dir or default_state_dir()).absolute(),
                                    nodes=nodes, gpus=detect_gpus() if gpus is None else gpus, **options)
@@ -236,6 +266,7 @@ class LocalCluster:
     # -- helpers -------------------------------------------------------------------------
     def _preflight(self) -> None:
         missing = [f"{b} (Debian package {p})" for b, p in REQUIRED_BINARIES.items() if not shutil.which(b)]
+        missing += missing_plugins()
         if missing:
             raise SlinkyError("missing: " + ", ".join(missing) + " — run `make setup` or apt-get install them")
         if os.geteuid() != 0:
@@ -451,8 +482,12 @@ def _unix_connectable(path: Path) -> bool:
 
 
 def _port_in_use(port: int) -> bool:
-    """True when something listens on ``port`` on any local address (we bind 0.0.0.0 to find out)."""
+    """True when something listens on ``port`` on any local address (we bind 0.0.0.0 to find out).
+
+    SO_REUSEADDR, as the daemons use: connections in TIME_WAIT after a ``down`` do not count.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("0.0.0.0", port))
         except OSError:

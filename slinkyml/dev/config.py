@@ -7,8 +7,10 @@ Nothing here touches the machine: :class:`DevClusterSpec` is validated on constr
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,14 @@ DEFAULT_ACCOUNTS: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
 
 @dataclass(frozen=True)
 class DevClusterSpec:
-    """What ``slinkyml dev up`` builds. Every field has a default that works on a fresh machine."""
+    """What ``slinkyml dev up`` builds. Every field has a default that works on a fresh machine.
+
+    A second cluster on the same machine (another Slurm release in a chroot, a CI shard) needs its
+    own bridge, subnet, node names and ports, because bridges, network namespaces and ports are
+    global. :class:`~slinkyml.dev.LocalCluster` reads those from the environment (see
+    :data:`ENV_OPTIONS` and :func:`options_from_env`), so code that builds a plain
+    ``LocalCluster()`` — the test suite's fixture — finds that cluster; this class does not.
+    """
 
     state_dir: Path
     nodes: int = 4
@@ -152,6 +161,46 @@ class DevClusterSpec:
         for _account, _parent, _share, users in self.accounts:
             seen += [u for u in users if u not in seen]
         return seen
+
+
+#: Environment variables that change :class:`~slinkyml.dev.LocalCluster`'s defaults (explicit
+#: arguments still win). ``SLINKYML_STATE_DIR`` (see :mod:`slinkyml.dev.paths`) picks the state.
+ENV_OPTIONS: dict[str, str] = {
+    "SLINKYML_DEV_SUBNET": "subnet",            # e.g. 10.215.0.0/24
+    "SLINKYML_DEV_BRIDGE": "bridge",            # e.g. slkml24
+    "SLINKYML_DEV_NODE_PREFIX": "node_prefix",  # e.g. t → nodes t1.., netns slkml-t1..
+    "SLINKYML_DEV_PORT_BASE": "",               # e.g. 7817 → slurmctld 7817, slurmd 7818, slurmdbd 7819, slurmrestd 7820
+    "SLINKYML_DEV_MARIADB_PORT": "mariadb_port",  # e.g. 14306
+}
+_PORT_LAYOUT = ("slurmctld_port", "slurmd_port", "slurmdbd_port", "slurmrestd_port")
+
+
+def options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """DevClusterSpec keyword arguments from the ``SLINKYML_DEV_*`` variables that are set.
+
+    ``SLINKYML_DEV_PORT_BASE=B`` sets the four Slurm ports to B..B+3, in the order of the
+    defaults 6817..6820. Bad values raise :class:`SpecError` naming the variable.
+    """
+    env = os.environ if environ is None else environ
+    options: dict[str, object] = {}
+    for var, name in ENV_OPTIONS.items():
+        value = env.get(var, "").strip()
+        if not value:
+            continue
+        if var == "SLINKYML_DEV_PORT_BASE":
+            base = _env_port(var, value, span=len(_PORT_LAYOUT))
+            options.update({port: base + i for i, port in enumerate(_PORT_LAYOUT)})
+        elif name.endswith("_port"):
+            options[name] = _env_port(var, value)
+        else:
+            options[name] = value
+    return options
+
+
+def _env_port(var: str, value: str, span: int = 1) -> int:
+    if not value.isdigit() or not 1024 <= int(value) <= 65536 - span:
+        raise SpecError(var, f"must be a port number from 1024 to {65536 - span}, got {value!r}")
+    return int(value)
 
 
 def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:

@@ -40,11 +40,22 @@ def is_alive(pid: int | None) -> bool:
     return state is not None and state not in ("Z", "X")
 
 
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+def cmdline(pid: int, settle: float = 0.1) -> str:
+    """The process's command line.
+
+    While a process is inside ``execve`` (our daemons exec through nsenter → unshare → sh →
+    slurmd) /proc shows an empty command line for a moment; wait up to ``settle`` seconds for
+    the next one rather than mistake a starting daemon for a stranger.
+    """
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            text = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return ""
+        if text or time.monotonic() >= deadline or not is_alive(pid):
+            return text
+        time.sleep(0.002)
 
 
 class Daemon:
@@ -63,6 +74,9 @@ class Daemon:
     @property
     def pid(self) -> int | None:
         pid = read_pid(self.pid_file)
+        proc = getattr(self, "_popen", None)
+        if proc is not None and pid == proc.pid and proc.poll() is None:
+            return pid  # our own live child, whatever it is exec'ing right now
         if pid and is_alive(pid) and self.match in cmdline(pid):
             return pid
         return None
