@@ -98,8 +98,6 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     log_dir = cwd / spec.log_dir
     try:
         log_dir.mkdir(parents=True, exist_ok=True)  # sbatch cannot open --output in a missing dir
-        if user:
-            os.chmod(log_dir, 0o777) if log_dir.stat().st_uid == os.getuid() else None
     except OSError as exc:
         raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
     job_id = backend.submit(spec, script, cwd=cwd)
