@@ -78,6 +78,8 @@ def test_map_array_500_items_chunked_and_split_with_per_item_errors(slurm, share
     arr = ex.map_array(square, range(500), chunk_size=50, max_parallel=8)
     own.extend(arr.array_ids)
     assert len(arr.array_ids) == 3 and len(arr.task_ids) == 10  # 4 + 4 + 2 array tasks
+    scripts = [(shared_tmp / f"{a}_submission.sh").read_text() for a in arr.array_ids]
+    assert ["--array=0-3%2" in scripts[0], "--array=0-3%2" in scripts[1], "--array=0-1%2" in scripts[2]] == [True] * 3
     values = arr.results(timeout=200, errors="return")
     assert len(values) == 500
     assert isinstance(values[13], ItemError) and "unlucky" in str(values[13])

@@ -19,6 +19,7 @@ from typing import Any
 
 from slinkyml.submit.checkpointable import Checkpointable, Preempted
 from slinkyml.submit.executor import ArrayJob, Executor, Job, JobError, JobFailed
+from slinkyml.submit.launch import TrainingJob, launch
 from slinkyml.submit.tracking import JobInfo, Tracker
 
 _EXECUTOR_OPTIONS = frozenset(inspect.signature(Executor.__init__).parameters) - {"self"}
@@ -65,7 +66,7 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["ArrayJob", "Checkpointable", "Executor", "Job", "JobError", "JobFailed", "JobInfo", "Preempted",
-           "Tracker", "demo_allreduce", "map_array", "submit"]
+           "Tracker", "TrainingJob", "demo_allreduce", "launch", "map_array", "submit"]
 
 # ``slinkyml.submit`` reached through slinkyml's lazy map is this *function* until the package
 # is bound: give it the package's public names so ``slinkyml.submit.demo_allreduce`` always works.
