@@ -98,9 +98,11 @@ class RestBackend:
         records = data.get("jobs", [])
         t0, t1 = start.timestamp(), end.timestamp()
         keep = []
+        wanted = set(job_ids or ())
         for job in records:
-            if job_ids and job.get("job_id") not in set(job_ids):
-                continue
+            if wanted and not ({job.get("job_id"), _num((job.get("array") or {}).get("job_id")),
+                                _num((job.get("het") or {}).get("job_id"))} & wanted):
+                continue  # like sacct --jobs: an array or het job id selects all its parts
             if users and job.get("user") not in users:
                 continue
             if accounts and job.get("account") not in accounts:
