@@ -92,7 +92,7 @@ def bench_sbatch_loop(slurm: Slurm, folder: Path, n: int) -> tuple[float, float]
     return submitted, done
 
 
-def bench_tracking(slurm: Slurm, folder: Path, n: int, seconds: float) -> dict[str, tuple[int, int]]:
+def bench_tracking(slurm: Slurm, folder: Path, n: int, seconds: float) -> dict[str, tuple[int, int, int]]:
     """Hold an n-task array (pending, never runs) and track it for `seconds`, ours vs submitit's."""
     from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
@@ -101,7 +101,7 @@ def bench_tracking(slurm: Slurm, folder: Path, n: int, seconds: float) -> dict[s
     job = slurm.sbatch("#!/bin/bash\ntrue\n", ["--hold", f"--array=0-{n - 1}", "-o", "/dev/null", "-t", "1"])
     ids = [f"{job}_{i}" for i in range(n)]
     small = ids[: max(1, n // 10)]
-    results: dict[str, tuple[int, int]] = {}
+    results: dict[str, tuple[int, int, int]] = {}
     try:
         for label, tracked in ((f"slinkyml tracker, {n} jobs", ids), (f"slinkyml tracker, {len(small)} jobs", small)):
             tracker = Tracker(slurm)
@@ -111,18 +111,23 @@ def bench_tracking(slurm: Slurm, folder: Path, n: int, seconds: float) -> dict[s
                 for i in tracked:  # every job asks for its state, as n waiting notebooks cells would
                     tracker.info(i)
                 time.sleep(0.2)
-            results[label] = rpc_delta(before, sdiag_rpcs(slurm))
-        SlurmJob.watcher = SlurmInfoWatcher(delay_s=60)  # a fresh watcher: submitit's default poll policy
+            results[label] = (*rpc_delta(before, sdiag_rpcs(slurm)), tracker.queries)
+        watcher = SlurmJob.watcher = SlurmInfoWatcher(delay_s=60)  # fresh, with submitit's default policy
         jobs = [SlurmJob(folder=str(folder / "submitit-track"), job_id=i) for i in ids]
         before, end = sdiag_rpcs(slurm), time.monotonic() + seconds
         while time.monotonic() < end:
             for j in jobs:
                 j.done()
             time.sleep(0.2)
-        results[f"submitit watcher, {n} jobs (sacct → slurmdbd)"] = rpc_delta(before, sdiag_rpcs(slurm))
+        results[f"submitit watcher, {n} jobs (sacct → slurmdbd)"] = (*rpc_delta(before, sdiag_rpcs(slurm)),
+                                                                     watcher.num_calls)
     finally:
         slurm.run("scancel", [str(job)], check=False)
     return results
+
+
+class _SkipDispatch(Exception):
+    pass
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -131,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--baseline-items", type=int, default=200, help="submitit map_array items (scaled to --items)")
     p.add_argument("--sbatch-items", type=int, default=200, help="sbatch loop jobs (scaled to --items)")
     p.add_argument("--track-seconds", type=float, default=60.0)
+    p.add_argument("--tracking-only", action="store_true", help="only the RPC part")
     p.add_argument("--folder", help="shared folder for pickles/logs (default: a temp dir under /tmp)")
     args = p.parse_args(argv)
     slurm = Slurm()
@@ -141,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         print(f"dispatch of {n} trivial items (Slurm {slurm.version}, "
               f"MaxArraySize {slurm.show_config().get('MaxArraySize')})")
+        if args.tracking_only:
+            raise _SkipDispatch
         ours_sub, ours_done = bench_slinkyml(slurm, folder, n)
         sub_sub, sub_done = bench_submitit(folder, args.baseline_items)
         scale = n / args.baseline_items
@@ -153,11 +161,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {'':20} {'submit s':>10} {'results s':>10} {'results vs slinkyml':>20}")
         for label, s, d in rows:
             print(f"  {label:20} {s:10.2f} {d:10.1f} {d / ours_done:19.1f}×")
+    except _SkipDispatch:
+        pass
+    try:
         print(f"\nslurmctld RPCs tracking {n} jobs for {args.track_seconds:g} s (sdiag deltas; other users' "
               "traffic included):")
-        for label, (total, info) in bench_tracking(slurm, folder, n, args.track_seconds).items():
+        print(f"  {'':48} {'own queries':>12} {'all ctld RPCs':>14} {'ctld job-info':>14}  (per minute)")
+        for label, (total, info, own) in bench_tracking(slurm, folder, n, args.track_seconds).items():
             per_min = 60.0 / args.track_seconds
-            print(f"  {label:48} {total * per_min:7.0f} RPC/min  (job-info {info * per_min:.0f}/min)")
+            print(f"  {label:48} {own * per_min:12.0f} {total * per_min:14.0f} {info * per_min:14.0f}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
