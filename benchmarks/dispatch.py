@@ -45,7 +45,7 @@ def rpc_delta(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
 
 
 def bench_slinkyml(slurm: Slurm, folder: Path, n: int) -> tuple[float, float]:
-    from slinkyml.submit import Executor
+    from slinkyml.dispatch import Executor
 
     t0 = time.perf_counter()
     arr = Executor(folder / "slinkyml", slurm=slurm, time=10).map_array(trivial, range(n))
@@ -74,7 +74,7 @@ def bench_submitit(folder: Path, n: int) -> tuple[float, float]:
 
 
 def bench_sbatch_loop(slurm: Slurm, folder: Path, n: int) -> tuple[float, float]:
-    from slinkyml.submit.tracking import Tracker
+    from slinkyml.dispatch.tracking import Tracker
 
     out = folder / "sbatch"
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +96,7 @@ def bench_tracking(slurm: Slurm, folder: Path, n: int, seconds: float) -> dict[s
     """Hold an n-task array (pending, never runs) and track it for `seconds`, ours vs submitit's."""
     from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
 
-    from slinkyml.submit.tracking import Tracker
+    from slinkyml.dispatch.tracking import Tracker
 
     job = slurm.sbatch("#!/bin/bash\ntrue\n", ["--hold", f"--array=0-{n - 1}", "-o", "/dev/null", "-t", "1"])
     ids = [f"{job}_{i}" for i in range(n)]

@@ -14,8 +14,9 @@ _LAZY = {
     "LocalCluster": "slinkyml.dev",
     "Slurm": "slinkyml.slurm",
     "SlinkyError": "slinkyml.errors",
-    "submit": "slinkyml.submit",
-    "Executor": "slinkyml.submit",
+    "submit": "slinkyml.dispatch",
+    "map_array": "slinkyml.dispatch",
+    "Executor": "slinkyml.dispatch",
 }
 
 

@@ -84,7 +84,7 @@ def _training(slurm, work: Path) -> str:
 
 
 def _submitit(work: Path) -> str:
-    from slinkyml.submit import demo_allreduce
+    from slinkyml.dispatch import demo_allreduce
 
     return demo_allreduce(folder=work / "submitit")
 

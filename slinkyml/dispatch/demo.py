@@ -15,7 +15,7 @@ def allreduce_task(offset: float = 1.0) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from slinkyml.submit.distributed import init_process_group
+    from slinkyml.dispatch.distributed import init_process_group
 
     init_process_group()
     value = torch.tensor([float(dist.get_rank()) + offset])
@@ -34,8 +34,8 @@ def expected_sum(world_size: int, offset: float = 1.0) -> float:
 def demo_allreduce(nodes: int = 2, tasks_per_node: int = 2, *, folder: str | os.PathLike[str] | None = None,
                    mem: str = "2G", timeout: float = 300.0, **options: Any) -> str:
     """Submit the all-reduce from Python, wait, check every rank's sum; return a one-line summary."""
+    from slinkyml.dispatch.executor import Executor
     from slinkyml.errors import SlinkyError
-    from slinkyml.submit.executor import Executor
 
     folder = Path(folder) if folder is not None else Path.cwd() / ".slinkyml" / "submitit"
     start = time.monotonic()

@@ -138,7 +138,7 @@ def init_process_group(backend: str | None = None, **kwargs):
 
 
 def _main() -> None:
-    """``python -m slinkyml.submit.distributed``: print ``export`` lines for the batch script."""
+    """``python -m slinkyml.dispatch.distributed``: print ``export`` lines for the batch script."""
     for key, value in head_env().items():
         print(f"export {key}={value}")
 

@@ -15,8 +15,8 @@ import time
 import cloudpickle
 import pytest
 
-from slinkyml.submit import Checkpointable, Executor, JobError, JobFailed
-from slinkyml.submit.arrays import ItemError, max_array_size
+from slinkyml.dispatch import Checkpointable, Executor, JobError, JobFailed
+from slinkyml.dispatch.arrays import ItemError, max_array_size
 
 pytestmark = pytest.mark.slurm
 
@@ -50,7 +50,7 @@ def sleep_then(seconds: float, value):
 
 @pytest.mark.timeout(240)
 def test_two_nodes_two_tasks_allreduce_every_rank(slurm, shared_tmp, own):
-    from slinkyml.submit.demo import allreduce_task, expected_sum
+    from slinkyml.dispatch.demo import allreduce_task, expected_sum
 
     job = _executor(slurm, shared_tmp, nodes=2, tasks_per_node=2, mem="2G").submit(allreduce_task, 1.0)
     own.append(job.job_id)
@@ -153,7 +153,7 @@ class Steps(Checkpointable):
         import torch
         import torch.distributed as dist
 
-        from slinkyml.submit.distributed import init_process_group
+        from slinkyml.dispatch.distributed import init_process_group
 
         init_process_group()
         self.starts.append((self.restarts, self.step))

@@ -1,7 +1,7 @@
 """What submitit pickles and runs in each task: the user's function plus the task's set-up.
 
 ``TaskCall`` exports the torch.distributed variables before the function runs and, for
-:class:`~slinkyml.submit.checkpointable.Checkpointable` functions, replaces submitit's signal
+:class:`~slinkyml.dispatch.checkpointable.Checkpointable` functions, replaces submitit's signal
 handlers with the multi-rank-safe ones. It has a ``checkpoint`` method, so submitit treats it as
 checkpointable (its own timeout bookkeeping keeps working).
 """
@@ -30,10 +30,10 @@ class TaskCall:
         return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
 
     def __call__(self) -> Any:
-        from slinkyml.submit import checkpointable
+        from slinkyml.dispatch import checkpointable
 
         if self.distributed:
-            from slinkyml.submit.distributed import setup
+            from slinkyml.dispatch.distributed import setup
 
             setup()
         if isinstance(self.fn, checkpointable.Checkpointable):
@@ -62,7 +62,7 @@ class CheckpointableTaskCall(TaskCall):
 
 
 def make_task(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, **options: Any) -> TaskCall:
-    from slinkyml.submit.checkpointable import Checkpointable
+    from slinkyml.dispatch.checkpointable import Checkpointable
 
     cls = CheckpointableTaskCall if isinstance(fn, Checkpointable) else TaskCall
     return cls(fn, args, kwargs, **options)

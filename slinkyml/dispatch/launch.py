@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from slinkyml.dispatch.executor import Executor, Job
 from slinkyml.errors import SpecError
-from slinkyml.submit.executor import Executor, Job
 
 #: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
 DEFAULT_PYTHON = "python3"
@@ -89,8 +89,8 @@ class NodeLauncher:
         self.env = env
 
     def __call__(self) -> dict[str, Any] | None:
+        from slinkyml.dispatch import checkpointable
         from slinkyml.jobs.render import ENV_RESTART, launch_argv
-        from slinkyml.submit import checkpointable
 
         node = int(os.environ.get("SLURM_NODEID", "0"))
         restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
@@ -164,13 +164,13 @@ class TrainingJob(Job):
 
 def launch(spec: Any, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainingJob:
     """Submit ``spec`` (a JobSpec) through submitit: the notebook twin of ``slinkyml sbatch submit``."""
-    from slinkyml.submit.task import TaskCall
+    from slinkyml.dispatch.task import TaskCall
 
     spec, env = prepare(spec)
     executor = executor_for(spec, folder=folder, **overrides)
     from submitit.core.utils import DelayedSubmission
 
-    from slinkyml.submit.executor import _dependency_string, _translate_errors
+    from slinkyml.dispatch.executor import _dependency_string, _translate_errors
 
     backend = executor._backend(checkpointable=False, name=spec.name,
                                 dependency=_dependency_string(dependency=",".join(spec.dependencies) or None))

@@ -3,7 +3,7 @@
 The Executor holds the resources (nodes, tasks, GPUs, memory, time) and renders them into
 submitit parameters; submitit writes the batch script and pickles the call; our backend submits
 it through :class:`slinkyml.slurm.Slurm`. A :class:`Job` waits with the shared batched
-:class:`~slinkyml.submit.tracking.Tracker` (no per-job polling) and reads submitit's result
+:class:`~slinkyml.dispatch.tracking.Tracker` (no per-job polling) and reads submitit's result
 pickles, one per rank. A job that ends without a result raises :class:`JobFailed` with Slurm's
 state, exit code and reason as soon as the tracker sees the terminal state.
 """
@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm
-from slinkyml.submit.tracking import JobInfo, Tracker, default_tracker
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
 RESULT_GRACE_S = 5.0
@@ -163,7 +163,7 @@ class Executor:
     @property
     def max_array_size(self) -> int:
         if self._max_array_size is None:
-            from slinkyml.submit.arrays import max_array_size
+            from slinkyml.dispatch.arrays import max_array_size
 
             self._max_array_size = max_array_size(self.slurm)
         return self._max_array_size
@@ -199,7 +199,7 @@ class Executor:
         setup = [f"export {k}={_shell_quote(v)}" for k, v in self.env.items()] + self.setup
         if multi:
             python = self.python or _shell_quote(sys.executable)
-            setup.append(f'eval "$({python} -m slinkyml.submit.distributed)"')
+            setup.append(f'eval "$({python} -m slinkyml.dispatch.distributed)"')
         if setup:
             params["setup"] = setup
         # srun only where it is needed: several tasks, or a signal to deliver to the task
@@ -211,7 +211,7 @@ class Executor:
         return params
 
     def _backend(self, **kwargs: Any):
-        from slinkyml.submit._backend import Backend
+        from slinkyml.dispatch._backend import Backend
 
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -229,8 +229,8 @@ class Executor:
         """Run ``fn(*args, **kwargs)`` on every task of a job; see :class:`Job` for results."""
         from submitit.core.utils import DelayedSubmission
 
-        from slinkyml.submit.checkpointable import Checkpointable
-        from slinkyml.submit.task import make_task
+        from slinkyml.dispatch.checkpointable import Checkpointable
+        from slinkyml.dispatch.task import make_task
 
         checkpointable = isinstance(fn, Checkpointable)
         _pickle_by_value(fn)
@@ -249,7 +249,7 @@ class Executor:
         default: about one task per CPU of the partition), split at MaxArraySize."""
         from submitit.core.utils import DelayedSubmission
 
-        from slinkyml.submit.arrays import Chunk, plan_array, total_cpus
+        from slinkyml.dispatch.arrays import Chunk, plan_array, total_cpus
 
         try:
             items = list(zip(*iterables, strict=True))
@@ -400,7 +400,7 @@ class Job:
 
     def wait(self, timeout: float | None = None, *, progress: bool = False) -> Job:
         """Block until every rank has a result; raise JobError/JobFailed/TimeoutError."""
-        from slinkyml.submit.progress import Progress
+        from slinkyml.dispatch.progress import Progress
 
         bar = Progress(f"job {self.job_id}", self.num_tasks, enabled=progress)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -540,7 +540,7 @@ class ArrayJob:
 
     def wait(self, timeout: float | None = None, *, progress: bool = False) -> ArrayJob:
         """Block until every array task has a result; raise JobFailed for a task that ended without."""
-        from slinkyml.submit.progress import Progress
+        from slinkyml.dispatch.progress import Progress
 
         bar = Progress(f"{self.name} ({len(self.array_ids)} array(s), {len(self._sjobs)} tasks)", self.n_items,
                        enabled=progress)
@@ -575,7 +575,7 @@ class ArrayJob:
 
     def outcomes(self, timeout: float | None = None) -> list[Any]:
         """Per item: an ItemOutcome (value or error), in item order."""
-        from slinkyml.submit.arrays import ItemOutcome
+        from slinkyml.dispatch.arrays import ItemOutcome
 
         self.wait(timeout)
         out: list[Any] = []
@@ -592,7 +592,7 @@ class ArrayJob:
     def results(self, timeout: float | None = None, *, errors: str = "raise") -> list[Any]:
         """Per-item return values in item order. ``errors="raise"``: the first failed item raises
         :class:`ItemError`; ``errors="return"``: failed items are ItemError objects in place."""
-        from slinkyml.submit.arrays import ItemError
+        from slinkyml.dispatch.arrays import ItemError
 
         values = []
         for index, outcome in enumerate(self.outcomes(timeout)):

@@ -3,9 +3,9 @@
 >>> job = slinkyml.submit(train, nodes=2, tasks_per_node=2, mem="2G")   # doctest: +SKIP
 >>> job.results()                                                         # doctest: +SKIP
 
-``slinkyml.submit`` is both this package and the function: the module is callable, so
-``slinkyml.submit(fn, ...)`` works however it was first reached (``slinkyml/__init__.py`` maps
-the attribute lazily, and importing the package then rebinds ``slinkyml.submit`` to it).
+``slinkyml.submit`` and ``slinkyml.Executor`` are this package's :func:`submit` and
+:class:`Executor`, mapped lazily by ``slinkyml/__init__.py`` (the package is named ``dispatch``
+so that importing it never shadows the ``slinkyml.submit`` function).
 Keyword arguments named like :class:`Executor` options configure the job; the others go to
 ``fn`` (``fn_kwargs=`` passes any name to ``fn`` unambiguously).
 """
@@ -13,14 +13,12 @@ Keyword arguments named like :class:`Executor` options configure the job; the ot
 from __future__ import annotations
 
 import inspect
-import sys
-import types
 from typing import Any
 
-from slinkyml.submit.checkpointable import Checkpointable, Preempted
-from slinkyml.submit.executor import ArrayJob, Executor, Job, JobError, JobFailed
-from slinkyml.submit.launch import TrainingJob, launch
-from slinkyml.submit.tracking import JobInfo, Tracker
+from slinkyml.dispatch.checkpointable import Checkpointable, Preempted
+from slinkyml.dispatch.executor import ArrayJob, Executor, Job, JobError, JobFailed
+from slinkyml.dispatch.launch import TrainingJob, launch
+from slinkyml.dispatch.tracking import JobInfo, Tracker
 
 _EXECUTOR_OPTIONS = frozenset(inspect.signature(Executor.__init__).parameters) - {"self"}
 _SUBMIT_OPTIONS = frozenset({"afterok", "afterany", "singleton", "dependency", "name"})
@@ -53,24 +51,11 @@ def map_array(fn: Any, *iterables: Any, **kwargs: Any) -> ArrayJob:
 
 def demo_allreduce(**kwargs: Any) -> str:
     """The 2-node × 2-task all-reduce, submitted from Python; a one-line summary (``make demo``)."""
-    from slinkyml.submit.demo import demo_allreduce as run
+    from slinkyml.dispatch.demo import demo_allreduce as run
 
     return run(**kwargs)
 
 
-class _CallableModule(types.ModuleType):
-    def __call__(self, fn: Any, *args: Any, **kwargs: Any) -> Job:
-        return submit(fn, *args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-
 __all__ = ["ArrayJob", "Checkpointable", "Executor", "Job", "JobError", "JobFailed", "JobInfo", "Preempted",
            "Tracker", "TrainingJob", "demo_allreduce", "launch", "map_array", "submit"]
 
-# ``slinkyml.submit`` reached through slinkyml's lazy map is this *function* until the package
-# is bound: give it the package's public names so ``slinkyml.submit.demo_allreduce`` always works.
-for _name in __all__:
-    if _name != "submit":
-        setattr(submit, _name, globals()[_name])
-del _name

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from slinkyml.dispatch.launch import launch, prepare
 from slinkyml.errors import SpecError
 from slinkyml.jobs.spec import JobSpec
-from slinkyml.submit.launch import launch, prepare
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
