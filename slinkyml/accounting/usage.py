@@ -97,8 +97,9 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
     """Our per (account, user) CPU seconds next to sreport AccountUtilizationByUser.
 
     ``ours``: :func:`usage` grouped by account and user; ``parents``: account → parent account
-    (sreport's account rows include their sub-accounts). sreport prints whole units, truncated,
-    so ours is converted the same way (``unit_seconds`` = 60 for ``-t Minutes``).
+    (sreport's account rows include their sub-accounts). sreport prints whole units rounded to
+    the nearest (observed on 22.05: 2266 s → 38 min), so ours is converted the same way
+    (``unit_seconds`` = 60 for ``-t Minutes``).
     """
     per_user = {(a, u): s for a, u, s in zip(ours["account"], ours["user"], ours["cpu_seconds"], strict=False)}
     per_account: dict[str, float] = {}
@@ -114,12 +115,16 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
         else:
             mine = per_account.get(row.account, 0.0)
         rows.append(dict(account=row.account, user=row.user, sreport=int(row.used),
-                         ours_seconds=mine, ours=int(round(mine)) // unit_seconds))
+                         ours_seconds=mine, ours=_units(mine, unit_seconds)))
     seen = {(r["account"], r["user"]) for r in rows}
     for (account, user), seconds in per_user.items():
-        if (account, user) not in seen and int(round(seconds)) // unit_seconds:
+        if (account, user) not in seen and _units(seconds, unit_seconds):
             rows.append(dict(account=account, user=user, sreport=0, ours_seconds=seconds,
-                             ours=int(round(seconds)) // unit_seconds))
+                             ours=_units(seconds, unit_seconds)))
     out = pd.DataFrame(rows, columns=["account", "user", "sreport", "ours_seconds", "ours"])
     out["diff"] = out["ours"] - out["sreport"]
     return out
+
+
+def _units(seconds: float, unit_seconds: int) -> int:
+    return int(np.floor(seconds / unit_seconds + 0.5))
