@@ -56,6 +56,7 @@ def test_hosts_block_is_replaced_not_duplicated(tmp_path):
     once = base + render_hosts_block(spec)
     assert strip_hosts_block(once, spec) == base
     assert "10.213.0.12 n2" in once
+    assert f"10.213.0.1 {spec.controller_host}-slkml0" in once  # reverse lookups of munge's origin stay local
 
 
 @pytest.mark.parametrize("field, value, flag", [

@@ -151,7 +151,10 @@ class LocalCluster:
                               f"--key-file={s.etc / 'munge' / 'munge.key'}",
                               f"--pid-file={s.run / 'munge' / 'munged.pid'}",
                               f"--log-file={s.log / 'munged.log'}",
-                              f"--seed-file={s.run / 'munge' / 'munged.seed'}", "--force"],
+                              f"--seed-file={s.run / 'munge' / 'munged.seed'}", "--force",
+                              # a fixed origin that /etc/hosts names (see render_hosts_block), not
+                              # whatever the machine's hostname resolves to (or 0.0.0.0 if nothing)
+                              f"--origin={s.controller_addr}"],
                    pid_file=pids / "munged.pid", log_file=s.log / "munged.out"),
             Daemon("mariadb", ["mariadbd", "--no-defaults", f"--datadir={s.state_dir / 'mariadb'}",
                                "--user=root", f"--socket={s.mariadb_socket}", f"--port={s.mariadb_port}",

@@ -103,6 +103,11 @@ class DevClusterSpec:
         """Address of node ``index`` (1-based)."""
         return str(self.network.network_address + 10 + index)
 
+    @property
+    def controller_alias(self) -> str:
+        """A name for the controller's bridge address, so reverse lookups of it never leave /etc/hosts."""
+        return f"{self.controller_host}-{self.bridge}".lower()
+
     def netns(self, node: str) -> str:
         return f"slkml-{node}"
 
@@ -323,8 +328,14 @@ def render_gres_conf(spec: DevClusterSpec) -> str | None:
 
 
 def render_hosts_block(spec: DevClusterSpec) -> str:
-    """The /etc/hosts block that makes node names resolve (MASTER_ADDR, gloo and srun need it)."""
-    body = "".join(f"{spec.node_addr(i)} {name}\n" for i, name in enumerate(spec.node_names, start=1))
+    """The /etc/hosts block that makes node names resolve (MASTER_ADDR, gloo and srun need it).
+
+    The controller's bridge address is listed too: Slurm 24.11's auth/munge looks up the name of
+    every RPC's origin address (munged ``--origin``), and in a node's namespace a DNS query for it
+    waits out the resolver's timeout (10 s), which made every slurmctld → slurmd RPC time out.
+    """
+    body = f"{spec.controller_addr} {spec.controller_alias}\n"
+    body += "".join(f"{spec.node_addr(i)} {name}\n" for i, name in enumerate(spec.node_names, start=1))
     return f"{HOSTS_BEGIN} {spec.state_dir}\n{body}{HOSTS_END} {spec.state_dir}\n"
 
 
