@@ -4,8 +4,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
-APT_PACKAGES := slurm-wlm slurmdbd slurmrestd munge mariadb-server mariadb-client libslurm-dev \
-                iproute2 util-linux shellcheck
+APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
+                libslurm-dev iproute2 util-linux shellcheck
 PYTEST_ARGS ?=
 
 .PHONY: setup apt venv demo test lint bench down

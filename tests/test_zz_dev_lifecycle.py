@@ -27,3 +27,23 @@ def test_down_then_up_then_up_again(local_cluster, cli):
     assert {d.name: d.pid for d in cluster.status()["daemons"]} == first  # idempotent: nothing restarted
     hosts = cluster.slurm.run("srun", ["-N2", "hostname"], timeout=60).stdout.split()
     assert len(set(hosts)) == 2
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(240)
+def test_config_change_restarts_the_slurm_daemons(local_cluster):
+    """`up` with a different slurm.conf restarts slurmctld/slurmd/slurmrestd; munge and MariaDB stay."""
+    spec = local_cluster.spec
+    before = {d.name: d.pid for d in local_cluster.status()["daemons"]}
+    changed = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True,
+                           extra_slurm_conf="PriorityFlags=NO_FAIR_TREE")
+    try:
+        changed.up()
+        after = {d.name: d.pid for d in changed.status()["daemons"]}
+        assert after["munged"] == before["munged"] and after["mariadb"] == before["mariadb"]
+        assert after["slurmctld"] != before["slurmctld"] and all(after.values())
+        assert "NO_FAIR_TREE" in changed.slurm.show_config()["PriorityFlags"]
+    finally:
+        restored = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True).up()
+    assert "NO_FAIR_TREE" not in restored.slurm.show_config().get("PriorityFlags", "")
+    assert restored.slurm.run("srun", ["-N2", "true"], timeout=60).returncode == 0

@@ -20,13 +20,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     up = sub.add_parser("up", help="start the cluster (idempotent)")
     common(up)
-    up.add_argument("--cpus-per-node", type=int, default=4)
-    up.add_argument("--memory-mb", type=int, default=4096, help="RealMemory per node in MB")
-    up.add_argument("--slurmctld-port", type=int, default=6817)
-    up.add_argument("--slurmdbd-port", type=int, default=6819)
-    up.add_argument("--slurmrestd-port", type=int, default=6820)
-    up.add_argument("--mariadb-port", type=int, default=13306)
-    up.add_argument("--subnet", default="10.213.0.0/24", help="bridge network for the nodes")
+    # None = "not given": the spec's default, or the SLINKYML_DEV_* environment (see slinkyml.dev.config).
+    up.add_argument("--cpus-per-node", type=int, help="CPUs per node (default 4)")
+    up.add_argument("--memory-mb", type=int, help="RealMemory per node in MB (default 4096)")
+    up.add_argument("--slurmctld-port", type=int, help="default 6817 (slurmd, slurmdbd, slurmrestd follow)")
+    up.add_argument("--slurmdbd-port", type=int, help="default 6819")
+    up.add_argument("--slurmrestd-port", type=int, help="default 6820 (JWT on 127.0.0.1)")
+    up.add_argument("--mariadb-port", type=int, help="default 13306 (127.0.0.1)")
+    up.add_argument("--subnet", help="bridge network for the nodes (default 10.213.0.0/24)")
     up.set_defaults(handler=_up)
     for name, handler, text in (("down", _down, "stop every daemon (state is kept)"),
                                 ("status", _status, "show daemons and node states"),

@@ -197,7 +197,8 @@ class LocalCluster:
         """Start whatever is not running; idempotent. On failure stop everything and raise."""
         self._preflight()
         daemons = {d.name: d for d in self._daemons()}
-        self._write_files()
+        changed = self._write_files()
+        self._restart_for_config(daemons, changed)
         already = {name for name, d in daemons.items() if d.running}
         self._check_ports(daemons, already)
         try:
@@ -275,7 +276,24 @@ class LocalCluster:
         if os.geteuid() != 0:
             raise SlinkyError("the local cluster needs root (network namespaces and daemons as root)")
 
-    def _write_files(self) -> None:
+    def _restart_for_config(self, daemons: dict[str, Daemon], changed: set[str]) -> None:
+        """Stop the daemons whose config file changed under them; ``up`` then starts them again.
+
+        slurm.conf → slurmctld, every slurmd and slurmrestd (their configs must agree);
+        slurmdbd.conf → slurmdbd. munge and MariaDB keep running; running jobs survive (their
+        slurmstepd processes do not depend on slurmd).
+        """
+        names: list[str] = []
+        if changed & {"slurm.conf", "gres.conf", "cgroup.conf"}:
+            names += ["slurmrestd-jwt", "slurmrestd-unix", *(f"slurmd-{n}" for n in self.spec.node_names),
+                      "slurmctld"]
+        if "slurmdbd.conf" in changed:
+            names.append("slurmdbd")
+        for name in names:
+            daemons[name].stop()
+
+    def _write_files(self) -> set[str]:
+        """Write the state directory's files; returns the names of config files whose text changed."""
         s = self.spec
         for d in (s.etc, s.run, s.log, s.spool, s.run / "daemons", s.spool / "slurmctld"):
             d.mkdir(parents=True, exist_ok=True)
@@ -296,17 +314,23 @@ class LocalCluster:
             _write_secret(password_file, secrets.token_urlsafe(24).encode(), mode=0o600)
         self._db_password = password_file.read_text().strip()
         version = self.version
-        _write_if_changed(s.slurm_conf, render_slurm_conf(s, version), 0o644)
-        _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password), 0o600)
+        changed = set()
+        if _write_if_changed(s.slurm_conf, render_slurm_conf(s, version), 0o644):
+            changed.add("slurm.conf")
+        if _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password), 0o600):
+            changed.add("slurmdbd.conf")
         for name, text in (("gres.conf", render_gres_conf(s)), ("cgroup.conf", render_cgroup_conf(version))):
             path = s.etc / name
             if text is None:
-                path.unlink(missing_ok=True)
-            else:
-                _write_if_changed(path, text, 0o644)
+                if path.exists():
+                    path.unlink()
+                    changed.add(name)
+            elif _write_if_changed(path, text, 0o644):
+                changed.add(name)
         for node in s.node_names:
             (s.spool / f"slurmd-{node}").mkdir(exist_ok=True)
         (s.state_dir / "nodes").write_text("\n".join(s.node_names) + "\n")
+        return changed
 
     def _known_nodes(self) -> list[str]:
         try:
