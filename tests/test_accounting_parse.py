@@ -253,3 +253,52 @@ def test_cli_module_imports_only_stdlib():
             "print(','.join(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# --- the pyarrow fast path must give exactly the pandas path's frames -----------------------
+
+def _odd_rows() -> str:
+    """Recorded rows plus the shapes the fast path hands to Python: array/het ids, requeues,
+    sizes with units, odd durations and gpuutil values, blank and malformed lines."""
+    text = (DATA / "sacct_crafted_gpu_het.txt").read_text()
+    rows = [line.split("\x1f") for line in text.splitlines() if line.count("\x1f") == 27]
+    extra = []
+    for i, fields in enumerate(rows):
+        f = list(fields)
+        f[0] = f"{700 + i}_{i}.batch" if i % 3 == 0 else f"{700 + i}"  # steps without allocation
+        f[1] = f"{700 + i}.batch" if i % 3 == 0 else f"{700 + i}"
+        f[22] = ["1:02:03.5", "45", "", "UNLIMITED", "2-00:00:01", "00:07.250"][i % 6]
+        f[24] = "" if i % 2 else f"{i}K"
+        f[25] = f"gres/gpuutil= {i},mem=1" if i % 4 == 0 else f"gres/gpuutil={i},mem=1"
+        extra.append("\x1f".join(f))
+    return text + "   \n\n" + "\n".join(extra) + "\nshort\x1fline\n"
+
+
+@pytest.mark.parametrize("name", ["sacct_2205.txt", "sacct_crafted_gpu_het.txt", None])
+def test_pyarrow_fast_path_equals_pandas_path(name):
+    pytest.importorskip("pyarrow")
+    text = (DATA / name).read_text() if name else _odd_rows()
+    fast, ref = parse_sacct(text, engine="pyarrow"), parse_sacct(text, engine="pandas")
+    pd.testing.assert_frame_equal(fast.jobs, ref.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(fast.steps, ref.steps, check_exact=True)
+    assert (fast.malformed, fast.malformed_examples) == (ref.malformed, ref.malformed_examples)
+
+
+def test_pyarrow_fast_path_common_case_equals_pandas_path():
+    """One record per job id (no requeue): the vectorised key/inheritance branch."""
+    pytest.importorskip("pyarrow")
+    lines = (DATA / "sacct_2205.txt").read_text().splitlines()
+    requeued = {line.split("\x1f")[1].partition(".")[0] for line in lines
+                if "\x1fREQUEUED\x1f" in line}
+    text = "\n".join(line for line in lines
+                     if line.split("\x1f")[1].partition(".")[0] not in requeued) + "\n"
+    fast, ref = parse_sacct(text, engine="pyarrow"), parse_sacct(text, engine="pandas")
+    assert ref.jobs["job_id"].is_unique and len(ref.steps)
+    pd.testing.assert_frame_equal(fast.jobs, ref.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(fast.steps, ref.steps, check_exact=True)
+
+
+def test_unreadable_text_falls_back_to_pandas():
+    assert parse_sacct("").malformed == 0 and parse_sacct("").jobs.empty
+    got = parse_sacct("only\x1ftwo\n")
+    assert got.malformed == 1 and got.jobs.empty

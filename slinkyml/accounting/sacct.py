@@ -64,8 +64,32 @@ def sacct_args(start: str, end: str, *, users: list[str] | None = None,
     return args
 
 
-def parse_sacct(text: str, sep: str = SEP) -> SacctTable:
-    """Parse sacct output for :data:`FIELDS` (no header). Never raises on bad lines."""
+def parse_sacct(text: str, sep: str = SEP, engine: str = "auto") -> SacctTable:
+    """Parse sacct output for :data:`FIELDS` (no header). Never raises on bad lines.
+
+    ``engine``: ``"auto"`` uses the pyarrow fast path (:mod:`.sacct_arrow`) when pyarrow is
+    installed and the text suits it, else pandas; ``"pandas"``/``"pyarrow"`` force one (tests
+    compare them). Both give the same frames.
+    """
+    if engine not in ("auto", "pandas", "pyarrow"):
+        raise ValueError(f"engine must be auto, pandas or pyarrow, not {engine!r}")
+    if engine != "pandas":
+        try:
+            from slinkyml.accounting import sacct_arrow
+        except ImportError:
+            if engine == "pyarrow":
+                raise
+        else:
+            try:
+                return sacct_arrow.parse(text, sep)
+            except sacct_arrow.FastPathUnavailable:
+                if engine == "pyarrow":
+                    raise
+    return _parse_pandas(text, sep)
+
+
+def _parse_pandas(text: str, sep: str) -> SacctTable:
+    """The reference path: pandas' C reader, then :func:`tidy`."""
     good, bad = _split_good_lines(text, sep)
     if good is None:
         raw = _empty_frame()
@@ -183,12 +207,7 @@ def tidy(raw: pd.DataFrame) -> pd.DataFrame:
         out[f"{prefix}_gpu_type"] = pd.array(types[codes], dtype="string")
     out["total_cpu_s"] = _durations(raw["TotalCPU"])
     out["cpu_time_s"] = raw["CPUTimeRAW"].astype("float64")
-    maxrss = raw["MaxRSS"]
-    numeric = pd.to_numeric(maxrss, errors="coerce")
-    needs = numeric.isna() & maxrss.fillna("").ne("")
-    if needs.any():
-        numeric[needs] = [parse_size(v, "") for v in maxrss[needs]]
-    out["max_rss_bytes"] = numeric.astype("float64")
+    out["max_rss_bytes"] = _max_rss(raw["MaxRSS"])
     ave = raw["TRESUsageInAve"].fillna("")
     util = pd.Series(np.nan, index=raw.index, dtype="float64")
     has_gpu = ave.str.contains("gres/gpuutil", regex=False).to_numpy(dtype=bool)
@@ -237,6 +256,15 @@ def _add_keys(df: pd.DataFrame) -> None:
             for p, st in zip(parents, steps, strict=False)]
     df["parent_key"] = pd.array(parents, dtype="string")
     df["key"] = pd.array(keys, dtype="string")
+
+
+def _max_rss(maxrss: pd.Series) -> pd.Series:
+    """MaxRSS: plain bytes with ``--noconvert``; sizes with a unit suffix are still understood."""
+    numeric = pd.to_numeric(maxrss, errors="coerce")
+    needs = numeric.isna() & maxrss.fillna("").ne("")
+    if needs.any():
+        numeric[needs] = [parse_size(v, "") for v in maxrss[needs]]
+    return numeric.astype("float64")
 
 
 def _gpuutil(text: str) -> float:

@@ -1,0 +1,364 @@
+"""pyarrow fast path of :func:`slinkyml.accounting.sacct.parse_sacct` (same output, ~10x faster).
+
+Why a second implementation: pandas' reader turns every field into a Python string (≈4 s per
+million rows before any conversion), so the pandas path cannot reach 200,000 rows/s on two cores.
+pyarrow's multi-threaded CSV reader keeps the text in Arrow buffers; every conversion then works on
+Arrow/NumPy arrays, or, for the columns that repeat (states, TRES, partitions, time limits...), on
+the distinct values only (``dictionary_encode``) with the very same Python helpers as the pandas
+path, so both paths agree value for value (``tests/test_accounting_parse.py`` checks it).
+Rare shapes (array/het job ids, unparsable numbers) go through those helpers too.
+
+Any Arrow error makes :func:`parse` raise :class:`FastPathUnavailable`; the caller then uses the
+pandas path, so an input the fast path cannot handle is never worse off than before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from slinkyml.accounting import sacct
+from slinkyml.accounting.tres import alloc_tres, parse_duration
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+_STR = pa.large_string()  # what pandas' ArrowStringArray holds: no cast when wrapping
+_BLOCK = 4 << 20  # bytes per parse block: small enough for both cores to share a 300 MB input
+_DURATION = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
+
+
+class FastPathUnavailable(Exception):
+    """The input needs the pandas path (an Arrow error, or a value only pandas handles)."""
+
+
+def parse(text: str, sep: str) -> sacct.SacctTable:
+    """Same contract as :func:`sacct.parse_sacct`; raises :class:`FastPathUnavailable` instead of
+    guessing when Arrow cannot read the text."""
+    try:
+        table, bad = _read(text, sep)
+        if table.num_rows == 0:
+            raise FastPathUnavailable("no well-formed rows")  # the pandas path builds empty frames
+        df = _tidy(table)
+        if isinstance(df, pd.DataFrame):
+            is_step = df["step"].notna().to_numpy(dtype=bool)
+            jobs = df[~is_step].reset_index(drop=True)
+            steps = df[is_step].reset_index(drop=True)
+        else:  # split the column arrays directly: one take per column instead of two frames'
+            is_step = np.asarray(df["step"].isna()) == False  # noqa: E712
+            # copy=False: the arrays are fresh and ours; copying would double the frame cost
+            jobs, steps = (pd.DataFrame({name: _take(values, rows) for name, values in df.items()},
+                                        copy=False)
+                           for rows in (np.flatnonzero(~is_step), np.flatnonzero(is_step)))
+    except (pa.ArrowException, UnicodeError, ValueError, OverflowError) as exc:
+        raise FastPathUnavailable(str(exc)) from exc
+    return sacct.SacctTable(jobs=jobs, steps=steps, malformed=len(bad), malformed_examples=bad[:5])
+
+
+def _take(values: object, rows: np.ndarray) -> object:
+    if isinstance(values, pd.Series):
+        values = values.array
+    if isinstance(values, np.ndarray):
+        return values[rows]
+    return values.take(rows)
+
+
+def _read(text: str, sep: str) -> tuple[pa.Table, list[str]]:
+    """All fields as strings; lines with the wrong field count are collected, not raised."""
+    bad: list[str] = []
+
+    def invalid(row) -> str:
+        if row.text.strip():  # whitespace-only lines are dropped silently, as before
+            bad.append(row.text)
+        return "skip"
+
+    table = pacsv.read_csv(
+        pa.py_buffer(text.encode()),
+        read_options=pacsv.ReadOptions(column_names=list(sacct.FIELDS), block_size=_BLOCK),
+        parse_options=pacsv.ParseOptions(delimiter=sep, quote_char=False, double_quote=False,
+                                          escape_char=False, invalid_row_handler=invalid),
+        convert_options=pacsv.ConvertOptions(
+            column_types={name: _STR for name in sacct.FIELDS},
+            strings_can_be_null=False, quoted_strings_can_be_null=False))
+    if len(bad) > 1 and len(bad) <= 50:
+        # blocks are parsed in parallel, so the handler may see lines out of order
+        bad.sort(key=text.find)
+    return table, bad
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+def _encode(col: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Codes into one dictionary of distinct values (fields are never null here)."""
+    encoded = pc.dictionary_encode(col)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()  # unifies the per-chunk dictionaries
+    return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
+
+
+def _per_unique(col: pa.ChunkedArray, func: Callable[[str], float]) -> np.ndarray:
+    """``func`` once per distinct value, as float64."""
+    codes, uniques = _encode(col)
+    table = np.array([func(value) for value in uniques], dtype="float64")
+    return table[codes] if len(table) else np.full(len(codes), math.nan)
+
+
+@lru_cache(maxsize=1)
+def _arrow_strings() -> bool:
+    return pd.StringDtype().storage == "pyarrow"
+
+
+def _strings(arr: pa.Array | pa.ChunkedArray) -> pd.api.extensions.ExtensionArray:
+    """An Arrow string array as pandas ``string`` dtype (whichever storage pandas defaults to)."""
+    if _arrow_strings():
+        return pd.array(arr, dtype="string")
+    return pd.array(arr.to_numpy(zero_copy_only=False), dtype="string")
+
+
+def _strings_from_codes(codes: np.ndarray, values: list[str | None]
+                        ) -> pd.api.extensions.ExtensionArray:
+    if _arrow_strings():
+        return pd.array(pa.array(values, type=_STR).take(pa.array(codes)), dtype="string")
+    return pd.array(np.array(values + [None], dtype=object)[:-1][codes], dtype="string")
+
+
+def _ints(values: np.ndarray, mask: np.ndarray) -> pd.arrays.IntegerArray:
+    return pd.arrays.IntegerArray(np.where(mask, 0, values).astype("int64"), mask.copy())
+
+
+def _nullable_text(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.if_else(pc.equal(col, ""), pa.scalar(None, _STR), col)
+
+
+def _floats(col: pa.ChunkedArray) -> np.ndarray:
+    """Numeric field: empty → NaN; anything else unparsable raises (as pandas' reader did)."""
+    return pc.cast(_nullable_text(col), pa.float64()).to_numpy(zero_copy_only=False)
+
+
+@lru_cache(maxsize=1)
+def _time_unit() -> str:
+    """The resolution the pandas path's ``to_datetime`` gives (``ns`` on pandas 2, ``us`` on 3)."""
+    probe = pd.to_datetime(pd.Series(["2026-01-01T00:00:00"]), format=_TIME_FORMAT,
+                           errors="coerce", utc=True)
+    return probe.dtype.unit
+
+
+def _times(col: pa.ChunkedArray) -> pd.Series:
+    """Parsed once per distinct value (steps repeat their job's times)."""
+    encoded = pc.dictionary_encode(col)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    parsed = pc.strptime(encoded.dictionary, format=_TIME_FORMAT, unit="s", error_is_null=True)
+    values = parsed.to_numpy(zero_copy_only=False).astype(f"datetime64[{_time_unit()}]")
+    return pd.Series(values[encoded.indices.to_numpy(zero_copy_only=False)]).dt.tz_localize("UTC")
+
+
+def _heads(col: pa.ChunkedArray, tail: bool = True) -> tuple[pa.Array, pa.Array | None]:
+    """``head[.rest]`` → head and rest (null without a dot), like ``str.partition('.')``."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    parts = pc.split_pattern(col, ".", max_splits=1)
+    head = pc.list_element(parts, 0)
+    if not tail:
+        return head, None
+    has_dot = pc.equal(pc.list_value_length(parts), 2)
+    rest = pc.list_flatten(pc.list_slice(parts, 1))
+    return head, pc.replace_with_mask(pa.nulls(len(col), _STR), has_dot, rest)
+
+
+def _digits(head: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Integer value of all-ASCII-digit heads, and that mask (other heads: Python, per value)."""
+    is_digits = pc.ascii_is_decimal(head)  # False for ""
+    mask = is_digits.to_numpy(zero_copy_only=False, writable=True)
+    values = pc.cast(pc.if_else(is_digits, head, "0"), pa.int64()).to_numpy(
+        zero_copy_only=False, writable=True)
+    return values, mask
+
+
+def _job_id_parts(head: str) -> tuple[int | None, int | None, int | None]:
+    """(base, array task, het offset) of a non-numeric JobID head, as the pandas path does it."""
+    base, underscore, rest = head.partition("_")
+    if underscore:
+        task, plus, het = rest.partition("+")
+    else:
+        task = None
+        base, plus, het = head.partition("+")
+    return (int(base) if base.isdigit() else None,
+            int(task) if task and task.isdigit() else None,
+            int(het) if plus and het.isdigit() else None)
+
+
+# --- the columns ----------------------------------------------------------------------------
+
+def _job_ids(table: pa.Table, out: dict) -> None:
+    jid = table.column("JobID")
+    head, step = _heads(jid)
+    out["step"] = step
+    out["job_id_display"] = head
+    n = len(head)
+    # job_id: JobIDRaw before the dot, when it is a number
+    raw_head = _heads(table.column("JobIDRaw"), tail=False)[0]
+    job, is_num = _digits(raw_head)
+    job_na = ~is_num
+    if job_na.any():
+        rows = np.flatnonzero(job_na)
+        codes, uniques = _encode(pa.chunked_array([raw_head.take(pa.array(rows))]))
+        parsed = [int(v) if v.isdigit() else None for v in uniques]
+        got = [parsed[c] for c in codes]
+        job[rows] = [0 if v is None else v for v in got]
+        job_na[rows] = [v is None for v in got]
+    out["job_id"] = _ints(job, job_na)
+    # base / task / het: plain numbers vectorised, the rest per distinct head
+    base, plain = _digits(head)
+    base_na = ~plain
+    task = np.zeros(n, dtype="int64")
+    task_na = np.ones(n, dtype=bool)
+    het = np.zeros(n, dtype="int64")
+    het_na = np.ones(n, dtype=bool)
+    if base_na.any():
+        rows = np.flatnonzero(base_na)
+        codes, uniques = _encode(pa.chunked_array([head.take(pa.array(rows))]))
+        parsed = np.array([[-1 if x is None else x for x in _job_id_parts(v)] for v in uniques],
+                          dtype="int64").reshape(-1, 3)[codes]
+        base[rows], task[rows], het[rows] = parsed[:, 0], parsed[:, 1], parsed[:, 2]
+        base_na[rows], task_na[rows], het_na[rows] = (parsed[:, 0] < 0, parsed[:, 1] < 0,
+                                                      parsed[:, 2] < 0)
+    is_array = pc.match_substring(jid, "_").to_numpy(zero_copy_only=False)
+    out["array_job_id"] = _ints(base, base_na | ~is_array)
+    out["array_task_id"] = _ints(task, task_na)
+    out["het_job_id"] = _ints(base, base_na | het_na)
+    out["het_offset"] = _ints(het, het_na)
+
+
+def _durations(col: pa.ChunkedArray) -> np.ndarray:
+    """[D-][HH:]MM:SS[.mmm] → seconds, vectorised over distinct values; the odd ones (empty,
+    UNLIMITED, bare numbers) through :func:`parse_duration`. Same arithmetic order as it."""
+    codes, uniques = _encode(col)
+    values = pa.array(uniques, type=_STR)
+    parts = pc.extract_regex(values, _DURATION)
+    matched = parts.is_valid().to_numpy(zero_copy_only=False)
+    result = np.full(len(uniques), math.nan)
+
+    def field(name: str, kind: pa.DataType, default: str) -> np.ndarray:
+        text = pc.struct_field(parts, name)
+        text = pc.if_else(pc.or_(pc.is_null(text), pc.equal(text, "")), default, text)
+        return pc.cast(text, kind).to_numpy(zero_copy_only=False)
+
+    if matched.any():
+        days, hours, minutes = (field(k, pa.int64(), "0") for k in ("d", "h", "m"))
+        seconds = field("s", pa.float64(), "0")
+        whole = (hours * 3600 + minutes * 60).astype("float64") + seconds
+        result = np.where(matched, (days * 86400).astype("float64") + whole, math.nan)
+    for i in np.flatnonzero(~matched):
+        result[i] = parse_duration(uniques[i])
+    return result[codes] if len(result) else np.full(len(codes), math.nan)
+
+
+def _max_rss(col: pa.ChunkedArray) -> np.ndarray:
+    try:
+        return _floats(col)
+    except pa.ArrowInvalid:  # sizes with units, odd text: the pandas path's rules, exactly
+        series = pd.Series(col.to_numpy(zero_copy_only=False), dtype=object)
+        return sacct._max_rss(series).to_numpy()
+
+
+def _gpu_util(col: pa.ChunkedArray) -> np.ndarray:
+    has = pc.match_substring(col, "gres/gpuutil")
+    mask = has.to_numpy(zero_copy_only=False)
+    util = np.full(len(mask), math.nan)
+    if not mask.any():
+        return util
+    texts = pc.filter(col, has)
+    value = pc.struct_field(pc.extract_regex(texts, r"gres/gpuutil=(?P<v>[^,]*)"), "v")
+    try:
+        if value.null_count:
+            raise pa.ArrowInvalid("gres/gpuutil without a value")
+        util[mask] = pc.cast(value, pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:
+        util[mask] = [sacct._gpuutil(v) for v in texts.to_pylist()]
+    return util
+
+
+def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
+    """Arrow string columns → the pandas path's typed columns, in its order and dtypes: a
+    DataFrame (general case) or, in the common one-record-per-job case, the column arrays."""
+    col = table.column
+    parts: dict = {}
+    _job_ids(table, parts)
+    n = table.num_rows
+    steps_mask = parts["step"].is_valid().to_numpy(zero_copy_only=False)
+    out: dict[str, object] = {
+        "job_id": parts["job_id"],
+        "job_id_display": _strings(parts["job_id_display"]),
+        "step": _strings(parts["step"]),
+        "array_job_id": parts["array_job_id"], "array_task_id": parts["array_task_id"],
+        "het_job_id": parts["het_job_id"], "het_offset": parts["het_offset"],
+        "db_index": pd.array(_floats(col("DBIndex")), dtype="Float64").astype("Int64"),
+    }
+    texts: dict[str, tuple[np.ndarray, list[str | None]]] = {}
+    for name, field in (("name", "JobName"), ("user", "User"), ("account", "Account"),
+                        ("partition", "Partition"), ("qos", "QOS"), ("nodelist", "NodeList"),
+                        ("reservation", "Reservation"), ("cluster", "Cluster")):
+        codes, uniques = _encode(col(field))
+        texts[name] = (codes, [v if v != "" else None for v in uniques])
+        out[name] = None  # placeholder: keeps the column order; filled after inheritance
+    codes, uniques = _encode(col("State"))
+    out["state"] = _strings_from_codes(codes, [v.partition(" ")[0] for v in uniques])
+    out["exit_code"] = _strings(col("ExitCode"))
+    for field in sacct._TIMES:
+        out[field.lower()] = _times(col(field))
+    out["elapsed_s"] = _floats(col("ElapsedRaw"))
+    out["timelimit_s"] = _per_unique(col("TimelimitRaw"), sacct._timelimit_seconds)
+    out["alloc_cpus"] = _floats(col("AllocCPUS"))
+    out["nnodes"] = _floats(col("NNodes"))
+    out["req_mem_bytes"] = _per_unique(col("ReqMem"), sacct._req_mem)
+    for prefix, field in (("alloc", "AllocTRES"), ("req", "ReqTRES")):
+        codes, uniques = _encode(col(field))
+        mapped = [alloc_tres(v) for v in uniques]
+        values = np.array([m[:5] for m in mapped], dtype="float64").reshape(-1, 5)[codes]
+        for i, name in enumerate(("cpu", "mem_bytes", "node", "billing", "gpus")):
+            if not (prefix == "req" and name == "mem_bytes"):  # ReqMem gives req_mem_bytes
+                out[f"{prefix}_{name}"] = values[:, i]
+        out[f"{prefix}_gpu_type"] = _strings_from_codes(codes, [m[5] for m in mapped])
+    out["total_cpu_s"] = _durations(col("TotalCPU"))
+    out["cpu_time_s"] = _floats(col("CPUTimeRAW"))
+    out["max_rss_bytes"] = _max_rss(col("MaxRSS"))
+    out["gpu_util_pct"] = _gpu_util(col("TRESUsageInAve"))
+
+    job = parts["job_id"]
+    alloc_ids = job[~steps_mask]
+    if alloc_ids.isna().any() or not pd.Index(alloc_ids).is_unique:
+        # requeued runs (--duplicates) or odd ids: the general pandas-path code
+        for name, (codes, values) in texts.items():
+            out[name] = _strings_from_codes(codes, values)
+        df = pd.DataFrame(out, copy=False)
+        sacct._add_keys(df)
+        sacct._inherit_from_job(df)
+        return df
+    # One record per job id: every segment is 0, and a step's allocation is the row with its id.
+    parent_row = pd.Index(np.asarray(alloc_ids, dtype="int64")).get_indexer(
+        np.where(job.isna(), -1, job.to_numpy(dtype="int64", na_value=-1)))
+    alloc_rows = np.flatnonzero(~steps_mask)
+    step_rows = np.flatnonzero(steps_mask & (parent_row >= 0))
+    parents = alloc_rows[parent_row[step_rows]]
+    for name in ("user", "partition", "qos", "account"):  # steps: empty → their allocation's
+        codes, values = texts[name]
+        codes = codes.astype("int64")
+        missing = np.array([v is None for v in values], dtype=bool)[codes[step_rows]]
+        codes[step_rows[missing]] = codes[parents[missing]]
+        texts[name] = (codes, values)
+    for name, (codes, values) in texts.items():
+        out[name] = _strings_from_codes(codes, values)
+    out["segment"] = pd.arrays.IntegerArray(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool))
+    job_text = pc.fill_null(pc.cast(pa.array(job.to_numpy(dtype="int64", na_value=0),
+                                             mask=job.isna()), _STR), "?")
+    parent_key = pc.binary_join_element_wise(job_text, pa.scalar("0", _STR), pa.scalar("#", _STR))
+    key = pc.coalesce(pc.binary_join_element_wise(parent_key, parts["step"], pa.scalar(".", _STR)),
+                      parent_key)
+    out["parent_key"] = _strings(parent_key)
+    out["key"] = _strings(key)
+    return out
