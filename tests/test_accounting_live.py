@@ -191,40 +191,39 @@ def test_fair_tree_recomputation_equals_sshare(workload):
 
 
 def test_classic_recomputation_equals_sshare(workload, local_cluster):
-    """Temporarily switch the shared cluster to PriorityFlags=NO_FAIR_TREE; restored after."""
-    slurm = workload["slurm"]
-    conf = Path(local_cluster.spec.slurm_conf)
-    original = conf.read_text()
+    """Switch the shared cluster to PriorityFlags=NO_FAIR_TREE (``up`` with the extra line
+    rewrites slurm.conf and restarts slurmctld/slurmd/slurmrestd: 22.05 picks the algorithm only
+    at start-up), compare after the first classic priority calculation, restore in ``finally``."""
+    from slinkyml.dev import LocalCluster
+
+    spec = local_cluster.spec
+    classic_cluster = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True,
+                                   extra_slurm_conf="PriorityFlags=NO_FAIR_TREE")
     try:
-        conf.write_text(original.rstrip("\n") + "\nPriorityFlags=NO_FAIR_TREE\n")
-        slurm.run("scontrol", ["reconfigure"])
-        deadline = time.monotonic() + 75  # PriorityCalcPeriod=1 + margin
+        classic_cluster.up()
+        flags = classic_cluster.slurm.show_config().get("PriorityFlags", "")
+        if "NO_FAIR_TREE" not in flags:
+            pytest.skip(f"slurmctld did not take PriorityFlags=NO_FAIR_TREE (has {flags!r})")
+        backend = CliBackend(classic_cluster.slurm)
+        # PriorityCalcPeriod=1: the first classic calculation within a minute of the restart
+        # (NormShares then become the product down the tree); then retry like the Fair Tree
+        # test, since raw usage can move between a calculation and our snapshot.
+        deadline = time.monotonic() + 180
         while True:
-            assocs, raw = workload["backend"].shares_snapshot()
-            alice = assocs[assocs["key"] == "physics/alice"]
-            if abs(alice["norm_shares"].iloc[0] - 0.5) > 1e-3:  # product down the tree now
+            assocs, raw = backend.shares_snapshot()
+            alice = assocs[assocs["key"] == "physics/alice"]["norm_shares"].iloc[0]
+            # tolerance: 1e-6 plus only the printed raw usage's rounding carried through the
+            # formulas (see fairshare.classic_mismatches)
+            bad = (fairshare.classic_mismatches(assocs, raw) if abs(alice - 0.5) > 1e-3
+                   else [("physics/alice", "NormShares still per level (Fair Tree)", alice, None)])
+            if not bad or time.monotonic() > deadline:
                 break
-            if time.monotonic() > deadline:
-                pytest.skip("slurmctld kept Fair Tree after `scontrol reconfigure` with "
-                            "PriorityFlags=NO_FAIR_TREE (22.05 picks the algorithm at start-up); "
-                            "switching needs a slurmctld restart, which tests on the shared "
-                            "cluster must not do. Classic formulas: test_accounting_parse.py")
-            time.sleep(3)
-        root = fairshare.build_tree(assocs, raw)
-        ours = fairshare.classic(root).merge(assocs, on="key", suffixes=("", "_sshare"))
-        total = root.usage
-        for row in ours.itertuples(index=False):
-            assert row.norm_shares == pytest.approx(row.norm_shares_sshare, abs=1e-6), row.key
-            node = {n.key: n for n in fairshare.walk(root)}[row.key]
-            du = row.effectv_usage * ((0.005 / node.usage if node.usage else 0) + 0.005 / total)
-            assert abs(row.effectv_usage - row.effectv_usage_sshare) <= 1e-6 + du, row.key
-            if row.is_user:
-                tol = 1e-6 + row.fairshare * math.log(2) * du / row.norm_shares
-                assert abs(row.fairshare - row.fairshare_sshare) <= tol, (
-                    row.key, row.fairshare, row.fairshare_sshare)
+            time.sleep(5)
+        assert not bad, (bad, assocs.to_string(), raw)
+        assert len(assocs[assocs["is_user"]]) >= 6
     finally:
-        conf.write_text(original)
-        slurm.run("scontrol", ["reconfigure"])
+        restored = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True).up()
+    assert "NO_FAIR_TREE" not in restored.slurm.show_config().get("PriorityFlags", "")
 
 
 def test_efficiency_stitches_requeued_runs(workload):

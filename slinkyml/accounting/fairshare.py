@@ -214,14 +214,22 @@ def classic(root: Node, damping: float = 1.0) -> pd.DataFrame:
     """Recompute classic fair-share: NormShares, NormUsage, EffectvUsage and FairShare."""
     rows = []
     total = root.usage
-    for node in walk(root):
+    efctvs: dict[str, float] = {root.key: 1.0}
+    for node in walk(root):  # parents before children
         if node.parent is None:
             continue
         norm_shares = _norm_shares(node)
         norm_usage = node.usage / total if total else 0.0
-        efctv = norm_usage
-        if node.shares == PARENT:
-            efctv = node.parent.usage / total if total else 0.0
+        if node.shares == PARENT:  # uses its account's values
+            efctv = efctvs[node.parent.key]
+        elif node.parent is root:
+            efctv = norm_usage
+        else:
+            # Slurm's classic (non depth-oblivious) effective usage, checked against 22.05's
+            # sshare (tests/data/accounting/sshare_classic_2205.txt): pulled toward the
+            # parent's by the association's share of its level
+            efctv = norm_usage + (efctvs[node.parent.key] - norm_usage) * _level_shares(node)
+        efctvs[node.key] = efctv
         fairshare = 0.0 if norm_shares == 0 else 2.0 ** (-(efctv / norm_shares) / damping)
         rows.append(dict(key=node.key, norm_shares=norm_shares, norm_usage=norm_usage,
                          effectv_usage=efctv, fairshare=fairshare))
@@ -346,3 +354,45 @@ def parse_half_life(text: str) -> float:
     from slinkyml.accounting.tres import parse_duration
 
     return parse_duration(text.strip())
+
+
+def classic_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None,
+                       abs_tol: float = 1e-6) -> list[tuple]:
+    """:func:`classic` vs sshare's own columns: ``(key, column, ours, sshare)`` beyond tolerance.
+
+    NormShares comes from integer shares, so it must agree to ``abs_tol`` (sshare prints six
+    decimals). EffectvUsage and FairShare are recomputed from *printed* raw usage, known only to
+    ±d (0.005 where ``raw`` has assoc_mgr's two decimals, 0.5 for sshare's whole numbers); the
+    bound is that rounding carried through the formulas, to first order:
+    N = U/U_root moves by (d_U + N·d_root)/U_root; E = (1-f)·N + f·E_parent (f: level share)
+    by (1-f)·dN + f·dE_parent; FairShare = 2^(-E/S) by FairShare·ln2·dE/S.
+    """
+    raw = raw or {}
+    root = build_tree(assocs, raw)
+    ours = classic(root).merge(assocs, on="key", suffixes=("", "_sshare")).set_index("key")
+    total = root.usage
+    d_root = 0.005 if root.key in raw else 0.5
+    d_e: dict[str, float] = {root.key: 0.0}
+    bad = []
+    for node in walk(root):
+        if node.parent is None:
+            continue
+        d_n = (0.005 if node.key in raw else 0.5) / total if total else 0.0
+        d_n += (node.usage / total) * d_root / total if total else 0.0
+        if node.shares == PARENT:
+            d_e[node.key] = d_e[node.parent.key]
+        elif node.parent is root:
+            d_e[node.key] = d_n
+        else:
+            f = _level_shares(node)
+            d_e[node.key] = (1 - f) * d_n + f * d_e[node.parent.key]
+        row = ours.loc[node.key]
+        if abs(row.norm_shares - row.norm_shares_sshare) > abs_tol:
+            bad.append((node.key, "NormShares", row.norm_shares, row.norm_shares_sshare))
+        if abs(row.effectv_usage - row.effectv_usage_sshare) > abs_tol + d_e[node.key]:
+            bad.append((node.key, "EffectvUsage", row.effectv_usage, row.effectv_usage_sshare))
+        if node.user and row.norm_shares > 0:
+            d_fs = row.fairshare * math.log(2) * d_e[node.key] / row.norm_shares
+            if abs(row.fairshare - row.fairshare_sshare) > abs_tol + d_fs:
+                bad.append((node.key, "FairShare", row.fairshare, row.fairshare_sshare))
+    return bad
