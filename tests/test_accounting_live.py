@@ -208,16 +208,26 @@ def test_classic_recomputation_equals_sshare(workload, local_cluster):
         # PriorityCalcPeriod=1: the first classic calculation within a minute of the restart
         # (NormShares then become the product down the tree); then retry like the Fair Tree
         # test, since raw usage can move between a calculation and our snapshot.
-        deadline = time.monotonic() + 180
+        switched = time.monotonic()
+        deadline = switched + 180
+        restarted = False
         while True:
             assocs, raw = backend.shares_snapshot()
             alice = assocs[assocs["key"] == "physics/alice"]["norm_shares"].iloc[0]
+            still_fair_tree = abs(alice - 0.5) <= 1e-3
             # tolerance: 1e-6 plus only the printed raw usage's rounding carried through the
             # formulas (see fairshare.classic_mismatches)
-            bad = (fairshare.classic_mismatches(assocs, raw) if abs(alice - 0.5) > 1e-3
+            bad = (fairshare.classic_mismatches(assocs, raw) if not still_fair_tree
                    else [("physics/alice", "NormShares still per level (Fair Tree)", alice, None)])
             if not bad or time.monotonic() > deadline:
                 break
+            if still_fair_tree and not restarted and time.monotonic() > switched + 75:
+                # Once (1 run in 6) a restarted 22.05 slurmctld reported NO_FAIR_TREE yet kept
+                # per-level shares past several calculation periods; the algorithm is chosen at
+                # start-up, so start it once more rather than fail on that start-up race.
+                classic_cluster.daemon("slurmctld").stop()
+                classic_cluster.up()
+                restarted = True
             time.sleep(5)
         assert not bad, (bad, assocs.to_string(), raw)
         assert len(assocs[assocs["is_user"]]) >= 6
