@@ -39,7 +39,7 @@ demo: setup
 
 test: setup
 	$(SLINKYML) dev up
-	$(PY) -m pytest -q -p no:cacheprovider --timeout=900 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks
