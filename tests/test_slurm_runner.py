@@ -16,6 +16,7 @@ from slinkyml.slurm import (
     SlurmCommandNotFound,
     SlurmControllerDown,
     SlurmError,
+    SlurmTimeout,
     SlurmTransientError,
     SlurmVersion,
     parse_job_id,
@@ -153,3 +154,12 @@ def test_real_errors_are_typed(slurm):
         slurm.run("scontrol", ["show", "job", "999999999"])
     with pytest.raises(InvalidRequest, match="partition"):
         slurm.run("sbatch", ["-p", "no_such_partition", "--wrap", "true"], retries=0)
+
+
+def test_timeouts_kill_the_command_and_raise(tmp_path):
+    bin_dir = _fake_bin(tmp_path, "sdiag", "echo partial; sleep 30\n")
+    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=1, backoff=0.01)
+    with pytest.raises(SlurmTimeout, match="timed out after 0.3 s") as info:
+        slurm.run("sdiag", [], timeout=0.3)
+    assert info.value.stdout.strip() == "partial"
+    assert slurm.calls == 2  # retried once, then gave up
