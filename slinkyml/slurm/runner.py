@@ -298,23 +298,36 @@ def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: di
     """``subprocess.run(..., timeout=limit)`` without its polling loop.
 
     subprocess's own timeout path polls the pipes and costs about 1 ms per call (half of a fast
-    ``sbatch``); a timer thread that kills the child keeps every call at the plain-run cost.
+    ``sbatch``); a timer thread that kills the child keeps every call at the plain-run cost. The
+    child gets its own process group so that a timeout (or Ctrl-C) also ends anything it started
+    that still holds the output pipes.
     """
+    import signal
     import threading
 
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+                            process_group=0)
     fired = threading.Event()
 
-    def kill() -> None:
-        fired.set()
-        proc.kill()
+    def kill_group() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
-    timer = threading.Timer(limit, kill)
+    def expire() -> None:
+        fired.set()
+        kill_group()
+
+    timer = threading.Timer(limit, expire)
     timer.daemon = True
     timer.start()
     try:
         stdout, stderr = proc.communicate(input)
+    except BaseException:
+        kill_group()
+        raise
     finally:
         timer.cancel()
     if fired.is_set():
