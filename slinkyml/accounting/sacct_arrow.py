@@ -60,7 +60,41 @@ def parse(text: str, sep: str) -> sacct.SacctTable:
     return sacct.SacctTable(jobs=jobs, steps=steps, malformed=len(bad), malformed_examples=bad[:5])
 
 
+class _Coded:
+    """A string column kept as (codes, distinct values) until the jobs/steps split: each part is
+    built from its own codes once, instead of building the whole column and taking twice."""
+
+    __slots__ = ("codes", "values", "_dictionary")
+
+    def __init__(self, codes: np.ndarray, values: list[str | None]) -> None:
+        self.codes, self.values, self._dictionary = codes, values, None
+
+    def take(self, rows: np.ndarray) -> pd.api.extensions.ExtensionArray:
+        if not _arrow_strings():
+            return _strings_from_codes(self.codes[rows], self.values)
+        if self._dictionary is None:
+            self._dictionary = pa.array(self.values, type=_STR)
+        return pd.array(self._dictionary.take(pa.array(self.codes[rows])), dtype="string")
+
+    def materialise(self) -> pd.api.extensions.ExtensionArray:
+        return _strings_from_codes(self.codes, self.values)
+
+
+class _Built:
+    """A column computed from row numbers, once per part (no whole-column intermediate)."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[np.ndarray | None], object]) -> None:
+        self.build = build
+
+    def take(self, rows: np.ndarray) -> object:
+        return self.build(rows)
+
+
 def _take(values: object, rows: np.ndarray) -> object:
+    if isinstance(values, (_Coded, _Built)):
+        return values.take(rows)
     if isinstance(values, pd.Series):
         values = values.array
     if isinstance(values, np.ndarray):
@@ -161,13 +195,13 @@ def _times(col: pa.ChunkedArray) -> pd.Series:
 def _heads(col: pa.ChunkedArray, tail: bool = True) -> tuple[pa.Array, pa.Array | None]:
     """``head[.rest]`` → head and rest (null without a dot), like ``str.partition('.')``."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    parts = pc.split_pattern(col, ".", max_splits=1)
-    head = pc.list_element(parts, 0)
+    # one regex pass (matches every string) is ~3x cheaper than split_pattern + list kernels
+    parts = pc.extract_regex(col, r"(?s)^(?P<h>[^.]*)(?:\.(?P<r>.*))?$")
+    head = pc.struct_field(parts, "h")
     if not tail:
         return head, None
-    has_dot = pc.equal(pc.list_value_length(parts), 2)
-    rest = pc.list_flatten(pc.list_slice(parts, 1))
-    return head, pc.replace_with_mask(pa.nulls(len(col), _STR), has_dot, rest)
+    has_dot = pc.greater_equal(pc.find_substring(col, "."), 0)
+    return head, pc.if_else(has_dot, pc.struct_field(parts, "r"), pa.scalar(None, _STR))
 
 
 def _digits(head: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -307,8 +341,8 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
         texts[name] = (codes, [v if v != "" else None for v in uniques])
         out[name] = None  # placeholder: keeps the column order; filled after inheritance
     codes, uniques = _encode(col("State"))
-    out["state"] = _strings_from_codes(codes, [v.partition(" ")[0] for v in uniques])
-    out["exit_code"] = _strings(col("ExitCode"))
+    out["state"] = _Coded(codes, [v.partition(" ")[0] for v in uniques])
+    out["exit_code"] = _Coded(*_encode(col("ExitCode")))
     for field in sacct._TIMES:
         out[field.lower()] = _times(col(field))
     out["elapsed_s"] = _floats(col("ElapsedRaw"))
@@ -323,7 +357,7 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
         for i, name in enumerate(("cpu", "mem_bytes", "node", "billing", "gpus")):
             if not (prefix == "req" and name == "mem_bytes"):  # ReqMem gives req_mem_bytes
                 out[f"{prefix}_{name}"] = values[:, i]
-        out[f"{prefix}_gpu_type"] = _strings_from_codes(codes, [m[5] for m in mapped])
+        out[f"{prefix}_gpu_type"] = _Coded(codes, [m[5] for m in mapped])
     out["total_cpu_s"] = _durations(col("TotalCPU"))
     out["cpu_time_s"] = _floats(col("CPUTimeRAW"))
     out["max_rss_bytes"] = _max_rss(col("MaxRSS"))
@@ -335,6 +369,11 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
         # requeued runs (--duplicates) or odd ids: the general pandas-path code
         for name, (codes, values) in texts.items():
             out[name] = _strings_from_codes(codes, values)
+        for name, values in out.items():
+            if isinstance(values, _Coded):
+                out[name] = values.materialise()
+            elif isinstance(values, _Built):
+                out[name] = values.build(None)
         df = pd.DataFrame(out, copy=False)
         sacct._add_keys(df)
         sacct._inherit_from_job(df)
@@ -352,13 +391,30 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
         codes[step_rows[missing]] = codes[parents[missing]]
         texts[name] = (codes, values)
     for name, (codes, values) in texts.items():
-        out[name] = _strings_from_codes(codes, values)
+        out[name] = _Coded(codes, values)
     out["segment"] = pd.arrays.IntegerArray(np.zeros(n, dtype="int64"), np.zeros(n, dtype=bool))
-    job_text = pc.fill_null(pc.cast(pa.array(job.to_numpy(dtype="int64", na_value=0),
-                                             mask=job.isna()), _STR), "?")
-    parent_key = pc.binary_join_element_wise(job_text, pa.scalar("0", _STR), pa.scalar("#", _STR))
-    key = pc.coalesce(pc.binary_join_element_wise(parent_key, parts["step"], pa.scalar(".", _STR)),
-                      parent_key)
-    out["parent_key"] = _strings(parent_key)
-    out["key"] = _strings(key)
+    # keys are built per part: a job's key is its parent key; a step's adds ".step"
+    job_values = job.to_numpy(dtype="int64", na_value=0)
+    job_na = job.isna()
+    step = parts["step"]
+    built: dict[int, tuple[np.ndarray, pa.Array, pa.Array]] = {}
+
+    def keys(rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        if id(rows) not in built:
+            built.clear()
+            job_text = pc.fill_null(pc.cast(pa.array(job_values[rows], mask=job_na[rows]), _STR),
+                                    "?")
+            parent_key = pc.binary_join_element_wise(job_text, pa.scalar("0", _STR),
+                                                     pa.scalar("#", _STR))
+            part_step = step.take(pa.array(rows))
+            if part_step.null_count == len(part_step):
+                key = parent_key
+            else:
+                key = pc.coalesce(pc.binary_join_element_wise(parent_key, part_step,
+                                                              pa.scalar(".", _STR)), parent_key)
+            built[id(rows)] = (rows, parent_key, key)
+        return built[id(rows)][1:]
+
+    out["parent_key"] = _Built(lambda rows: _strings(keys(rows)[0]))
+    out["key"] = _Built(lambda rows: _strings(keys(rows)[1]))
     return out
