@@ -131,6 +131,19 @@ def _by_unique(series: pd.Series, func) -> pd.Series:
     return codes, mapped
 
 
+def job_id_parts(head: str) -> tuple[int | None, int | None, int | None]:
+    """(base, array task, het offset) of a JobID head such as ``7_3``, ``10+1`` or ``7_[4-9]``."""
+    base, underscore, rest = head.partition("_")
+    if underscore:
+        task, plus, het = rest.partition("+")
+    else:
+        task = None
+        base, plus, het = head.partition("+")
+    return (int(base) if base.isdigit() else None,
+            int(task) if task and task.isdigit() else None,
+            int(het) if plus and het.isdigit() else None)
+
+
 def _split_job_ids(job_ids: list, raw_ids: list) -> dict[str, list]:
     """JobID (``7_3.batch``, ``10+1.0``, ``7_[4-9]``) and JobIDRaw → id parts, in one pass."""
     job, display, steps, bases, tasks, hets = [], [], [], [], [], []
@@ -147,15 +160,10 @@ def _split_job_ids(job_ids: list, raw_ids: list) -> dict[str, list]:
             tasks.append(None)
             hets.append(None)
             continue
-        base, underscore, rest = head.partition("_")
-        if underscore:
-            task, plus, het = rest.partition("+")
-        else:
-            task = None
-            base, plus, het = head.partition("+")
-        bases.append(int(base) if base.isdigit() else None)
-        tasks.append(int(task) if task and task.isdigit() else None)
-        hets.append(int(het) if plus and het.isdigit() else None)
+        base, task, het = job_id_parts(head)
+        bases.append(base)
+        tasks.append(task)
+        hets.append(het)
     return {"job_id": job, "display": display, "step": steps, "base": bases, "task": tasks,
             "het": hets}
 

@@ -213,19 +213,6 @@ def _digits(head: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, mask
 
 
-def _job_id_parts(head: str) -> tuple[int | None, int | None, int | None]:
-    """(base, array task, het offset) of a non-numeric JobID head, as the pandas path does it."""
-    base, underscore, rest = head.partition("_")
-    if underscore:
-        task, plus, het = rest.partition("+")
-    else:
-        task = None
-        base, plus, het = head.partition("+")
-    return (int(base) if base.isdigit() else None,
-            int(task) if task and task.isdigit() else None,
-            int(het) if plus and het.isdigit() else None)
-
-
 # --- the columns ----------------------------------------------------------------------------
 
 def _job_ids(table: pa.Table, out: dict) -> None:
@@ -256,7 +243,7 @@ def _job_ids(table: pa.Table, out: dict) -> None:
     if base_na.any():
         rows = np.flatnonzero(base_na)
         codes, uniques = _encode(pa.chunked_array([head.take(pa.array(rows))]))
-        parsed = np.array([[-1 if x is None else x for x in _job_id_parts(v)] for v in uniques],
+        parsed = np.array([[-1 if x is None else x for x in sacct.job_id_parts(v)] for v in uniques],
                           dtype="int64").reshape(-1, 3)[codes]
         base[rows], task[rows], het[rows] = parsed[:, 0], parsed[:, 1], parsed[:, 2]
         base_na[rows], task_na[rows], het_na[rows] = (parsed[:, 0] < 0, parsed[:, 1] < 0,
