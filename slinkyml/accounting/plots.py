@@ -33,10 +33,7 @@ def usage_over_time_png(series: pd.DataFrame, path: str | Path, *, kind: str = "
         ax.tick_params(axis="x", rotation=45, labelsize=7)
     ax.set_ylabel(f"{kind}-hours")
     ax.set_title(f"{kind}-hours over time by account")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def fairshare_tree_png(table: pd.DataFrame, path: str | Path) -> Path:
@@ -65,10 +62,7 @@ def fairshare_tree_png(table: pd.DataFrame, path: str | Path) -> Path:
     ax.set_yticklabels(labels, fontsize=8, family="monospace")
     ax.set_xlabel("LevelFS (shares / usage among siblings; inf drawn full width)")
     ax.set_title("Fair-share tree")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def efficiency_hist_png(runs: pd.DataFrame, path: str | Path) -> Path:
@@ -84,6 +78,11 @@ def efficiency_hist_png(runs: pd.DataFrame, path: str | Path) -> Path:
     ax.set_ylabel("runs")
     ax.set_title(f"Efficiency of {len(runs)} runs")
     ax.legend()
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: str | Path) -> Path:
+    """Lay out, write the PNG and free the figure (pyplot keeps every open figure alive)."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
