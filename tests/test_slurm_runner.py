@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,22 @@ def test_timeouts_kill_the_command_and_raise(tmp_path):
         slurm.run("sdiag", [], timeout=0.3)
     assert info.value.stdout.strip() == "partial"
     assert slurm.calls == 2  # retried once, then gave up
+
+
+def test_a_shorter_deadline_fires_while_a_longer_one_is_pending(tmp_path):
+    """The shared watchdog re-arms for an earlier deadline and leaves finished commands alone."""
+    import threading
+
+    bin_dir = _fake_bin(tmp_path, "sdiag", 'sleep "$1"; echo "slept $1"\n')
+    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=0)
+    results: dict[str, str] = {}
+    long_call = threading.Thread(target=lambda: results.update(
+        long=slurm.run("sdiag", ["1.5"], timeout=20).stdout.strip()))
+    long_call.start()
+    started = time.monotonic()
+    with pytest.raises(SlurmTimeout):
+        slurm.run("sdiag", ["30"], timeout=0.3)
+    assert time.monotonic() - started < 10  # killed at its own deadline, not the pending 20 s one
+    long_call.join(30)
+    assert results == {"long": "slept 1.5"}  # the longer call was neither killed nor cut short
+    assert slurm.run("sdiag", ["0"], timeout=0.2).stdout.strip() == "slept 0"

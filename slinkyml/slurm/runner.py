@@ -92,6 +92,22 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+_WHICH: dict[tuple[str, str | None], str] = {}
+
+
+def _which(command: str, path: str | None) -> str | None:
+    """``shutil.which``, remembered per PATH while the file stays executable (a PATH walk per
+    call is 5 % of a fast ``sbatch``); misses are not remembered, so installing Slurm later works."""
+    key = (command, path)
+    found = _WHICH.get(key)
+    if found and os.access(found, os.X_OK):
+        return found
+    found = shutil.which(command, path=path)
+    if found:
+        _WHICH[key] = found
+    return found
+
+
 def default_conf() -> str | None:
     """The slurm.conf to use when none is given: $SLURM_CONF, the system one, or the dev cluster's."""
     env = os.environ.get("SLURM_CONF")
@@ -139,7 +155,7 @@ class Slurm:
             path = os.path.join(self.bin_dir, command)
             if os.access(path, os.X_OK):
                 return path
-        found = shutil.which(command)
+        found = _which(command, os.environ.get("PATH"))
         if not found:
             raise SlurmCommandNotFound(
                 f"'{command}' not found on PATH: install Slurm's client commands "
@@ -293,44 +309,105 @@ def parse_scontrol_record(line: str) -> dict[str, str]:
     return {key: value.strip() for key, value in _KV_RE.findall(line.strip())}
 
 
+class _Watchdog:
+    """One daemon thread that kills commands past their deadline, shared by every call.
+
+    A ``threading.Timer`` per command costs a thread start (~0.2 ms, 5 % of a fast ``sbatch``);
+    registering a deadline here is a heap push under a lock.
+    """
+
+    def __init__(self) -> None:
+        import threading
+
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, pid: int, limit: float) -> _Deadline:
+        import heapq
+        import threading
+
+        entry = _Deadline(pid)
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._heap, (time.monotonic() + limit, self._seq, entry))
+            if self._thread is None or not self._thread.is_alive():  # first use, or after fork
+                self._thread = threading.Thread(target=self._loop, name="slinkyml-slurm-watchdog",
+                                                daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is entry:  # new earliest deadline: wake the thread to re-arm
+                self._cond.notify()
+        return entry
+
+    def finish(self, entry: _Deadline) -> None:
+        with self._cond:  # not while the watchdog is expiring it
+            entry.done = True
+
+    def _loop(self) -> None:
+        import heapq
+
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                delay = self._heap[0][0] - time.monotonic()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                heapq.heappop(self._heap)[2].expire()
+
+
+class _Deadline:
+    __slots__ = ("pid", "done", "fired")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.done = False  # finished or expired: the watchdog forgets it
+        self.fired = False
+
+    def expire(self) -> None:
+        if not self.done:
+            self.done = self.fired = True
+            _kill_group(self.pid)
+
+
+def _kill_group(pid: int) -> None:
+    import signal
+
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+_WATCHDOG = _Watchdog()
+
+
 def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: dict[str, str],
                        cwd: str | os.PathLike[str] | None) -> subprocess.CompletedProcess:
     """``subprocess.run(..., timeout=limit)`` without its polling loop.
 
-    subprocess's own timeout path polls the pipes and costs about 1 ms per call (half of a fast
-    ``sbatch``); a timer thread that kills the child keeps every call at the plain-run cost. The
-    child gets its own process group so that a timeout (or Ctrl-C) also ends anything it started
-    that still holds the output pipes.
+    subprocess's own timeout path polls the child with sleeps and costs about 1 ms per call
+    (a quarter of a fast ``sbatch``); the shared watchdog thread kills the child at the deadline
+    instead, so every call costs what a plain run costs. The child gets its own process group so
+    that a timeout (or Ctrl-C) also ends anything it started that still holds the output pipes.
     """
-    import signal
-    import threading
-
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
                             process_group=0)
-    fired = threading.Event()
-
-    def kill_group() -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    def expire() -> None:
-        fired.set()
-        kill_group()
-
-    timer = threading.Timer(limit, expire)
-    timer.daemon = True
-    timer.start()
+    deadline = _WATCHDOG.add(proc.pid, limit)
     try:
         stdout, stderr = proc.communicate(input)
     except BaseException:
-        kill_group()
+        _kill_group(proc.pid)
         raise
     finally:
-        timer.cancel()
-    if fired.is_set():
+        _WATCHDOG.finish(deadline)  # the pid may be reused from here on: never kill it later
+    if deadline.fired:
         raise subprocess.TimeoutExpired(argv, limit, output=stdout, stderr=stderr)
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
