@@ -12,7 +12,7 @@ from slinkyml.jobs.follow import wait
 from slinkyml.jobs.restapi import RestApiBackend
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
-from slinkyml.jobs.validate import JobCheckError, check_job, problems
+from slinkyml.jobs.validate import JobCheckError, check_job, problems, user_associations
 
 pytestmark = pytest.mark.slurm
 EVIL = "x $(touch {canary}) `touch {canary}`; touch {canary} \"dq\" 'sq' \\ \nline2"
@@ -39,6 +39,21 @@ def test_validation_says_what_is_wrong_in_one_line(slurm, shared_tmp):
         assert needle in text
     with pytest.raises(JobCheckError, match="partition 'nope' does not exist"):
         check_job(_echo_spec(shared_tmp, partition="nope"), slurm)
+
+
+@pytest.mark.timeout(60)
+def test_associations_from_the_controller_cache_agree_with_slurmdbd(slurm):
+    """The fast path (slurmctld's assoc_mgr) gives what sacctmgr gives; misses are confirmed by sacctmgr."""
+    for user in ("root", "alice", "bob"):
+        fast = sorted(user_associations(slurm, user))
+        db = slurm.run("sacctmgr", ["-nP", "show", "assoc", "where", f"user={user}",
+                                    "format=account,partition"]).stdout.split()
+        assert fast and fast == sorted(tuple(line.split("|", 1)) for line in db)
+    calls = slurm.calls
+    assert ("root", "") in user_associations(slurm, "root", "root")
+    assert slurm.calls - calls == 1  # a hit costs one scontrol call, no sacctmgr
+    assert user_associations(slurm, "nosuchuser") == []
+    assert user_associations(slurm, "root", "physics") == []  # cache has root, not physics: sacctmgr confirms
 
 
 @pytest.mark.timeout(90)

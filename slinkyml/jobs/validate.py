@@ -12,6 +12,7 @@ from typing import Any
 
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.spec import JobSpec, time_limit_seconds
+from slinkyml.slurm.runner import parse_scontrol_record
 
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL")
 
@@ -41,6 +42,29 @@ def mem_mb(text: str) -> int:
     assert match
     scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
     return int(int(match.group(1)) * scale)
+
+
+def user_associations(slurm: Any, user: str, account: str | None = None) -> list[tuple[str, str]]:
+    """``(account, partition)`` of the user's associations.
+
+    First from slurmctld's association cache (``scontrol show assoc_mgr``: what the controller
+    enforces, ~5 ms); when that has no match (a cache restricted by PrivateData, or a real miss)
+    ``sacctmgr`` asks slurmdbd (~180 ms) so that a refusal is never based on the cache alone.
+    """
+    out = slurm.run("scontrol", ["-o", "show", "assoc_mgr", "flags=assoc", f"users={user}"],
+                    check=False).stdout
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("ClusterName="):
+            record = parse_scontrol_record(line)
+            if record.get("UserName", "").split("(")[0] == user:
+                rows.append((record.get("Account", ""), record.get("Partition", "")))
+    if rows and (not account or any(acct == account for acct, _ in rows)):
+        return rows
+    args = ["-nP", "show", "assoc", "where", f"user={user}", "format=account,partition"]
+    if account:
+        args.insert(4, f"account={account}")
+    return [tuple(line.split("|", 1)) for line in slurm.run("sacctmgr", args).stdout.split()]  # type: ignore[misc]
 
 
 def problems(spec: JobSpec, slurm: Any, *, user: str | None = None) -> list[str]:
@@ -86,12 +110,8 @@ def problems(spec: JobSpec, slurm: Any, *, user: str | None = None) -> list[str]
         found.append(f"partition {name} has {usable} usable node(s){need}, {cpus} CPUs"
                      f"{f' and {spec.mem_per_node} memory' if mem else ''}; the job needs {spec.nodes}")
     user = user or getpass.getuser()
-    args = ["-nP", "show", "assoc", "where", f"user={user}", "format=account,partition"]
-    if spec.account:
-        args.insert(4, f"account={spec.account}")
-    assoc = slurm.run("sacctmgr", args).stdout.split()
-    rows = [line.split("|") for line in assoc]
-    if spec.account and not any(r[0] == spec.account and (not r[1] or r[1] == name) for r in rows):
+    rows = user_associations(slurm, user, spec.account)
+    if spec.account and not any(acct == spec.account and (not p or p == name) for acct, p in rows):
         found.append(f"user {user} has no association with account {spec.account!r}")
     elif not spec.account and not rows:
         found.append(f"user {user} has no account association on this cluster")
