@@ -1,6 +1,6 @@
 """Submission overhead and time to first training step: slinkyml vs plain sbatch.
 
-    .venv/bin/python benchmarks/submit.py [--repeats 7] [--skip-training]
+    .venv/bin/python benchmarks/submit.py [--repeats 7] [--skip-training] [--ttfs-rounds 4]
 
 Figures (medians; the cluster is shared, so expect noise):
 * raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch; also
@@ -8,7 +8,7 @@ Figures (medians; the cluster is shared, so expect noise):
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
 * ``slinkyml sbatch submit --no-check`` as a whole process (Python start-up included);
 * time from submission to the first training step of a 2-node torchrun job, rendered vs a
-  hand-written sbatch running the same trainer.
+  hand-written sbatch running the same trainer, alternating in ABBA order.
 Every job submitted here is cancelled or waited for; only its own job ids are touched.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,21 @@ srun {py} -m torch.distributed.run --nnodes 2 --nproc-per-node 1 --rdzv-id "$SLU
 """
 
 
+def interleaved(fns: dict, repeats: int, seed: int = 0) -> dict[str, list[float]]:
+    """Times of each function over ``repeats`` rounds, each round running all of them once in a
+    shuffled order."""
+    rng = random.Random(seed)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        order = list(fns)
+        rng.shuffle(order)
+        for name in order:
+            t0 = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
 def median_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -54,6 +70,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--skip-training", action="store_true")
+    ap.add_argument("--ttfs-rounds", type=int, default=4, help="pairs of 2-node training jobs (ABBA order)")
     args = ap.parse_args()
 
     from slinkyml.jobs.render import render_sbatch
@@ -107,9 +124,11 @@ def main() -> int:
 
     try:
         raw()  # warm the controller and the page cache
-        t_raw = median_time(raw, args.repeats)
-        t_ours = median_time(ours, args.repeats)
-        t_checked = median_time(ours_checked, args.repeats)
+        ours()
+        # interleaved rounds in a shuffled order: controller and machine noise hits all alike
+        rounds = interleaved({"raw": raw, "ours": ours, "checked": ours_checked}, args.repeats)
+        t_raw, t_ours, t_checked = (statistics.median(rounds[k]) for k in ("raw", "ours", "checked"))
+        paired = statistics.median(o / r for o, r in zip(rounds["ours"], rounds["raw"], strict=True))
         t_help = median_time(lambda: subprocess.run([SLINKYML, "--help"], capture_output=True, check=True),
                              args.repeats)
         t_import = median_time(lambda: subprocess.run([PY, "-c", "import slinkyml.cli.sbatch"], check=True),
@@ -121,17 +140,20 @@ def main() -> int:
             slurm.run("scancel", [str(j) for j in job_ids[chunk:chunk + 50]], check=False, retries=0)
     results = {
         "raw_sbatch_s": t_raw, "submit_in_process_s": t_ours, "ratio_in_process": t_ours / t_raw,
+        "ratio_in_process_paired_median": paired,
         "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw,
         "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
         "cli_submit_process_s": t_cli, "cli_submit_minus_python_startup_ratio": (t_cli - t_python) / t_raw,
     }
     if not args.skip_training:
-        results.update(time_to_first_step(slurm, work))
+        results.update(time_to_first_step(slurm, work, args.ttfs_rounds))
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()}, indent=2))
     return 0
 
 
-def time_to_first_step(slurm, work: Path) -> dict[str, float]:
+def time_to_first_step(slurm, work: Path, rounds: int) -> dict[str, float]:
+    """Submission → first training step, rendered vs hand-written, in ABBA order over ``rounds``
+    pairs (page cache and controller warm-up then favour neither)."""
     from slinkyml.jobs.follow import wait
     from slinkyml.jobs.spec import JobSpec
     from slinkyml.jobs.submit import SbatchBackend, submit
@@ -141,18 +163,30 @@ def time_to_first_step(slurm, work: Path) -> dict[str, float]:
         first = json.loads(metrics.read_text().splitlines()[0])
         return first["wall"] - first["time"] - t0  # wall clock when step 1 began
 
-    spec = JobSpec.from_dict({"name": "ttfs", "nodes": 2, "mem_per_node": "1G", "time_limit": "00:10:00",
-                              "python": PY, "entry": {"module": "slinkyml.train", "args": ["--steps", "3"]},
-                              "checkpoint_dir": str(work / "ours" / "ckpt"), "log_dir": str(work / "ours")})
-    t0 = time.time()
-    job = submit(spec, backend=SbatchBackend(slurm), slurm=slurm, cwd=work).job_id
-    ours = first_step(work / "ours" / "ckpt" / "metrics.jsonl", t0, job)
-    (work / "hand").mkdir()
-    text = HAND_WRITTEN.format(out=work / "hand", py=PY)
-    t0 = time.time()
-    job = slurm.sbatch(text, cwd=str(work))
-    hand = first_step(work / "hand" / "ckpt" / "metrics.jsonl", t0, job)
-    return {"first_step_slinkyml_s": ours, "first_step_hand_written_s": hand, "first_step_ratio": ours / hand}
+    def ours(tag: str) -> float:
+        out = work / f"ours-{tag}"
+        spec = JobSpec.from_dict({"name": "ttfs", "nodes": 2, "mem_per_node": "1G", "time_limit": "00:10:00",
+                                  "python": PY, "entry": {"module": "slinkyml.train", "args": ["--steps", "3"]},
+                                  "checkpoint_dir": str(out / "ckpt"), "log_dir": str(out)})
+        t0 = time.time()
+        job = submit(spec, backend=SbatchBackend(slurm), slurm=slurm, cwd=work).job_id
+        return first_step(out / "ckpt" / "metrics.jsonl", t0, job)
+
+    def hand(tag: str) -> float:
+        out = work / f"hand-{tag}"
+        out.mkdir()
+        t0 = time.time()
+        job = slurm.sbatch(HAND_WRITTEN.format(out=out, py=PY), cwd=str(work))
+        return first_step(out / "ckpt" / "metrics.jsonl", t0, job)
+
+    times: dict[str, list[float]] = {"ours": [], "hand": []}
+    for i in range(rounds):
+        order = (("ours", ours), ("hand", hand)) if i % 2 == 0 else (("hand", hand), ("ours", ours))
+        for name, fn in order:
+            times[name].append(fn(str(i)))
+    o, h = statistics.median(times["ours"]), statistics.median(times["hand"])
+    return {"first_step_slinkyml_s": o, "first_step_hand_written_s": h, "first_step_ratio": o / h,
+            "first_step_samples": {k: [round(v, 2) for v in vs] for k, vs in times.items()}}
 
 
 if __name__ == "__main__":
