@@ -24,8 +24,12 @@ def test_presets_load_and_are_consistent() -> None:
 
 @pytest.mark.parametrize(("name", "vcpus", "mem", "acc", "acc_mem", "efa", "gbps"), [
     # verified figures (see the verification log in instance_types.yaml)
+    ("p4d.24xlarge", 96, 1152, 8, 40, 4, 400),
+    ("p4de.24xlarge", 96, 1152, 8, 80, 4, 400),
     ("p5.48xlarge", 192, 2048, 8, 80, 32, 3200),
     ("p5e.48xlarge", 192, 2048, 8, 141, 32, 3200),
+    ("p5en.48xlarge", 192, 2048, 8, 141, 16, 3200),
+    ("g5.48xlarge", 192, 768, 8, 24, 1, 100),
     ("g6e.48xlarge", 192, 1536, 8, 48, 4, 400),
     ("trn1.32xlarge", 128, 512, 16, 32, 8, 800),
     ("trn2.48xlarge", 192, 2048, 16, 96, 16, 3200),
@@ -41,6 +45,17 @@ def test_neuron_figures_from_neuron_docs() -> None:
     assert trn1.accelerator.peak_bf16_tflops == 190 and trn1.accelerator.cores_per_device == 2
     assert trn1.intra_node_gbytes_per_s == 384
     assert trn2.accelerator.peak_bf16_tflops == 667 and trn2.accelerator.cores_per_device == 8
+    assert trn2.intra_node_gbytes_per_s == 1024
+
+
+@pytest.mark.parametrize(("name", "price"), [
+    # AWS Price List API, us-east-1 on-demand Linux (see [K-price] in instance_types.yaml)
+    ("p4d.24xlarge", 21.957642), ("p4de.24xlarge", 27.44705), ("p5.48xlarge", 55.04),
+    ("p5en.48xlarge", 63.296), ("g5.48xlarge", 16.288), ("g6e.48xlarge", 30.13118),
+    ("trn1.32xlarge", 21.50), ("m7i.8xlarge", 1.6128), ("c7i.4xlarge", 0.714),
+])
+def test_verified_prices(name: str, price: float) -> None:
+    assert get_instance_type(name).price_per_hour_usd == price
 
 
 def test_unknown_type_suggests() -> None:
