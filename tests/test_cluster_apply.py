@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
-from slinkyml.cluster.apply import _subset
 from slinkyml.cluster.crds import crd_files
 from slinkyml.cluster.render import render
 
@@ -30,11 +30,6 @@ def _docker_reason() -> str | None:
 DOCKER_SKIP = _docker_reason()
 
 
-def test_subset_ignores_server_defaults() -> None:
-    live = {"spec": {"replicas": 2, "scalingMode": "StatefulSet", "serverDefault": 1}, "status": {}}
-    assert _subset(live, {"spec": {"replicas": 2}}) == {"spec": {"replicas": 2}}
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.skipif(DOCKER_SKIP is not None, reason=DOCKER_SKIP or "")
@@ -46,7 +41,7 @@ def test_server_side_apply_on_k3s(tmp_path: Path) -> None:
     except ImportError:  # older testcontainers
         from testcontainers.k3s import K3SContainer
 
-    from slinkyml.cluster.apply import apply_objects, ensure_secrets, nodeset_status
+    from slinkyml.cluster.apply import apply_objects, diff_objects, ensure_secrets, nodeset_status
 
     cluster = load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")
     objs = render(cluster).objects
@@ -74,3 +69,15 @@ def test_server_side_apply_on_k3s(tmp_path: Path) -> None:
         assert [r["name"] for r in rows] == ["cpu-small-cpu"] and rows[0]["desired"] == 2
         secret = client.CoreV1Api(api).read_namespaced_secret("cpu-small-slurm-key", "slurm")
         assert all(secret.data["slurm.key"] not in line for line in logs)
+
+        # diff: nothing after apply (server defaults, managedFields, status are not differences)
+        skipped_kinds = {s.split()[0] for s in result["skipped"]}
+        served = [o for o in objs if o["kind"] not in skipped_kinds]
+        assert diff_objects(served, api) == ""
+        bigger = copy.deepcopy(cluster)
+        bigger.node_sets[0].count = 3
+        changed = [o for o in render(bigger).objects if o["kind"] not in skipped_kinds]
+        diff = diff_objects(changed, api)
+        assert "--- live/NodeSet/slurm/cpu-small-cpu\n+++ rendered/NodeSet/slurm/cpu-small-cpu\n" in diff
+        assert [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")] == [
+            "-  replicas: 2", "+  replicas: 3"]

@@ -47,9 +47,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     apply.add_argument("--no-secrets", action="store_true", help="do not create missing credential Secrets")
     apply.set_defaults(handler=_apply)
 
-    diff = sub.add_parser("diff", help="show what apply would change")
+    diff = sub.add_parser(
+        "diff", help="show what apply would change, or what changed since an earlier render",
+        description="Unified diff per object of the fields the spec sets: against the live cluster, or "
+        "with --against against previously rendered YAML (no API server needed). Secret values are never "
+        "shown. Exit status: 0 no differences, 1 differences, 2 error.")
     diff.add_argument("spec")
     kube(diff)
+    diff.add_argument("--against", metavar="DIR|FILE",
+                      help="compare with previously rendered YAML instead of the cluster: a file, a folder "
+                      "of YAML files, or a `render -o` folder such as manifests/<name> (its rendered/)")
     diff.set_defaults(handler=_diff)
 
     status = sub.add_parser("status", help="NodeSet replicas and Slurm node states")
@@ -185,11 +192,26 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    """Like diff(1) and kubectl diff: prints nothing and exits 0 when there is no difference."""
+    _, rendered = _load_and_render(args.spec)
+    objs = rendered.objects  # type: ignore[attr-defined]
+    if args.against is not None:
+        from slinkyml.cluster.diff import diff_manifests, load_manifests
+        from slinkyml.errors import SlinkyError
+
+        try:
+            previous = load_manifests(args.against)
+        except SlinkyError as exc:
+            raise SlinkyError(f"--against {exc.one_line()}") from None
+        result = diff_manifests(previous, objs)
+        sys.stdout.write(result.text)
+        if result.text:
+            print(f"{result.summary()} (against {args.against})", file=sys.stderr)
+        return 1 if result.text else 0
     from slinkyml.cluster.apply import api_client, diff_objects
 
-    _, rendered = _load_and_render(args.spec)
-    text = diff_objects(rendered.objects, api_client(args.kubeconfig, args.context))  # type: ignore[attr-defined]
-    sys.stdout.write(text or "no changes\n")
+    text = diff_objects(objs, api_client(args.kubeconfig, args.context))
+    sys.stdout.write(text)
     return 1 if text else 0
 
 

@@ -1,7 +1,8 @@
 """Cluster resources: spec -> Slinky/Kubernetes/AWS objects -> offline validation -> apply.
 
 Plan (:mod:`.spec`), render (:mod:`.render`, :mod:`.karpenter`, :mod:`.storage`, :mod:`.helm`),
-check (:mod:`.validate`), submit (:mod:`.apply`). Everything but ``apply`` is pure and offline.
+check (:mod:`.validate`), compare (:mod:`.diff`), submit (:mod:`.apply`). Everything but ``apply``
+is pure and offline.
 """
 
 from __future__ import annotations

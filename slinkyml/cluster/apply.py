@@ -1,18 +1,17 @@
 """The thin submit layer: server-side apply, diff and NodeSet status with the ``kubernetes`` client.
 
-Everything here talks to a live API server; rendering and validation stay offline. Secret
-values are created here (if missing) and never printed, logged, or returned.
+Everything here talks to a live API server; rendering, validation and the comparison behind
+``diff`` (:mod:`.diff`) stay offline. Secret values are created here (if missing) and never
+printed, logged, or returned.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import Any
 
+from slinkyml.cluster.diff import FIELD_MANAGER
 from slinkyml.errors import SlinkyError
-
-FIELD_MANAGER = "slinkyml"
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -126,24 +125,22 @@ def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: b
     return result
 
 
-def _subset(live: Any, want: Any) -> Any:
-    """The part of ``live`` covering the fields ``want`` sets (so defaults don't show as diffs)."""
-    if isinstance(want, dict) and isinstance(live, dict):
-        return {k: _subset(live.get(k), v) for k, v in want.items() if k in live}
-    return live
-
-
 def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
-    """Unified diff, per object, of the fields we set vs what the cluster has ('' if none)."""
+    """Unified diff, per object, of what the cluster has against ``objs`` ('' if none).
+
+    Fetches each object and leaves the comparison to :func:`slinkyml.cluster.diff.diff_object`
+    (only the fields we set; Secret values never shown). An object the cluster lacks shows in
+    full as created; a kind the server does not serve shows as one ``?`` line.
+    """
     from kubernetes.client.exceptions import ApiException
 
-    from slinkyml.cluster import dump_yaml
+    from slinkyml.cluster.diff import diff_object, object_label
 
     dyn = _dynamic(api)
     out = []
     for obj in objs:
         meta = obj["metadata"]
-        label = f"{obj['kind']}/{meta.get('namespace', '-')}/{meta['name']}"
+        label = object_label(obj)
         res = _resource(dyn, obj)
         if res is None:
             out.append(f"? {label}: {obj['apiVersion']} not served by this API server\n")
@@ -151,19 +148,10 @@ def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
         try:
             live = dyn.get(res, name=meta["name"], namespace=meta.get("namespace")).to_dict()
         except ApiException as exc:
-            if exc.status == 404:
-                out.append(f"+ {label}: would be created\n")
-                continue
-            raise SlinkyError(f"{label}: {_reason(exc)}") from None
-        current = {k: _subset(live.get(k), v) for k, v in obj.items() if k != "status"}
-        current["metadata"] = {k: live["metadata"].get(k) for k in meta if k in live["metadata"]}
-        if obj["kind"] == "Secret":  # never diff secret content
-            current.pop("data", None)
-            current.pop("stringData", None)
-            obj = {k: v for k, v in obj.items() if k not in ("data", "stringData")}
-        a, b = dump_yaml(current).splitlines(True), dump_yaml(obj).splitlines(True)
-        if a != b:
-            out.append("".join(difflib.unified_diff(a, b, f"live/{label}", f"rendered/{label}")))
+            if exc.status != 404:
+                raise SlinkyError(f"{label}: {_reason(exc)}") from None
+            live = None
+        out.append(diff_object(obj, live, manager=FIELD_MANAGER))
     return "".join(out)
 
 
