@@ -1,4 +1,4 @@
-"""``slinkyml sbatch render|submit JOB.yaml``: preview, check and submit a training job.
+"""``slinkyml sbatch render|submit|check``: preview, check and submit a training job.
 
 Only the standard library is imported here; the renderer, validation and backends load inside
 the handlers (torch, pandas and rich are never imported by this command).
@@ -31,6 +31,17 @@ def register(subparsers: Any) -> None:
     submit.add_argument("--no-check", action="store_true", help="skip the live-cluster checks")
     submit.add_argument("--timeout", type=float, help="give up waiting after this many seconds")
     submit.set_defaults(handler=_submit)
+    check = sub.add_parser("check", help="would a real slurmctld for CLUSTER.yaml accept these scripts? "
+                           "(sbatch --test-only against a throw-away slurmctld)",
+                           description="Start a throw-away slurmctld (no slurmd, no accounting) whose "
+                           "slurm.conf declares the node sets of CLUSTER.yaml as the rendered Controller and "
+                           "NodeSets would, run `sbatch --test-only` on each script (a JOB.yaml is rendered "
+                           "first) and print one line per script. Exit 0: all accepted; 1: some rejected.")
+    check.add_argument("scripts", nargs="+", metavar="SCRIPT.sbatch|JOB.yaml")
+    check.add_argument("--cluster", required=True, metavar="CLUSTER.yaml", help="a SlurmCluster spec")
+    check.add_argument("--partition", "-p", help="submit to this partition (default: the script's or the "
+                       "cluster's default partition)")
+    check.set_defaults(handler=_check)
 
 
 def _load(path: str) -> Any:
@@ -86,3 +97,12 @@ def _submit(args: argparse.Namespace) -> int:
         state = wait(slurm, result.job_id, timeout=args.timeout, poll=2.0)
     print(f"job {result.job_id} {state.state} exit={state.exit_code}")
     return 0 if state.state == "COMPLETED" else 1
+
+
+def _check(args: argparse.Namespace) -> int:
+    from slinkyml.jobs.shapecheck import check_scripts
+
+    results = check_scripts(args.scripts, args.cluster, partition=args.partition)
+    for result in results:
+        print(result.line(), flush=True)
+    return 0 if all(r.accepted for r in results) else 1
