@@ -14,7 +14,7 @@ from slinkyml.accounting.cost import PartitionPrice, cost, load_prices
 from slinkyml.accounting.sacct import parse_sacct
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.accounting.tres import alloc_tres, parse_duration, usage_tres
-from slinkyml.errors import SlinkyError
+from slinkyml.errors import SlinkyError, SpecError
 
 DATA = Path(__file__).parent / "data" / "accounting"
 
@@ -64,6 +64,37 @@ def test_recorded_22_05_output(recorded):
     assert steps["user"].notna().all() and (steps["step"].isin(["batch", "extern", "0"])).all()
     timeout = jobs[jobs["state"] == "TIMEOUT"].iloc[0]
     assert timeout["timelimit_s"] == 60 and timeout["elapsed_s"] >= 60
+
+
+def _recorded_fields(release: str) -> str:
+    """The recorded ``sacct --format=ALL`` of tests/data/slurm-<release>/ cut to our FIELDS, as the
+    CLI backend asks for them (unit-separator delimited, no header)."""
+    from slinkyml.accounting.sacct import FIELDS, SEP
+
+    lines = (DATA.parent / f"slurm-{release}" / "sacct.txt").read_text().splitlines()
+    header = lines[0].split("~|~")
+    rows = [dict(zip(header, line.split("~|~"), strict=True)) for line in lines[1:]]
+    return "\n".join(SEP.join(row[name] for name in FIELDS) for row in rows) + "\n"
+
+
+@pytest.mark.parametrize("engine", ["pandas", "pyarrow"])
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_recorded_requeue_keeps_both_segments_apart(release, engine):
+    """24.11's DBIndex is ~1.7e19 (past int64 and float64 precision): read exactly, the requeued
+    job's two records stay two segments with their own keys on both releases and both engines."""
+    if engine == "pyarrow":
+        pytest.importorskip("pyarrow")
+    table = parse_sacct(_recorded_fields(release), engine=engine)
+    jobs = table.jobs
+    assert table.malformed == 0 and jobs["key"].is_unique and table.steps["key"].is_unique
+    assert str(jobs["db_index"].dtype) == "UInt64" and jobs["db_index"].notna().all()
+    both = jobs[jobs["name"] == "rec-requeue"].sort_values("segment")
+    assert list(both["segment"]) == [0, 1] and list(both["state"]) == ["REQUEUED", "COMPLETED"]
+    assert both["db_index"].is_unique
+    if release == "24.11":  # the exact recorded values, not their float64 neighbours
+        assert list(both["db_index"]) == [17340697674029051904, 17340697674033217536]
+    steps = table.steps[table.steps["job_id"] == both["job_id"].iloc[0]]
+    assert set(steps["parent_key"]) <= set(both["key"])
 
 
 def test_crafted_gpu_het_and_malformed(crafted):
@@ -133,6 +164,31 @@ def test_cost_uses_instance_prices_and_overrides(crafted, tmp_path):
     jobs = crafted.jobs[crafted.jobs["job_id"] == 500]
     got = cost(jobs, by="user", prices={"gpu": PartitionPrice("gpu", None, 10.0, 192, 8)})
     assert got.set_index("user").at["dave", "cost_usd"] == pytest.approx(2 * 2 * 10)  # 2 nodes, 2 h
+
+
+def test_instances_without_a_list_price_cost_nan_and_say_so(crafted, tmp_path):
+    """p5e/trn2 have no AWS on-demand price: their partitions cost NaN (never a guess) and are named."""
+    prices = load_prices()
+    assert not prices["h200"].priced and not prices["trn"].priced and prices["h100"].priced
+    jobs = crafted.jobs[crafted.jobs["job_id"] == 500].assign(partition="h200")
+    assert cost(jobs, by="user", prices=prices)["cost_usd"].isna().all()
+    from slinkyml.accounting.cost import unpriced
+
+    assert unpriced(jobs, prices) == ["partition h200: no price (p5e.48xlarge has no on-demand list price; "
+                                      "set price_per_hour_usd via SLINKYML_PRICES)"]
+    assert unpriced(jobs.assign(partition="nope"), prices) == [
+        "partition nope: no price (not in prices.yaml; add it via SLINKYML_PRICES)"]
+    user_file = tmp_path / "prices.yaml"
+    user_file.write_text("partitions:\n  h200: {price_per_hour_usd: 60}\n  x: {vcpus: 4}\n")
+    with pytest.raises(SpecError, match="partitions.x: needs instance_type or price_per_hour_usd"):
+        load_prices(user_file)
+    user_file.write_text("partitions:\n  h200: {price_per_hour_usd: cheap}\n")
+    with pytest.raises(SpecError, match="partitions.h200.price_per_hour_usd: must be a number"):
+        load_prices(user_file)
+    user_file.write_text("partitions:\n  h200: {price_per_hour_usd: 60}\n")
+    priced = load_prices(user_file)
+    assert priced["h200"].price_per_hour_usd == 60 and priced["h200"].gpus == 8
+    assert unpriced(jobs, priced) == []
 
 
 def _tree(text: str):

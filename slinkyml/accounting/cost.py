@@ -23,9 +23,13 @@ DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
 class PartitionPrice:
     partition: str
     instance_type: str | None
-    price_per_hour_usd: float
+    price_per_hour_usd: float  # NaN when nobody set one: such jobs cost NaN, not a guess
     vcpus: int
     gpus: int
+
+    @property
+    def priced(self) -> bool:
+        return self.price_per_hour_usd == self.price_per_hour_usd
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, PartitionPrice]:
@@ -52,12 +56,28 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, Partiti
         if itype and preset is None:
             raise SpecError(f"{where}.instance_type", f"unknown instance type {itype!r}")
         price = entry.get("price_per_hour_usd", preset.price_per_hour_usd if preset else None)
-        if price is None:
-            raise SpecError(where, "no price_per_hour_usd (and the instance type has none)")
-        out[name] = PartitionPrice(name, itype, float(price),
+        if price is None and not itype:
+            raise SpecError(where, "needs instance_type or price_per_hour_usd")
+        valid = price is None or (isinstance(price, (int, float)) and not isinstance(price, bool) and price >= 0)
+        if not valid:
+            raise SpecError(f"{where}.price_per_hour_usd", f"must be a number ≥ 0, got {price!r}")
+        out[name] = PartitionPrice(name, itype, float("nan") if price is None else float(price),
                                    int(entry.get("vcpus", preset.vcpus if preset else 1)),
                                    int(entry.get("gpus", preset.accelerator_count if preset else 0)))
     return out
+
+
+def unpriced(jobs: pd.DataFrame, prices: dict[str, PartitionPrice]) -> list[str]:
+    """One line per partition of these jobs that has no price (its jobs' cost is NaN)."""
+    lines = []
+    for part in sorted(set(jobs["partition"].dropna().astype(str)) - {""}):
+        entry = prices.get(part)
+        if entry is None:
+            lines.append(f"partition {part}: no price (not in prices.yaml; add it via SLINKYML_PRICES)")
+        elif not entry.priced:
+            lines.append(f"partition {part}: no price ({entry.instance_type} has no on-demand list price; "
+                         "set price_per_hour_usd via SLINKYML_PRICES)")
+    return lines
 
 
 def job_costs(jobs: pd.DataFrame, prices: dict[str, PartitionPrice], seconds=None) -> pd.DataFrame:

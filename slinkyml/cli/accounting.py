@@ -68,10 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _emit(args: argparse.Namespace, df, title: str, footer: str = "") -> int:
     from slinkyml.accounting import render
 
-    if args.json:
-        print(render.to_json(df))
-    elif args.csv:
-        sys.stdout.write(render.to_csv(df))
+    if args.json or args.csv:
+        sys.stdout.write(render.to_json(df) + "\n" if args.json else render.to_csv(df))
+        if footer:  # machine-readable stdout stays clean; the notes still reach the user
+            print(footer, file=sys.stderr)
     else:
         from rich.console import Console
 
@@ -116,7 +116,10 @@ def _usage(args: argparse.Namespace) -> int:
                                   kind="GPU" if report.get("gpu_hours", [0]).sum() else "CPU")
     cols = by + [c for c in ("jobs", "cpu_hours", "gpu_hours", "billing_hours", "cost_usd")
                  if c in report]
-    footer = f"{table.malformed} malformed sacct line(s) skipped" if table.malformed else ""
+    notes = [f"{table.malformed} malformed sacct line(s) skipped"] if table.malformed else []
+    if len(report):
+        notes += cost.unpriced(table.jobs, cost.load_prices())
+    footer = "\n".join(notes)
     return _emit(args, report[cols] if len(report) else report.reindex(columns=cols),
                  f"Usage {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC", footer)
 
