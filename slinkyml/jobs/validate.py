@@ -109,6 +109,9 @@ def problems(spec: JobSpec, slurm: Any, *, user: str | None = None) -> list[str]
         need = f" with {kind}:{count}" if count else ""
         found.append(f"partition {name} has {usable} usable node(s){need}, {cpus} CPUs"
                      f"{f' and {spec.mem_per_node} memory' if mem else ''}; the job needs {spec.nodes}")
+    if spec.container is not None and "--container-image" not in slurm.run("srun", ["--help"], check=False).stdout:
+        found.append("container is set but this cluster's srun has no --container-image option "
+                     "(the pyxis SPANK plugin is not installed in plugstack.conf)")
     user = user or getpass.getuser()
     rows = user_associations(slurm, user, spec.account)
     if spec.account and not any(acct == spec.account and (not p or p == name) for acct, p in rows):
