@@ -27,6 +27,42 @@ ENV_SIGNAL = "SLINKYML_PREEMPT_SIGNAL"
 ENV_RESTART = "SLINKYML_RESTART_COUNT"
 #: torchrun's agent only forwards the signals listed here to its workers (torch ≥ 2.4).
 TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+#: Where a script for DeepSpeed's launcher writes the hostfile and the ranks' entry (see below).
+DS_HOSTFILE = "hostfile-${SLURM_JOB_ID}"
+DS_RANK_ENTRY_FILE = "ds_rank_entry-${SLURM_JOB_ID}.py"
+#: What every rank started by DeepSpeed's slurm launcher runs first. That launcher (``SlurmRunner``,
+#: read in deepspeed 0.19.8) runs ``srun -n <world> ... --export=ALL,<exports> <python> -u SCRIPT
+#: ARGS`` and (1) sets none of RANK/LOCAL_RANK/WORLD_SIZE, so ``deepspeed.init_distributed`` falls
+#: back to MPI discovery; (2) ignores ``--module``; (3) re-exports the variables named like
+#: EXPORT_ENVS/the accelerator's ``export_envs()`` (PYTHON*, NCCL*, ...) with any value holding
+#: characters outside ``[\w@%+=:,./-]`` wrapped in double quotes, which srun keeps literally
+#: (``NCCL_SOCKET_IFNAME="^lo,docker,veth"``). This entry undoes all three, then runs the real one.
+DS_RANK_ENTRY = r'''"""slinkyml: each rank's entry under DeepSpeed's slurm launcher (rendered; do not edit)."""
+import os
+import re
+import runpy
+import sys
+
+env = os.environ
+for name, source in (("RANK", "SLURM_PROCID"), ("LOCAL_RANK", "SLURM_LOCALID"),
+                     ("WORLD_SIZE", "SLURM_STEP_NUM_TASKS"), ("NODE_RANK", "SLURM_NODEID")):
+    if source in env:  # an srun task: srun's numbering is the truth
+        env[name] = env[source]
+EXPORTED = ("MLFLOW", "PYTHON", "MV2", "UCX", "NCCL", "CNCL", "HCCL", "BCCL", "ASCEND", "NEUWARE_HOME",
+            "BIREN", "SUPA", "LD_LIBRARY", "PATH")
+for name, value in list(env.items()):
+    if (name.startswith(EXPORTED) and len(value) >= 2 and value[0] == value[-1] == '"'
+            and re.search(r"[^\w@%+=:,./-]", value[1:-1])):
+        env[name] = value[1:-1]
+del sys.argv[0]
+if sys.argv and sys.argv[0] == "-m":
+    del sys.argv[0]
+    sys.path[0] = os.getcwd()
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+    runpy.run_path(sys.argv[0], run_name="__main__")
+'''
 
 
 class Raw(str):
@@ -90,27 +126,40 @@ def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:
 
 
 def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnodes: int | str | None = None,
-                rdzv_id: str = "slinkyml", ds_hostfile: str | None = None) -> list[str]:
+                rdzv_id: str = "slinkyml", ds_hostfile: str | None = None,
+                ds_rank_entry: str | None = None, ds_srun_output: str | None = None) -> list[str]:
     """The launch command for ONE node (torchrun/deepspeed/neuron/srun task) as an argv list.
 
     torchrun is started as ``python -m torch.distributed.run`` so that the job's interpreter
     (``spec.python``) and its torch are the ones that run. ``head_node``/``port`` are the c10d
     rendezvous endpoint; ``nnodes`` defaults to ``spec.nodes``.
+
+    DeepSpeed's launcher (``deepspeed_via: deepspeed``) instead runs once, on the batch node, and
+    starts all ranks with one ``srun``: ``ds_hostfile`` lists the nodes (``slots`` = ranks per node),
+    ``ds_rank_entry`` is the file holding :data:`DS_RANK_ENTRY`, ``ds_srun_output`` an optional
+    ``srun --output`` pattern for per-rank logs.
     """
     port = spec.rdzv_port if port is None else port
     nnodes = spec.nodes if nnodes is None else nnodes
     endpoint = f"{head_node}:{port}"
     if spec.launcher == "srun":
         return entry_argv(spec)
-    if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
-        # DeepSpeed's own launcher, run once on the batch node: it starts the ranks via srun.
-        target = entry_argv(spec)[1:] if spec.entry.is_python else entry_argv(spec)
-        if spec.entry.module is not None:
-            target = ["--module", *target[1:]]
-        return [spec.python, "-m", "deepspeed.launcher.runner", "--launcher", "slurm",
-                "--hostfile", ds_hostfile or "hostfile", "--num_nodes", str(nnodes),
-                "--num_gpus", str(spec.effective_procs_per_node), "--master_addr", head_node,
-                "--master_port", str(port), *target]
+    if spec.uses_deepspeed_launcher:
+        procs = spec.effective_procs_per_node
+        argv = [spec.python, "-m", "deepspeed.launcher.runner", "--launcher", "slurm",
+                "--hostfile", ds_hostfile or "hostfile", "--num_nodes", str(nnodes)]
+        if spec.gpus_per_node and spec.gpus_per_node == procs:
+            argv += ["--num_gpus", str(procs)]  # becomes srun --gpus-per-node; a CPU job must not ask
+        srun_args = ["--kill-on-bad-exit=1"]
+        if ds_srun_output:
+            srun_args.append(f"--output={ds_srun_output}")
+        argv += ["--master_addr", head_node, "--master_port", str(port),
+                 "--no_ssh_check",  # the nodes are reached through srun, not ssh
+                 "--force_multi",  # one node too: srun, not a local launch inside the batch step
+                 # added to DeepSpeed's srun line, after its shlex.split (exact for any value)
+                 f"--launcher_args={shlex.join([*srun_args, *spec.srun_args])}",
+                 ds_rank_entry or "ds_rank_entry.py"]
+        return argv + entry_argv(spec)[1:]  # DeepSpeed's srun line supplies the interpreter
     entry = entry_argv(spec)[1:]  # torchrun supplies the interpreter
     return [spec.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
             "--nproc-per-node", str(spec.effective_procs_per_node), "--rdzv-id", rdzv_id,
@@ -165,6 +214,11 @@ def sbatch_directives(spec: JobSpec) -> list[tuple[str, str | None]]:
 def render_sbatch(spec: JobSpec) -> str:
     """The complete sbatch script for ``spec``."""
     sig = spec.requeue.signal
+    # srun (torchrun's and the plain launcher's) passes the signal on to its tasks. DeepSpeed's
+    # launcher would die of it (no handler) and leave its srun running unsignalled: its srun child
+    # gets the signal instead.
+    forward = (f'pkill -{sig} -P "$launcher_pid"' if spec.uses_deepspeed_launcher
+               else f'kill -s {sig} "$launcher_pid"')
     lines = ["#!/bin/bash",
              f"# {safe_name(spec.name)}: rendered by `slinkyml sbatch render` from its job spec; "
              "re-render rather than edit.",
@@ -229,7 +283,7 @@ def render_sbatch(spec: JobSpec) -> str:
         "# -- preemption: forward the signal, let training checkpoint, then requeue up to the limit",
         "preempted=0",
         f"trap 'preempted=1; echo \"slinkyml: SIG{sig} received; forwarding to the training processes\"; "
-        f"kill -s {sig} \"$launcher_pid\" 2>/dev/null || true' {sig}",
+        f"{forward} 2>/dev/null || true' {sig}",
         '"${launch[@]}" &',
         "launcher_pid=$!",
         "status=0",
@@ -291,16 +345,8 @@ def _launch_lines(spec: JobSpec) -> list[str]:
         out = ["# -- launch: one task per device (or per node), the command as written"]
         return out + _array("launch", [*_srun_prefix(spec, spec.effective_tasks_per_node, label="task"),
                                        *entry_argv(spec)])
-    if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
-        out = ["# -- launch: DeepSpeed's launcher on the batch node; it starts ranks with srun",
-               'hostfile="$log_dir/hostfile-$SLURM_JOB_ID"',
-               'scontrol show hostnames "$SLURM_JOB_NODELIST" | '
-               f'sed "s/\\$/ slots={spec.effective_procs_per_node}/" > "$hostfile"']
-        argv = launch_argv(spec, "HEAD", 0, nnodes="N", ds_hostfile="HOSTFILE")
-        n_opts = argv.index("--master_port") + 2  # launcher options end here; the rest is the user's
-        mapping = {"HEAD": head, "0": port, "N": nnodes, "HOSTFILE": Raw('"$hostfile"')}
-        argv = [_substitute(w, mapping) for w in argv[:n_opts]] + argv[n_opts:]
-        return out + _array("launch", argv)
+    if spec.uses_deepspeed_launcher:
+        return _deepspeed_launcher_lines(spec, head, port, nnodes)
     argv = launch_argv(spec, "HEAD", 0, nnodes="N", rdzv_id="RDZV")
     mapping = {"N": nnodes, "RDZV": rdzv, "HEAD:0": Raw('"$head_node:$rdzv_port"')}
     argv = [_substitute(w, mapping) for w in argv[:_entry_start(argv)]] + argv[_entry_start(argv):]
@@ -312,6 +358,38 @@ def _launch_lines(spec: JobSpec) -> list[str]:
                 *_array("precompile", [*prefix, "neuron_parallel_compile", *argv]),
                 'if (( restart_count == 0 )); then "${precompile[@]}"; fi']
     return out + _array("launch", [*prefix, *argv])
+
+
+def _deepspeed_launcher_lines(spec: JobSpec, head: Raw, port: Raw, nnodes: Raw) -> list[str]:
+    """DeepSpeed's launcher, once on the batch node: hostfile, rank entry, MASTER_ADDR/PORT, argv."""
+    out = ["# -- launch: DeepSpeed's launcher (--launcher slurm) runs here, on the batch node, and starts",
+           "# every rank as a task of one srun; ranks take RANK/LOCAL_RANK/WORLD_SIZE from srun",
+           "# (ds_rank_entry), MASTER_ADDR/PORT from here (srun --export=ALL passes this environment on)",
+           'export MASTER_ADDR="$head_node" MASTER_PORT="$rdzv_port"',
+           f'hostfile="$log_dir/{DS_HOSTFILE}"',
+           'scontrol show hostnames "$SLURM_JOB_NODELIST" | '
+           f'sed "s/\\$/ slots={spec.effective_procs_per_node}/" > "$hostfile"',
+           f'rank_entry="$log_dir/{DS_RANK_ENTRY_FILE}"',
+           "cat > \"$rank_entry\" <<'SLINKYML_RANK_ENTRY'",
+           *DS_RANK_ENTRY.rstrip("\n").split("\n"),
+           "SLINKYML_RANK_ENTRY"]
+    # per-rank logs like the other launchers' (srun expands %j/%t; '%' in the folder is escaped);
+    # the restart count is only known at run time, so that one word is assembled around it
+    mark = "@RESTART@"  # shlex-safe, so it does not make shlex.join quote the word
+    log_dir = spec.log_dir.replace("%", "%%").rstrip("/") or "/"
+    output = f"{log_dir}/{safe_name(spec.name)}-%j-r{mark}-rank%t.log"
+    argv = launch_argv(spec, "HEAD", 0, nnodes="N", ds_hostfile="HOSTFILE", ds_rank_entry="ENTRY",
+                       ds_srun_output=output)
+    n_opts = argv.index("ENTRY") + 1  # launcher options end here; the rest is the user's
+    mapping = {"HEAD": head, "0": port, "N": nnodes, "HOSTFILE": Raw('"$hostfile"'),
+               "ENTRY": Raw('"$rank_entry"')}
+    words: list[str] = []
+    for word in argv[:n_opts]:
+        if word.startswith("--launcher_args="):
+            before, after = word.removeprefix("--launcher_args=").rsplit(mark, 1)
+            word = Raw("--launcher_args=" + quote(before) + '"$restart_count"' + quote(after))
+        words.append(_substitute(word, mapping))
+    return out + _array("launch", words + argv[n_opts:])
 
 
 def _entry_start(argv: list[str]) -> int:

@@ -161,6 +161,16 @@ class JobSpec:
             raise SpecError("neuron_devices_per_node", "the neuron launcher needs ≥ 1 device per node")
         if self.launcher == "deepspeed" and self.deepspeed_config is None:
             pass  # filled in by the renderer (plan.deepspeed_config) when absent
+        if self.uses_deepspeed_launcher:
+            # DeepSpeed's launcher runs on the batch node and starts every rank as an srun task of
+            # its own: the allocation must hold one Slurm task per rank, and the ranks run the
+            # batch node's interpreter (it puts its sys.executable on the srun line).
+            if self.container is not None:
+                raise SpecError("container", "deepspeed_via: deepspeed starts the ranks with the batch "
+                                "node's interpreter outside any container; use deepspeed_via: torchrun")
+            if self.tasks_per_node is not None and self.tasks_per_node != self.effective_procs_per_node:
+                raise SpecError("tasks_per_node", "with deepspeed_via: deepspeed every rank is a Slurm task: "
+                                f"leave it unset or equal to procs_per_node ({self.effective_procs_per_node})")
         if self.deepspeed_config is not None and not isinstance(self.deepspeed_config, (str, Mapping)):
             raise SpecError("deepspeed_config", "must be a mapping or a path to a JSON file")
         env = _str_mapping("env", self.env)
@@ -192,12 +202,21 @@ class JobSpec:
 
     # -- derived values -----------------------------------------------------------------------
     @property
+    def uses_deepspeed_launcher(self) -> bool:
+        """DeepSpeed's own launcher (``deepspeed_via: deepspeed``): it srun-starts one task per rank."""
+        return self.launcher == "deepspeed" and self.deepspeed_via == "deepspeed"
+
+    @property
     def effective_tasks_per_node(self) -> int:
-        """Slurm tasks per node: one launcher per node, or one task per device for plain srun."""
+        """Slurm tasks per node: one launcher per node, or one task per rank for plain srun and for
+        DeepSpeed's launcher (whose ``srun -n <world>`` needs that many tasks in the allocation;
+        ``cpus_per_task`` is then per rank)."""
         if self.tasks_per_node is not None:
             return self.tasks_per_node
         if self.launcher == "srun":
             return self.gpus_per_node or 1
+        if self.uses_deepspeed_launcher:
+            return self.effective_procs_per_node
         return 1
 
     @property
