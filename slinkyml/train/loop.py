@@ -139,7 +139,9 @@ class Trainer:
 
             self.model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
             self.raw_model = model
-            self.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+            # fused AdamW: one kernel for all parameters on CUDA (several % of a step at 1B)
+            self.optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0,
+                                               fused=True if self.cuda else None)
             # fp16 needs dynamic loss scaling; bf16 has fp32's range and needs none.
             self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.precision == "fp16")
 
