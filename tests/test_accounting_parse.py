@@ -97,6 +97,28 @@ def test_recorded_requeue_keeps_both_segments_apart(release, engine):
     assert set(steps["parent_key"]) <= set(both["key"])
 
 
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_recorded_json_records_equal_recorded_sacct(release):
+    """The REST backend's record conversion (slurmdbd's job records: ``sacct --json`` has the same
+    shape) gives the CLI parser's rows, requeued record included: 24.11 lists it as
+    ``["PENDING", "REQUEUED"]``, sacct prints REQUEUED."""
+    import json
+
+    from slinkyml.accounting.backends.restapi import records_to_table
+
+    records = json.loads((DATA.parent / f"slurm-{release}" / "sacct.json").read_text())["jobs"]
+    cols = ["job_id", "job_id_display", "array_task_id", "name", "user", "account", "partition", "state",
+            "submit", "start", "end", "elapsed_s", "timelimit_s", "alloc_cpu", "alloc_mem_bytes",
+            "alloc_node", "alloc_billing", "alloc_gpus", "segment"]
+    if release != "22.05":
+        cols.append("exit_code")  # 22.05's job records say 0 for a batch script's exit 3 (sacct: 3:0)
+    key = ["job_id", "segment"]
+    rest = records_to_table(records).jobs.sort_values(key)[cols].reset_index(drop=True)
+    cli = parse_sacct(_recorded_fields(release)).jobs.sort_values(key)[cols].reset_index(drop=True)
+    assert "REQUEUED" in set(rest["state"])
+    pd.testing.assert_frame_equal(rest, cli, check_dtype=False)
+
+
 def test_crafted_gpu_het_and_malformed(crafted):
     jobs, steps = crafted.jobs.set_index("job_id_display"), crafted.steps
     assert crafted.malformed == 1 and "broken" in crafted.malformed_examples[0]

@@ -27,7 +27,10 @@ FIELDS = (
     "NNodes", "NodeList", "ReqMem", "ReqTRES", "AllocTRES", "TotalCPU", "CPUTimeRAW", "MaxRSS",
     "TRESUsageInAve", "Reservation", "Cluster",
 )
-_NUMERIC = {"DBIndex", "ElapsedRaw", "AllocCPUS", "NNodes", "CPUTimeRAW"}
+_NUMERIC = {"ElapsedRaw", "AllocCPUS", "NNodes", "CPUTimeRAW"}
+#: slurmdbd's record index, read exactly as an unsigned 64-bit integer: a small counter on 22.05,
+#: numbers near 1.7e19 on 24.11 (e.g. 17340697680727278592), past int64 and float64 precision.
+_UINT64 = {"DBIndex"}
 _TIMES = ("Submit", "Eligible", "Start", "End")
 
 
@@ -95,9 +98,8 @@ def _parse_pandas(text: str, sep: str) -> SacctTable:
         raw = _empty_frame()
     else:
         raw = pd.read_csv(io.StringIO(good), sep=sep, header=None, names=list(FIELDS),
-                          dtype={name: ("float64" if name in _NUMERIC else object)
-                                 for name in FIELDS},
-                          keep_default_na=False, na_values={n: [""] for n in _NUMERIC},
+                          dtype={name: _raw_dtype(name) for name in FIELDS},
+                          keep_default_na=False, na_values={n: [""] for n in _NUMERIC | _UINT64},
                           quoting=3, engine="c")
     df = tidy(raw)
     is_step = df["step"].notna()
@@ -119,8 +121,12 @@ def _split_good_lines(text: str, sep: str) -> tuple[str | None, list[str]]:
     return ("\n".join(kept) if kept else None), bad
 
 
+def _raw_dtype(name: str) -> str | type:
+    return "float64" if name in _NUMERIC else "UInt64" if name in _UINT64 else object
+
+
 def _empty_frame() -> pd.DataFrame:
-    return pd.DataFrame({name: pd.Series(dtype="float64" if name in _NUMERIC else object)
+    return pd.DataFrame({name: pd.Series(dtype=_raw_dtype(name))
                          for name in FIELDS})
 
 
@@ -184,7 +190,7 @@ def tidy(raw: pd.DataFrame) -> pd.DataFrame:
     het = pd.array(parts["het"], dtype="Int64")
     out["het_job_id"] = pd.Series(base, index=raw.index).where(~pd.isna(het))
     out["het_offset"] = het
-    out["db_index"] = raw["DBIndex"].astype("Int64")
+    out["db_index"] = raw["DBIndex"].astype("UInt64")
     for name, col in (("name", "JobName"), ("user", "User"), ("account", "Account"),
                       ("partition", "Partition"), ("qos", "QOS"), ("nodelist", "NodeList"),
                       ("reservation", "Reservation"), ("cluster", "Cluster")):

@@ -169,6 +169,14 @@ def _nullable_text(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.if_else(pc.equal(col, ""), pa.scalar(None, _STR), col)
 
 
+def _uint64(col: pa.ChunkedArray) -> pd.arrays.IntegerArray:
+    """DBIndex: exact unsigned 64-bit (24.11's indices pass int64 and float64 precision)."""
+    values = pc.cast(_nullable_text(col), pa.uint64())
+    mask = values.is_null().to_numpy(zero_copy_only=False)
+    return pd.arrays.IntegerArray(values.fill_null(0).to_numpy(zero_copy_only=False).astype(np.uint64),
+                                  np.asarray(mask, dtype=bool))
+
+
 def _floats(col: pa.ChunkedArray) -> np.ndarray:
     """Numeric field: empty → NaN; anything else unparsable raises (as pandas' reader did)."""
     return pc.cast(_nullable_text(col), pa.float64()).to_numpy(zero_copy_only=False)
@@ -318,7 +326,7 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
         "step": _strings(parts["step"]),
         "array_job_id": parts["array_job_id"], "array_task_id": parts["array_task_id"],
         "het_job_id": parts["het_job_id"], "het_offset": parts["het_offset"],
-        "db_index": pd.array(_floats(col("DBIndex")), dtype="Float64").astype("Int64"),
+        "db_index": _uint64(col("DBIndex")),
     }
     texts: dict[str, tuple[np.ndarray, list[str | None]]] = {}
     for name, field in (("name", "JobName"), ("user", "User"), ("account", "Account"),
