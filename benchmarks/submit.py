@@ -94,21 +94,13 @@ def main() -> int:
                              text=True, check=True, cwd=work).stdout
         job_ids.append(int(out.strip().split(";")[0]))
 
-    class Held(SbatchBackend):
-        """The sbatch backend plus --hold, like raw(): the jobs never take the cluster's nodes."""
-
-        def submit(self, spec, script, *, cwd):  # noqa: ANN001
-            job = self.slurm.sbatch(script, ["--hold"], cwd=str(cwd))
-            job_ids.append(job)
-            return job
-
-    held_backend = Held(slurm)
+    held_backend = SbatchBackend(slurm, extra_args=("--hold",))  # like raw(): never takes the nodes
 
     def ours() -> None:
-        submit(spec, backend=held_backend, cwd=work)
+        job_ids.append(submit(spec, backend=held_backend, cwd=work).job_id)
 
     def ours_checked() -> None:
-        submit(spec, backend=held_backend, cwd=work, slurm=slurm)
+        job_ids.append(submit(spec, backend=held_backend, cwd=work, slurm=slurm).job_id)
 
     def cli() -> None:
         yaml_path = work / "bench.yaml"

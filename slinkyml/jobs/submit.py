@@ -7,7 +7,9 @@ else ``sbatch``.
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -33,9 +35,16 @@ class SbatchBackend:
     slurm: object
     as_user: str | None = None
     name: str = "sbatch"
+    extra_args: tuple[str, ...] = ()  # sbatch options given on top of the script's (e.g. --hold)
 
     def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int:
-        return self.slurm.sbatch(script, as_user=self.as_user, cwd=str(cwd))  # type: ignore[attr-defined]
+        return self.start(spec, script, cwd=cwd)()
+
+    def start(self, spec: JobSpec, script: str, *, cwd: Path) -> Callable[[], int]:
+        """Start ``sbatch`` and return a function that waits for the job id (lets :func:`submit`
+        write its record of the script while ``sbatch`` talks to the controller)."""
+        return self.slurm.start_sbatch(script, self.extra_args, as_user=self.as_user,  # type: ignore[attr-defined]
+                                       cwd=str(cwd)).job_id
 
 
 def config_value(key: str) -> str | None:
@@ -86,6 +95,25 @@ class Submitted:
     backend: str
 
 
+_RECORDS = itertools.count()
+
+
+def _keep_record(path: Path, script: str) -> Path:
+    """A copy of the submitted script next to its logs; a record only, so failures are ignored."""
+    try:
+        path.write_text(script)
+    except OSError:
+        pass
+    return path
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
     """Render, check against the live cluster, keep a copy of the script in the log dir, submit."""
@@ -96,14 +124,28 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
 
         check_job(spec, slurm, user=user)
     log_dir = cwd / spec.log_dir
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)  # sbatch cannot open --output in a missing dir
+    try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
+        if not log_dir.is_dir():
+            log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
-    job_id = backend.submit(spec, script, cwd=cwd)
-    path = log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch"
-    try:
-        path.write_text(script)
-    except OSError:
-        pass  # a record only; the job is already submitted
+    start = getattr(backend, "start", None)
+    if start is None:
+        job_id = backend.submit(spec, script, cwd=cwd)
+        path = _keep_record(log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch", script)
+    else:  # the record is written while sbatch runs, under a temporary name until the id is known
+        wait = start(spec, script, cwd=cwd)
+        pending = _keep_record(log_dir / f".{safe_name(spec.name)}-{os.getpid()}-{next(_RECORDS)}.sbatch.tmp",
+                               script)
+        try:
+            job_id = wait()
+        except BaseException:
+            _remove(pending)
+            raise
+        path = log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch"
+        try:
+            os.replace(pending, path)
+        except OSError:
+            _remove(pending)
+            _keep_record(path, script)
     return Submitted(job_id, path, backend.name)
