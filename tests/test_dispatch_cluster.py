@@ -7,6 +7,7 @@ Checkpointable jobs (``scontrol update StartTime=now``), which keeps the preempt
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import sys
@@ -19,6 +20,8 @@ from slinkyml.dispatch import Checkpointable, Executor, JobError, JobFailed
 from slinkyml.dispatch.arrays import ItemError, max_array_size
 
 pytestmark = pytest.mark.slurm
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed (pip install '.[train]')")
 
 # the functions below live in this test file, which the nodes cannot import by name
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -48,6 +51,7 @@ def sleep_then(seconds: float, value):
     return value
 
 
+@needs_torch
 @pytest.mark.timeout(240)
 def test_two_nodes_two_tasks_allreduce_every_rank(slurm, shared_tmp, own):
     from slinkyml.dispatch.demo import allreduce_task, expected_sum
@@ -170,6 +174,7 @@ class Steps(Checkpointable):
         return {"rank": dist.get_rank(), "step": self.step, "total": self.total, "starts": self.starts}
 
 
+@needs_torch
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_preempted_multi_rank_checkpointable_resumes_at_the_right_step(slurm, shared_tmp, own):

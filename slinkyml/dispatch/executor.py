@@ -26,6 +26,11 @@ from slinkyml.slurm import Slurm
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
 RESULT_GRACE_S = 5.0
+#: seconds a requeued job stays held before we release it: slurmd must be done revoking the old
+#: run's credential, or (Slurm 24.11) it refuses the new one and slurmctld kills the job
+#: ("Killing non-startable batch JobId=…: Job credential revoked"; half the releases at 0 s, none
+#: of 15 at 2 s or more on a real 24.11.5). slurmctld's own hold is ~120 s.
+REQUEUE_SETTLE_S = 3.0
 _POLL_S = 0.2
 
 
@@ -315,6 +320,7 @@ class Job:
         self._sjob = sjob
         self.checkpointable = checkpointable
         self._released_at = float("-inf")
+        self._held_since: float | None = None
         self.executor = executor
         self.tracker = executor.tracker
         self.job_id = str(sjob.job_id)
@@ -357,8 +363,7 @@ class Job:
         if len(self._outcomes) == self.num_tasks:
             return True
         info = self.tracker.info(self.job_id)
-        if self.checkpointable and info.state == "PENDING" and info.reason == "BeginTime":
-            self._release_requeued()
+        self._release_if_requeued(info)
         return info.terminal
 
     def _check(self) -> bool:
@@ -370,8 +375,7 @@ class Job:
         if len(self._outcomes) == self.num_tasks:
             return True
         info = self.tracker.info(self.job_id)
-        if self.checkpointable and info.state == "PENDING" and info.reason == "BeginTime":
-            self._release_requeued()
+        self._release_if_requeued(info)
         if info.terminal:
             deadline = time.monotonic() + (RESULT_GRACE_S if info.state == "COMPLETED" else 1.0)
             while time.monotonic() < deadline:
@@ -382,11 +386,17 @@ class Job:
             raise JobFailed(info, self._failure_hint())
         return False
 
-    def _release_requeued(self) -> None:
+    def _release_if_requeued(self, info: JobInfo) -> None:
         """slurmctld holds a requeued job for 120 s (BeginTime); we set no begin time ourselves,
-        so this hold comes from the requeue: start the resumed job as soon as it can run."""
+        so this hold comes from the requeue: start the resumed Checkpointable job as soon as it can
+        safely run, :data:`REQUEUE_SETTLE_S` after we first saw it held."""
+        if not (self.checkpointable and info.state == "PENDING" and info.reason == "BeginTime"):
+            self._held_since = None
+            return
         now = time.monotonic()
-        if now - self._released_at < 5.0:
+        if self._held_since is None:
+            self._held_since = now
+        if now - self._held_since < REQUEUE_SETTLE_S or now - self._released_at < 5.0:
             return
         self._released_at = now
         self.executor.slurm.run("scontrol", ["update", f"JobId={self.job_id}", "StartTime=now"],
