@@ -3,6 +3,7 @@ node), 2-node torchrun DDP and 2-node DeepSpeed (ZeRO-2 on CPU, via torchrun), f
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import pytest
@@ -23,6 +24,8 @@ def _spec(work, name: str, args: list[str], **extra) -> JobSpec:
     return JobSpec.from_dict(data)
 
 
+@pytest.mark.skipif(not all(importlib.util.find_spec(m) for m in ("torch", "deepspeed")),
+                    reason="torch and deepspeed are not installed (pip install '.[train]')")
 @pytest.mark.timeout(400)
 def test_two_node_torchrun_and_deepspeed_from_python(slurm, shared_tmp):
     ddp = _spec(shared_tmp, "nb-ddp", ["--steps", "6", "--checkpoint-every", "3"])

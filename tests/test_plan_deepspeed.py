@@ -7,6 +7,9 @@ import os
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import pytest
+
+pytest.importorskip("deepspeed")
+
 from deepspeed.runtime import config as ds_config_module
 from deepspeed.runtime.config import DeepSpeedConfig
 
