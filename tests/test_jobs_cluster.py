@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from slinkyml.jobs.follow import wait
-from slinkyml.jobs.restapi import RestApiBackend
+from slinkyml.jobs.restapi import RestApiBackend, api_version, submit_request
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.jobs.validate import JobCheckError, check_job, problems, user_associations
@@ -39,6 +41,8 @@ def test_validation_says_what_is_wrong_in_one_line(slurm, shared_tmp):
         assert needle in text
     with pytest.raises(JobCheckError, match="partition 'nope' does not exist"):
         check_job(_echo_spec(shared_tmp, partition="nope"), slurm)
+    with pytest.raises(JobCheckError, match="no --container-image option .the pyxis SPANK plugin"):  # no pyxis here
+        check_job(_echo_spec(shared_tmp, container={"image": "nvcr.io/nvidia/pytorch:24.07-py3"}), slurm)
 
 
 @pytest.mark.timeout(60)
@@ -74,22 +78,101 @@ def test_injection_values_arrive_literally_and_run_nothing(slurm, shared_tmp):
     assert not canary.exists()
 
 
+def _rest_backend(local_cluster, slurm, transport: str) -> RestApiBackend:
+    spec = local_cluster.spec  # the session's cluster: its own socket and port (a second cluster has others)
+    if transport == "unix":
+        return RestApiBackend.from_config(slurm=slurm, url=f"unix:{spec.restd_socket}")
+    return RestApiBackend.from_config(slurm=slurm, url=spec.restd_url, token=local_cluster.token("root"),
+                                      user="root")
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("transport", ["unix", "jwt"])
 def test_restapi_backend_submits_the_same_script(slurm, local_cluster, shared_tmp, transport):
-    if transport == "unix":
-        sock = Path(local_cluster.spec.state_dir) / "run" / "slurmrestd.sock"
-        backend = RestApiBackend.from_config(slurm=slurm, url=f"unix:{sock}")
-    else:
-        backend = RestApiBackend.from_config(slurm=slurm, url="http://127.0.0.1:6820",
-                                             token=local_cluster.token("root"), user="root")
-    assert backend.version == ("v0.0.38" if not slurm.version.at_least(23, 11) else "v0.0.40")
+    backend = _rest_backend(local_cluster, slurm, transport)
+    # the newest OpenAPI version this Slurm serves: v0.0.38 on 22.05, v0.0.42 on 24.11
+    assert backend.version == api_version(slurm.version) == slurm.version.restapi_versions[0]
     spec = _echo_spec(shared_tmp, name=f"rest-{transport}", entry={"script": "/bin/echo", "args": ["via $(rest)"]})
     result = submit(spec, backend=backend, slurm=slurm, cwd=shared_tmp)
     state = wait(slurm, result.job_id, timeout=60, poll=0.5)
     assert state.state == "COMPLETED" and state.name == f"rest-{transport}"
     logs = list((shared_tmp / "logs").glob(f"rest-{transport}-{result.job_id}-r0-task0.log"))
     assert logs and logs[0].read_text() == "via $(rest)\n"
+
+
+REST_TASK = """import json, os, signal, socket, sys, time
+def preempted(signum, frame):
+    # what the trainer does: leave the marker the batch script looks for, then stop
+    marker = os.path.join(os.environ["SLINKYML_LOG_DIR"],
+                          f".preempted-{os.environ['SLURM_JOB_ID']}-r{os.environ['SLINKYML_RESTART_COUNT']}")
+    open(marker, "w").close()
+    print("task got", signal.Signals(signum).name, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGUSR2, preempted)
+keys = ("SLURM_CONF", "PATH", "LANG", "SPEC_VAR", "SLURM_JOB_NUM_NODES", "SLURM_PROCID")
+json.dump({"env": {k: os.environ.get(k) for k in keys}, "host": socket.gethostname(), "cwd": os.getcwd()},
+          open(os.path.join(sys.argv[1], "task%s.json" % os.environ["SLURM_PROCID"]), "w"))
+print("task waiting for the warning signal", flush=True)
+time.sleep(150)
+print("task: no signal came", flush=True)
+"""
+
+
+@pytest.mark.timeout(240)
+def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp, monkeypatch):
+    """One job through the newest submit API (v0.0.42 on 24.11: {set, number} numbers, environment
+    as a list, kill_warning_* instead of "signal"; v0.0.38 on 22.05), its options checked in
+    scontrol and sacct, its environment inside the tasks, and the warning signal before the end."""
+    monkeypatch.setenv("LANG", "C.UTF-8")  # handed over in the request's environment (EXPORTED_ENV)
+    backend = _rest_backend(local_cluster, slurm, "jwt")
+    task = shared_tmp / "task.py"
+    task.write_text(REST_TASK)
+    spec = JobSpec.from_dict({
+        "name": "rest-options", "launcher": "srun", "nodes": 2, "tasks_per_node": 1, "mem_per_node": "256M",
+        "time_limit": "2", "python": sys.executable, "entry": {"script": str(task), "args": [str(shared_tmp)]},
+        "env": {"SPEC_VAR": "from the spec"}, "log_dir": "logs",  # relative: to the working directory
+        "requeue": {"signal": "USR2", "grace_seconds": 60, "max_restarts": 0}})
+    path, _ = submit_request(spec, "", version=backend.version, cwd=str(shared_tmp), environment={})
+    assert path == f"/slurm/{slurm.version.restapi_versions[0]}/job/submit"
+    job_id = submit(spec, backend=backend, slurm=slurm, cwd=shared_tmp).job_id
+
+    job = slurm.show("job", str(job_id))[0]
+    assert job["JobName"] == "rest-options" and job["TimeLimit"] == "00:02:00"
+    assert job["NumNodes"].split("-")[0] == "2" and job["NumTasks"] == "2"
+    assert job["MinMemoryNode"] == "256M" and job["Requeue"] == "1"
+    assert job["WorkDir"] == str(shared_tmp)
+    assert job["StdOut"] == str(shared_tmp / "logs" / f"rest-options-{job_id}.out")
+
+    # The warning is due 60 s before the 2-minute limit; slurmctld sends it at its first 30-s limit
+    # check inside [due - 30 s, due], i.e. 30-60 s into the run. The tasks stop on it, so the run
+    # ends FAILED ("no restarts left"), not TIMEOUT.
+    state = wait(slurm, job_id, timeout=200, poll=1.0)
+    assert state.state == "FAILED", state
+    tasks = [json.loads((shared_tmp / f"task{rank}.json").read_text()) for rank in (0, 1)]
+    assert len({t["host"] for t in tasks}) == 2
+    for t in tasks:
+        assert t["cwd"] == str(shared_tmp)
+        assert t["env"]["SLURM_CONF"] == str(local_cluster.spec.slurm_conf)  # from the request's environment
+        assert t["env"]["PATH"] == os.environ["PATH"] and t["env"]["LANG"] == "C.UTF-8"
+        assert t["env"]["SPEC_VAR"] == "from the spec" and t["env"]["SLURM_JOB_NUM_NODES"] == "2"
+    logs = shared_tmp / "logs"
+    task_logs = "".join(p.read_text() for p in sorted(logs.glob(f"rest-options-{job_id}-r0-task*.log")))
+    assert task_logs.count("task got SIGUSR2") == 2 and "no signal came" not in task_logs
+    batch = (logs / f"rest-options-{job_id}.out").read_text()
+    assert "preempted with no restarts left (0)" in batch
+    if backend.version != "v0.0.38":  # kill_warning_flags BATCH_JOB (= sbatch's "B:"): the batch shell traps it
+        assert "SIGUSR2 received; forwarding to the training processes" in batch
+
+    fields = ("JobName", "State", "Timelimit", "NNodes", "WorkDir")
+    acct: dict[str, str] = {}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and acct.get("State") != "FAILED":  # slurmdbd lags a little
+        out = slurm.run("sacct", ["-X", "-n", "-P", "-j", str(job_id), "-o", ",".join(fields)],
+                        check=False).stdout.strip().splitlines()
+        acct = dict(zip(fields, out[0].split("|"), strict=True)) if out else {}
+        time.sleep(1)
+    assert acct == {"JobName": "rest-options", "State": "FAILED", "Timelimit": "00:02:00", "NNodes": "2",
+                    "WorkDir": str(shared_tmp)}
 
 
 @pytest.mark.timeout(90)

@@ -135,7 +135,7 @@ def test_restapi_bodies_branch_on_version():
     path, body = submit_request(spec, "#!/bin/bash\n", version="v0.0.38", cwd="/w", environment={"PATH": "/bin"})
     assert path == "/slurm/v0.0.38/job/submit" and body["script"].startswith("#!")
     job = body["job"]
-    assert job["nodes"] == [2, 2] and job["time_limit"] == 11 and job["memory_per_node"] == 2048
+    assert job["nodes"] == "2" and job["time_limit"] == 11 and job["memory_per_node"] == 2048
     assert job["environment"] == {"PATH": "/bin"} and job["signal"] == "12@60" and job["gres"] == "gpu:1"
     path, body = submit_request(spec, "#!/bin/bash\n", version="v0.0.40", cwd="/w", environment={"PATH": "/bin"})
     job = body["job"]

@@ -24,8 +24,12 @@ from slinkyml.jobs.render import safe_name, sbatch_directives
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.validate import mem_mb
 
-DEFAULT_SOCKET = "/var/lib/slinkyml/dev/run/slurmrestd.sock"
+DEFAULT_SOCKET = "/var/lib/slinkyml/dev/run/slurmrestd.sock"  # root's dev cluster, default state dir
 DEFAULT_URL = "http://127.0.0.1:6820"
+#: OpenAPI versions whose ``job/submit`` body :func:`submit_request` builds, newest first. v0.0.40,
+#: v0.0.41 and v0.0.42 (Slurm 23.11 … 24.11; 25.05 still serves v0.0.42) take the same job fields;
+#: v0.0.38 is 22.05's. Checked against a real 24.11.5 slurmrestd's /openapi/v3.
+SUBMIT_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38")
 #: Variables of the submitting shell handed to the job (sbatch's --export=ALL does this implicitly).
 EXPORTED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "SLURM_CONF", "PYTHONPATH", "VIRTUAL_ENV", "USER")
 
@@ -47,8 +51,31 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 def api_version(slurm_version: Any) -> str:
-    """The OpenAPI plugin version used for job submission on this Slurm release."""
-    return "v0.0.38" if not slurm_version.at_least(23, 11) else "v0.0.40"
+    """The OpenAPI plugin version used for job submission on this Slurm release: the newest one
+    the release's slurmrestd serves (:attr:`SlurmVersion.restapi_versions`) whose body we build.
+
+    22.05 → v0.0.38; 23.11 → v0.0.40; 24.05 → v0.0.41; 24.11 → v0.0.42; 25.05+ → v0.0.42 while it
+    is served (v0.0.40 is gone from 25.05 on, so pinning it would break there).
+    """
+    if not slurm_version.at_least(23, 11):
+        return "v0.0.38"
+    for version in slurm_version.restapi_versions:
+        if version in SUBMIT_VERSIONS:
+            return version
+    return slurm_version.restapi_versions[-1]  # a release we do not know yet: its oldest
+
+
+def default_target() -> str:
+    """Where slurmrestd is when nothing is configured: the dev cluster's unix socket if it exists
+    (``$SLINKYML_STATE_DIR`` picks the cluster), else its JWT port (``$SLINKYML_DEV_PORT_BASE``)."""
+    from slinkyml.dev.config import options_from_env
+    from slinkyml.dev.paths import default_state_dir
+
+    sock = default_state_dir() / "run" / "slurmrestd.sock"
+    if sock.exists():
+        return f"unix:{sock}"
+    port = options_from_env().get("slurmrestd_port")
+    return f"http://127.0.0.1:{port}" if port else DEFAULT_URL
 
 
 def submit_request(spec: JobSpec, script: str, *, version: str, cwd: str,
@@ -76,7 +103,9 @@ def submit_request(spec: JobSpec, script: str, *, version: str, cwd: str,
         if spec.nodelist:
             raise RestApiError("nodelist is not supported by slurmrestd v0.0.38 (Slurm 22.05); "
                                "use the sbatch backend")
-        job.update({"nodes": [spec.nodes, spec.nodes], "time_limit": minutes, "environment": environment,
+        # "nodes" goes through sbatch's option parser as text: the [min, max] list the schema shows is
+        # accepted and ignored by a real 22.05.8 (the job gets 1 node)
+        job.update({"nodes": str(spec.nodes), "time_limit": minutes, "environment": environment,
                     "signal": signal, "open_mode": "append"})
         if spec.mem_per_node:
             job["memory_per_node"] = mem_mb(spec.mem_per_node)
@@ -85,7 +114,8 @@ def submit_request(spec: JobSpec, script: str, *, version: str, cwd: str,
         if gres:
             job["gres"] = gres
         return f"/slurm/{version}/job/submit", {"script": script, "job": job}
-    # v0.0.40+ (Slurm 23.11 … 24.11+): numbers are {set, number}; env is a list; no "signal" string.
+    # v0.0.40–v0.0.42 (Slurm 23.11 … 24.11): numbers are {set, infinite, number}; env is a list of
+    # "K=V"; the script goes inside "job"; no "signal" string: kill_warning_* with BATCH_JOB (= "B:").
     def number(n: int) -> dict[str, Any]:
         return {"set": True, "infinite": False, "number": n}
 
@@ -123,7 +153,7 @@ class RestApiBackend:
 
         url = url or os.environ.get("SLINKYML_RESTAPI_URL") or config_value("restapi_url")
         if not url:
-            url = f"unix:{DEFAULT_SOCKET}" if Path(DEFAULT_SOCKET).exists() else DEFAULT_URL
+            url = default_target()
         token = token or os.environ.get("SLURM_JWT")
         return cls(url=url, version=api_version(slurm.version), token=token, user=user)
 

@@ -1,0 +1,80 @@
+"""The slurmrestd submit backend's version choice and request bodies (no cluster needed; the live
+submissions are in test_jobs_cluster.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slinkyml.jobs.restapi import RestApiBackend, api_version, default_target, submit_request
+from slinkyml.jobs.spec import JobSpec
+from slinkyml.slurm.version import SlurmVersion
+
+
+@pytest.mark.parametrize("release,expected", [
+    ((22, 5, 8), "v0.0.38"),
+    ((23, 2, 7), "v0.0.38"),
+    ((23, 11, 10), "v0.0.40"),
+    ((24, 5, 4), "v0.0.41"),
+    ((24, 11, 5), "v0.0.42"),  # what a real 24.11.5 slurmrestd serves newest (v0.0.40..42)
+    ((25, 5, 0), "v0.0.42"),   # v0.0.43 is newer, but its body is unchecked; 25.05 still serves v0.0.42
+])
+def test_api_version_is_the_newest_served_that_we_build(release, expected):
+    version = SlurmVersion(*release)
+    assert api_version(version) == expected
+    if version.at_least(23, 11):
+        assert expected in version.restapi_versions  # never a version the daemon does not serve
+
+
+def _spec(**extra) -> JobSpec:
+    data = {"name": "rest", "launcher": "srun", "nodes": 2, "tasks_per_node": 1, "mem_per_node": "256M",
+            "time_limit": "00:02:30", "entry": {"script": "/bin/true"}, "log_dir": "logs",
+            "requeue": {"signal": "USR2", "grace_seconds": 60, "max_restarts": 1}}
+    data.update(extra)
+    return JobSpec.from_dict(data)
+
+
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_v0_0_4x_body(version):
+    """The fields a real 24.11.5 slurmrestd's /openapi/v3 declares for job_desc_msg, same in all three."""
+    path, body = submit_request(_spec(nodelist="t[1-2]", exclusive=True), "#!/bin/bash\n", version=version,
+                                cwd="/w", environment={"PATH": "/bin", "LANG": "C.UTF-8"})
+    assert path == f"/slurm/{version}/job/submit" and set(body) == {"job"}
+    job = body["job"]
+    assert job["script"] == "#!/bin/bash\n" and job["current_working_directory"] == "/w"
+    assert job["nodes"] == "2" and job["tasks_per_node"] == 1 and job["requeue"] is True
+    assert job["time_limit"] == {"set": True, "infinite": False, "number": 3}  # minutes, rounded up
+    assert job["memory_per_node"] == {"set": True, "infinite": False, "number": 256}
+    assert job["environment"] == ["PATH=/bin", "LANG=C.UTF-8"]
+    assert (job["kill_warning_signal"], job["kill_warning_flags"]) == ("USR2", ["BATCH_JOB"])
+    assert job["kill_warning_delay"] == {"set": True, "infinite": False, "number": 60}
+    assert job["open_mode"] == ["APPEND"] and job["shared"] == ["none"] and job["required_nodes"] == ["t[1-2]"]
+    assert job["standard_output"] == "/w/logs/rest-%j.out"
+
+
+def test_v0_0_38_body_sends_nodes_as_text():
+    """22.05.8 accepts the schema's [min, max] list for "nodes" and ignores it (1 node); "2" works."""
+    _, body = submit_request(_spec(), "#!/bin/bash\n", version="v0.0.38", cwd="/w", environment={"PATH": "/bin"})
+    job = body["job"]
+    assert body["script"] == "#!/bin/bash\n" and job["nodes"] == "2" and job["time_limit"] == 3
+    assert job["signal"] == "12@60" and job["environment"] == {"PATH": "/bin"}  # no "B:" on v0.0.38
+
+
+def test_default_target_follows_the_dev_cluster_env(tmp_path, monkeypatch):
+    """Unconfigured, the backend finds the dev cluster that SLINKYML_STATE_DIR/SLINKYML_DEV_* name."""
+    monkeypatch.delenv("SLINKYML_RESTAPI_URL", raising=False)
+    monkeypatch.setenv("SLINKYML_CONFIG", str(tmp_path / "none.yaml"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/slinkyml/config.yaml
+    monkeypatch.setenv("SLINKYML_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("SLINKYML_DEV_PORT_BASE", "7817")
+    assert default_target() == "http://127.0.0.1:7820"
+    monkeypatch.delenv("SLINKYML_DEV_PORT_BASE")
+    assert default_target() == "http://127.0.0.1:6820"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "slurmrestd.sock").touch()
+    assert default_target() == f"unix:{tmp_path / 'run' / 'slurmrestd.sock'}"
+
+    class _Slurm:
+        version = SlurmVersion(24, 11, 5)
+
+    backend = RestApiBackend.from_config(slurm=_Slurm())
+    assert (backend.url, backend.version) == (f"unix:{tmp_path / 'run' / 'slurmrestd.sock'}", "v0.0.42")
