@@ -47,3 +47,28 @@ def test_config_change_restarts_the_slurm_daemons(local_cluster):
         restored = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True).up()
     assert "NO_FAIR_TREE" not in restored.slurm.show_config().get("PriorityFlags", "")
     assert restored.slurm.run("srun", ["-N2", "true"], timeout=60).returncode == 0
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(240)
+def test_a_daemon_failing_mid_start_stops_everything_and_shows_its_log(local_cluster):
+    """slurmctld refuses its config after munge, MariaDB and slurmdbd are up: `up` raises one error
+    that names the daemon and ends with its log, and leaves nothing running; a good `up` recovers."""
+    from slinkyml.dev.cluster import ClusterStartError
+
+    spec = local_cluster.spec
+    before = [d.pid for d in local_cluster.status()["daemons"] if d.pid]
+    broken = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True,
+                          extra_slurm_conf="SelectType=select/no_such_plugin")
+    try:
+        with pytest.raises(ClusterStartError) as info:
+            broken.up()
+        message = str(info.value)
+        assert message.startswith("slurmctld exited; last lines of ")
+        assert "no_such_plugin" in message  # the log tail says why
+        daemons = broken.status()["daemons"]
+        assert [d.name for d in daemons if d.pid is not None] == []  # munged, MariaDB, slurmdbd too
+        assert before and not any(is_alive(pid) for pid in before)
+    finally:
+        restored = LocalCluster(spec.state_dir, nodes=spec.nodes, keep_running=True).up()
+    assert restored.running and restored.slurm.run("srun", ["-N2", "true"], timeout=60).returncode == 0
