@@ -20,3 +20,23 @@ def test_building_the_parser_imports_nothing_heavy() -> None:
             "'kubernetes', 'submitit', 'numpy'); print(','.join(m for m in heavy if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_sub_command_imports_only_its_own_module() -> None:
+    code = ("import sys; from slinkyml.cli import build_parser; build_parser('sbatch'); "
+            "print(sorted(m for m in sys.modules if m.startswith('slinkyml.cli.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['slinkyml.cli.sbatch']"
+
+
+def test_help_and_unknown_commands_still_see_every_command() -> None:
+    helped = subprocess.run([sys.executable, "-m", "slinkyml", "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0
+    for name in ("dev", "cluster", "sbatch", "jobs", "usage", "fairshare", "efficiency", "report", "plan",
+                 "demo"):
+        assert name in helped.stdout
+    bad = subprocess.run([sys.executable, "-m", "slinkyml", "sbach"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'sbach'" in bad.stderr and "sbatch" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 2  # usage + one error line, no traceback
+    sub = subprocess.run([sys.executable, "-m", "slinkyml", "usage", "--help"], capture_output=True, text=True)
+    assert sub.returncode == 0 and "--since" in sub.stdout
