@@ -6,6 +6,8 @@ Figures (medians; the cluster is shared, so expect noise):
 * raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch; also
   with the live-cluster checks) → ratio; the goal is ≤ 1.05× without the checks;
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
+* the same submission through slurmrestd's unix socket (the ``restapi`` backend: no ``sbatch``
+  process per job) → ratio to raw ``sbatch``;
 * ``slinkyml sbatch submit --no-check`` as a whole process (Python start-up included);
 * time from submission to the first training step of a 2-node torchrun job, rendered vs a
   hand-written sbatch running the same trainer, alternating in ABBA order.
@@ -102,6 +104,19 @@ def main() -> int:
     def ours_checked() -> None:
         job_ids.append(submit(spec, backend=held_backend, cwd=work, slurm=slurm).job_id)
 
+    from slinkyml.jobs.restapi import RestApiBackend
+
+    rest_backend = RestApiBackend.from_config(slurm=slurm)  # the dev cluster's unix socket (local auth)
+
+    rest_times: list[float] = []
+
+    def ours_rest() -> None:
+        t0 = time.perf_counter()
+        job_id = submit(spec, backend=rest_backend, cwd=work).job_id
+        rest_times.append(time.perf_counter() - t0)
+        job_ids.append(job_id)
+        slurm.run("scancel", [str(job_id)], check=False, retries=0)  # not held: cancel at once (untimed)
+
     def cli() -> None:
         yaml_path = work / "bench.yaml"
         if not yaml_path.exists():
@@ -120,6 +135,9 @@ def main() -> int:
         # interleaved rounds in a shuffled order: controller and machine noise hits all alike
         rounds = interleaved({"raw": raw, "ours": ours, "checked": ours_checked}, args.repeats)
         t_raw, t_ours, t_checked = (statistics.median(rounds[k]) for k in ("raw", "ours", "checked"))
+        # slurmrestd: no process to start per job (the scancel after each is not timed)
+        rest_rounds = interleaved({"raw": raw, "rest": ours_rest}, args.repeats)
+        t_rest, t_raw_rest = statistics.median(rest_times), statistics.median(rest_rounds["raw"])
         paired = statistics.median(o / r for o, r in zip(rounds["ours"], rounds["raw"], strict=True))
         t_help = median_time(lambda: subprocess.run([SLINKYML, "--help"], capture_output=True, check=True),
                              args.repeats)
@@ -134,6 +152,7 @@ def main() -> int:
         "raw_sbatch_s": t_raw, "submit_in_process_s": t_ours, "ratio_in_process": t_ours / t_raw,
         "ratio_in_process_paired_median": paired,
         "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw,
+        "submit_restapi_unix_s": t_rest, "ratio_restapi_unix": t_rest / t_raw_rest,
         "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
         "cli_submit_process_s": t_cli, "cli_submit_minus_python_startup_ratio": (t_cli - t_python) / t_raw,
     }

@@ -39,3 +39,26 @@ def test_refused_submission_leaves_no_record(slurm, shared_tmp):
         submit(_spec(shared_tmp, partition="no_such_partition", log_dir=str(logs)),
                backend=SbatchBackend(slurm), cwd=shared_tmp, validate=False)
     assert list(logs.iterdir()) == []
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(60)
+def test_sbatch_started_early_submits_nothing_when_rendering_fails(slurm, shared_tmp, monkeypatch):
+    """sbatch starts before the script exists; a failure before it is fed kills it unsubmitted."""
+    import uuid
+
+    import slinkyml.jobs.submit as submit_module
+
+    name = f"never-{uuid.uuid4().hex[:8]}"
+
+    def broken_render(spec):
+        raise RuntimeError("render failed")
+
+    monkeypatch.setattr(submit_module, "render_sbatch", broken_render)
+    with pytest.raises(RuntimeError, match="render failed"):
+        submit(_spec(shared_tmp, name=name, log_dir=str(shared_tmp / "never")), backend=SbatchBackend(slurm),
+               cwd=shared_tmp)
+    pending = slurm.start_sbatch(None, ["--hold", f"--job-name={name}"], cwd=str(shared_tmp))
+    pending.abort()
+    assert slurm.run("squeue", ["-h", "-t", "all", "-n", name, "-o", "%i"]).stdout.strip() == ""  # not even finished
+    assert not (shared_tmp / "never").exists() or list((shared_tmp / "never").iterdir()) == []

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.render import render_sbatch, safe_name
 from slinkyml.jobs.spec import JobSpec
+
+if TYPE_CHECKING:
+    from slinkyml.slurm.runner import PendingCommand
 
 BACKENDS = ("sbatch", "restapi")
 CONFIG_FILES = ("~/.config/slinkyml/config.yaml", "/etc/slinkyml/config.yaml")
@@ -38,13 +40,15 @@ class SbatchBackend:
     extra_args: tuple[str, ...] = ()  # sbatch options given on top of the script's (e.g. --hold)
 
     def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int:
-        return self.start(spec, script, cwd=cwd)()
+        pending = self.start(spec, cwd=cwd)
+        pending.feed(script)
+        return pending.job_id()
 
-    def start(self, spec: JobSpec, script: str, *, cwd: Path) -> Callable[[], int]:
-        """Start ``sbatch`` and return a function that waits for the job id (lets :func:`submit`
-        write its record of the script while ``sbatch`` talks to the controller)."""
-        return self.slurm.start_sbatch(script, self.extra_args, as_user=self.as_user,  # type: ignore[attr-defined]
-                                       cwd=str(cwd)).job_id
+    def start(self, spec: JobSpec, *, cwd: Path) -> PendingCommand:
+        """Start ``sbatch`` reading the script from stdin: it loads libslurm and slurm.conf while
+        :func:`submit` renders, and submits nothing until ``feed`` hands it the script."""
+        return self.slurm.start_sbatch(None, self.extra_args, as_user=self.as_user,  # type: ignore[attr-defined]
+                                       cwd=str(cwd))
 
 
 def config_value(key: str) -> str | None:
@@ -116,36 +120,51 @@ def _remove(path: Path) -> None:
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
-    """Render, check against the live cluster, keep a copy of the script in the log dir, submit."""
-    cwd = Path(cwd or os.getcwd())
-    script = render_sbatch(spec)
-    if validate and slurm is not None:
-        from slinkyml.jobs.validate import check_job
+    """Render, check against the live cluster, keep a copy of the script in the log dir, submit.
 
-        check_job(spec, slurm, user=user)
+    With a backend that can start before it has the script (``sbatch``) and no cluster checks to
+    run first, ``sbatch`` starts up while the script is rendered, and the record of the script is
+    written while it talks to the controller: what slinkyml adds to a plain ``sbatch`` overlaps it.
+    """
+    cwd = Path(cwd or os.getcwd())
     log_dir = cwd / spec.log_dir
-    try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
-        if not log_dir.is_dir():
-            log_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
+    checks = validate and slurm is not None
     start = getattr(backend, "start", None)
-    if start is None:
-        job_id = backend.submit(spec, script, cwd=cwd)
-        path = _keep_record(log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch", script)
-    else:  # the record is written while sbatch runs, under a temporary name until the id is known
-        wait = start(spec, script, cwd=cwd)
-        pending = _keep_record(log_dir / f".{safe_name(spec.name)}-{os.getpid()}-{next(_RECORDS)}.sbatch.tmp",
-                               script)
-        try:
-            job_id = wait()
-        except BaseException:
-            _remove(pending)
-            raise
-        path = log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch"
-        try:
-            os.replace(pending, path)
-        except OSError:
-            _remove(pending)
-            _keep_record(path, script)
+    pending = start(spec, cwd=cwd) if start is not None and not checks else None
+    try:
+        script = render_sbatch(spec)
+        if checks:
+            from slinkyml.jobs.validate import check_job
+
+            check_job(spec, slurm, user=user)
+        try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
+            if not log_dir.is_dir():
+                log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
+        if start is None:
+            job_id = backend.submit(spec, script, cwd=cwd)
+            return Submitted(job_id, _keep_record(log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch", script),
+                             backend.name)
+        if pending is None:
+            pending = start(spec, cwd=cwd)
+        pending.feed(script)
+    except BaseException:
+        if pending is not None:
+            pending.abort()  # it never got the whole script: nothing was submitted
+        raise
+    # the record is written while sbatch runs, under a temporary name until the job id is known
+    temporary = _keep_record(log_dir / f".{safe_name(spec.name)}-{os.getpid()}-{next(_RECORDS)}.sbatch.tmp",
+                             script)
+    try:
+        job_id = pending.job_id()
+    except BaseException:
+        _remove(temporary)
+        raise
+    path = log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch"
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        _remove(temporary)
+        _keep_record(path, script)
     return Submitted(job_id, path, backend.name)

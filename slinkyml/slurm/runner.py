@@ -198,18 +198,20 @@ class Slurm:
         return result
 
     def start(self, command: str, args: Sequence[str] = (), *, input: str | None = None,
-              timeout: float | None = None, env: Mapping[str, str] | None = None,
+              feed_later: bool = False, timeout: float | None = None, env: Mapping[str, str] | None = None,
               as_user: str | None = None, cwd: str | os.PathLike[str] | None = None) -> PendingCommand:
         """Start ``command args`` and return at once, so that the caller's own work overlaps the
         command's run; :meth:`PendingCommand.result` then waits and raises like :meth:`run`
-        (one attempt: for commands that must not be repeated, like ``sbatch``)."""
+        (one attempt: for commands that must not be repeated, like ``sbatch``). With
+        ``feed_later`` stdin stays open until :meth:`PendingCommand.feed` (or ``abort``)."""
         argv = [self.executable(command), *map(str, args)]
         if as_user:
             argv = ["runuser", "-u", as_user, "--", *argv]
         limit = self.timeout if timeout is None else timeout
         self.calls += 1
         started = time.monotonic()
-        return PendingCommand(self, command, _Running(argv, input, limit, self.environ(env), cwd), started)
+        running = _Running(argv, input, limit, self.environ(env), cwd, feed_later=feed_later)
+        return PendingCommand(self, command, running, started)
 
     def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
               **kwargs) -> subprocess.Popen:
@@ -281,10 +283,18 @@ class Slurm:
         """Submit a script (a path, or the script text itself) and return the job id."""
         return self.start_sbatch(script, args, as_user=as_user, env=env, cwd=cwd).job_id()
 
-    def start_sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,
+    def start_sbatch(self, script: str | os.PathLike[str] | None, args: Sequence[str] = (), *,
                      as_user: str | None = None, env: Mapping[str, str] | None = None,
                      cwd: str | os.PathLike[str] | None = None) -> PendingCommand:
-        """:meth:`sbatch` that returns while ``sbatch`` runs; ``.job_id()`` waits for the id."""
+        """:meth:`sbatch` that returns while ``sbatch`` runs; ``.job_id()`` waits for the id.
+
+        ``script=None`` starts ``sbatch`` reading the script from stdin before the script exists:
+        its start-up (loading libslurm and plugins, reading slurm.conf) overlaps the caller's
+        rendering, and it submits nothing until :meth:`PendingCommand.feed` closes stdin.
+        """
+        if script is None:
+            return self.start("sbatch", ["--parsable", *args], feed_later=True, as_user=as_user, env=env,
+                              cwd=cwd)
         script_str = str(script)
         if isinstance(script, str) and script_str.startswith("#!"):
             return self.start("sbatch", ["--parsable", *args], input=script_str, as_user=as_user, env=env,
@@ -330,6 +340,14 @@ class PendingCommand:
         if check and self._result.returncode != 0:
             raise self._slurm._classify(self.command, self._result)
         return self._result
+
+    def feed(self, text: str) -> None:
+        """The command's stdin, for one started with ``feed_later``."""
+        self._running.feed(text)
+
+    def abort(self) -> None:
+        """Kill a command started with ``feed_later`` before its input: ``sbatch`` submits nothing."""
+        self._running.abort()
 
     def job_id(self) -> int:
         """``sbatch --parsable``'s job id (waits)."""
@@ -446,24 +464,39 @@ class _Running:
     """
 
     def __init__(self, argv: list[str], input: str | None, limit: float, env: dict[str, str],
-                 cwd: str | os.PathLike[str] | None) -> None:
+                 cwd: str | os.PathLike[str] | None, *, feed_later: bool = False) -> None:
         self.argv, self.limit = argv, limit
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        piped = input is not None or feed_later
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                      cwd=cwd, process_group=0)
         self.deadline = _WATCHDOG.add(self.proc.pid, limit)
-        self.input = input
-        if input is not None and len(input) <= _EAGER_INPUT_BYTES // 4:  # ≤ 4 UTF-8 bytes a char
-            stdin, self.proc.stdin = self.proc.stdin, None  # communicate() then only reads
+        self.input: str | None = None
+        if input is not None:
+            self.feed(input)
+
+    def feed(self, text: str) -> None:
+        """Hand the command its whole stdin (written now when it fits a pipe, else by :meth:`wait`)."""
+        if len(text) > _EAGER_INPUT_BYTES // 4:  # ≤ 4 UTF-8 bytes a char
+            self.input = text
+            return
+        stdin, self.proc.stdin = self.proc.stdin, None  # communicate() then only reads
+        try:
+            stdin.write(text)  # type: ignore[union-attr]
+            stdin.close()  # type: ignore[union-attr]
+        except BrokenPipeError:  # exited before reading: its stderr says why
             try:
-                stdin.write(input)  # type: ignore[union-attr]
                 stdin.close()  # type: ignore[union-attr]
-            except BrokenPipeError:  # exited before reading: its stderr says why
-                try:
-                    stdin.close()  # type: ignore[union-attr]
-                except BrokenPipeError:
-                    pass
-            self.input = None
+            except BrokenPipeError:
+                pass
+
+    def abort(self) -> None:
+        """Kill the command (and what it started) before it got its input; reap it."""
+        _kill_group(self.proc.pid)
+        try:
+            self.proc.communicate()
+        finally:
+            _WATCHDOG.finish(self.deadline)
 
     def wait(self) -> subprocess.CompletedProcess:
         try:
