@@ -199,6 +199,33 @@ def test_nodes_reach_each_other_by_name(local_cluster, slurm):
     assert out.strip() == "ok"
 
 
+def test_nameservers_are_the_ipv4_ones_off_loopback(tmp_path):
+    from slinkyml.dev.network import nameservers
+
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("# comment\nsearch example.org\nnameserver 10.255.255.53\nnameserver 127.0.0.53\n"
+                    "nameserver fd00::1\nnameserver 192.168.1.1 # home\noptions edns0\n")
+    assert nameservers(conf) == ["10.255.255.53", "192.168.1.1"]
+    assert nameservers(tmp_path / "missing") == []
+
+
+@pytest.mark.slurm
+def test_dns_from_a_node_fails_at_once_instead_of_waiting_out_the_resolver(local_cluster, slurm):
+    """c10d's TCPStore reverse-resolves IPv4-mapped client addresses (not in /etc/hosts): without
+    a route that refuses the unreachable nameservers, each lookup waited 10 s in a node."""
+    from slinkyml.dev.network import nameservers
+
+    spec = local_cluster.spec
+    ns = spec.netns(spec.node_names[0])
+    routes = subprocess.run(["ip", "-n", ns, "route", "show"], capture_output=True, text=True, check=True).stdout
+    for server in nameservers():
+        assert f"prohibit {server} " in routes + " "
+    script = ("import socket\ntry:\n    print(socket.getnameinfo(('::ffff:' + socket.gethostbyname('"
+              + spec.node_names[1] + "'), 0), socket.NI_NAMEREQD))\nexcept OSError as e:\n    print('failed', e)")
+    out = slurm.run("srun", ["-N1", "-w", spec.node_names[0], sys.executable, "-c", script], timeout=8).stdout
+    assert out.strip()  # answered (or failed) well within srun's 8 s, not after the 10 s resolver timeout
+
+
 @pytest.mark.slurm
 def test_sbatch_job_appears_in_sacct_as_another_user(slurm, shared_tmp):
     job = slurm.sbatch("#!/bin/bash\n#SBATCH -N2 -o out-%j.txt\nsrun hostname\n", ["-J", "acct-check"],

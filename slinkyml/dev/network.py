@@ -7,6 +7,7 @@ These are ``ip`` commands, not Slurm commands, so they run here rather than in s
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, DevClusterSpec, render_h
 from slinkyml.errors import SlinkyError
 
 HOSTS_FILE = Path("/etc/hosts")
+RESOLV_CONF = Path("/etc/resolv.conf")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -52,6 +54,29 @@ def ensure_network(spec: DevClusterSpec) -> None:
         _ip("-n", ns, "link", "set", "eth0", "up")
         _ip("-n", ns, "link", "set", "lo", "up")
         _ip("-n", ns, "route", "replace", "default", "via", spec.controller_addr, check=False)
+        for server in nameservers():
+            _ip("-n", ns, "route", "replace", "prohibit", f"{server}/32", check=False)
+
+
+def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:
+    """The IPv4 nameservers of the machine, which node namespaces cannot reach.
+
+    Packets to them from a node's namespace are silently dropped, so every DNS query there waits
+    out the resolver's timeout (10 s) — and PyTorch's c10d TCPStore reverse-resolves each client
+    address (IPv4-mapped, so /etc/hosts does not answer), which stalled rendezvous by 10 s at
+    random. A ``prohibit`` route per nameserver makes such lookups fail at once.
+    """
+    try:
+        text = resolv_conf.read_text()
+    except OSError:
+        return []
+    servers = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "nameserver" and re.fullmatch(r"\d+\.\d+\.\d+\.\d+", parts[1]) \
+                and not parts[1].startswith("127."):
+            servers.append(parts[1])
+    return servers
 
 
 def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None) -> None:
