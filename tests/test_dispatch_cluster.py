@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -117,6 +118,18 @@ def test_cancelled_job_raises_promptly_with_its_state(slurm, shared_tmp, own):
         job.result(timeout=60)
     assert err.value.info.state == "CANCELLED"
     print(f"cancel detected after {time.monotonic() - cancelled_at:.1f} s")
+    # the task (it ignores SIGTERM) must not outlive its job: SIGKILL follows after KillWait
+    pattern = str(shared_tmp)  # the executor folder is on the task's command line
+    deadline = time.monotonic() + 30
+    while _task_processes(pattern) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _task_processes(pattern) == []
+
+
+def _task_processes(folder_pattern: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", f"submitit.core._submit {folder_pattern}"], capture_output=True,
+                         text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
 
 
 def boom():

@@ -29,6 +29,24 @@ class Backend(SlurmExecutor):
         self.slurm = slurm
         self._throttling = 0.0  # our runner already serialises calls; no sleep between submissions
 
+    def _make_submission_file_text(self, command: str, uid: str) -> str:
+        """submitit's script; without srun the task line is ``exec``-ed.
+
+        Without srun the task is the batch shell's child. On ``scancel`` the shell exits at the
+        SIGTERM that submitit's task ignores; the task is re-parented out of Slurm's process
+        tracking (proctrack/linuxproc follows parents) and then outlives its job, never getting
+        the SIGKILL. With ``exec`` the task is the tracked batch process itself.
+        """
+        text = super()._make_submission_file_text(command, uid)
+        if self.parameters.get("use_srun", True):
+            return text
+        lines = text.splitlines(keepends=True)
+        for i in range(len(lines) - 1, -1, -1):
+            if lines[i].strip() == command.strip():
+                lines[i] = "exec " + lines[i].lstrip()
+                break
+        return "".join(lines)
+
     def _submit_command(self, command: str) -> core.Job[Any]:
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
         folder.mkdir(parents=True, exist_ok=True)
