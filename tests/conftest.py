@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -57,5 +59,18 @@ def cli(monkeypatch):
             except SystemExit as exc:  # argparse usage errors
                 code = exc.code if isinstance(exc.code, int) else 2
         return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+@pytest.fixture
+def imported_by():
+    """``imported_by(code, names)``: which of ``names`` a fresh interpreter has imported after ``code``
+    (start-up and import-weight checks)."""
+
+    def run(code: str, names: tuple[str, ...]) -> list[str]:
+        probe = f"{code}\nimport sys\nprint(','.join(m for m in {names!r} if m in sys.modules))"
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+        return [m for m in out.strip().split(",") if m]
 
     return run
