@@ -20,6 +20,7 @@ from slinkyml.dev.config import (
     render_cgroup_conf,
     render_gres_conf,
     render_hosts_block,
+    render_plugstack_conf,
     render_slurm_conf,
 )
 from slinkyml.dev.network import strip_hosts_block
@@ -50,6 +51,21 @@ def test_gpu_machine_gets_gres(tmp_path):
     assert "NodeName=n2 Name=gpu File=/dev/nvidia2,/dev/nvidia3" in gres
 
 
+def test_spank_plugins_are_loaded_through_our_own_plugstack_conf(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2, controller_host="ctl",
+                          spank_plugins=["/opt/pyxis/spank_pyxis.so  runtime_path=/run/pyxis", "/opt/x.so"])
+    assert spec.spank_plugins == ("/opt/pyxis/spank_pyxis.so runtime_path=/run/pyxis", "/opt/x.so")
+    assert spec.spank_plugin_paths == [Path("/opt/pyxis/spank_pyxis.so"), Path("/opt/x.so")]
+    conf = render_slurm_conf(spec, SlurmVersion(22, 5, 8))
+    assert f"\nPlugStackConfig={tmp_path}/etc/plugstack.conf\n" in conf
+    plugstack = render_plugstack_conf(spec).splitlines()
+    assert plugstack[1:] == ["required /opt/pyxis/spank_pyxis.so runtime_path=/run/pyxis", "required /opt/x.so"]
+    # none: no PlugStackConfig, and no file (Slurm would read plugstack.conf next to slurm.conf anyway)
+    plain = DevClusterSpec(state_dir=tmp_path, nodes=2, controller_host="ctl")
+    assert "PlugStack" not in render_slurm_conf(plain, SlurmVersion(24, 11, 1))
+    assert render_plugstack_conf(plain) is None
+
+
 def test_hosts_block_is_replaced_not_duplicated(tmp_path):
     spec = DevClusterSpec(state_dir=tmp_path, nodes=2)
     base = "127.0.0.1 localhost\n"
@@ -62,7 +78,8 @@ def test_hosts_block_is_replaced_not_duplicated(tmp_path):
 @pytest.mark.parametrize("field, value, flag", [
     ("nodes", 0, "--nodes"), ("nodes", 65, "--nodes"), ("subnet", "10.0.0.0/30", "--subnet"),
     ("subnet", "not-a-net", "--subnet"), ("slurmctld_port", 80, "--slurmctld-port"),
-    ("cluster_name", "Bad Name", "--cluster-name"),
+    ("cluster_name", "Bad Name", "--cluster-name"), ("spank_plugins", ("spank_pyxis.so",), "--spank-plugin"),
+    ("spank_plugins", ("/a.so\nrequired /b.so",), "--spank-plugin"),
 ])
 def test_bad_spec_names_the_flag(tmp_path, field, value, flag):
     with pytest.raises(SpecError) as info:
@@ -79,10 +96,12 @@ def test_cgroup_conf_only_where_slurm_loads_a_cgroup_plugin():
 def test_env_options_move_a_second_cluster_out_of_the_way():
     env = {"SLINKYML_DEV_SUBNET": "10.215.0.0/24", "SLINKYML_DEV_BRIDGE": "slkml24",
            "SLINKYML_DEV_NODE_PREFIX": "t", "SLINKYML_DEV_PORT_BASE": "7817",
-           "SLINKYML_DEV_MARIADB_PORT": "14306", "UNRELATED": "x"}
+           "SLINKYML_DEV_MARIADB_PORT": "14306", "SLINKYML_DEV_SPANK_PLUGINS": "/p/spank_pyxis.so a=1; /p/b.so;",
+           "UNRELATED": "x"}
     assert options_from_env(env) == {
         "subnet": "10.215.0.0/24", "bridge": "slkml24", "node_prefix": "t", "slurmctld_port": 7817,
-        "slurmd_port": 7818, "slurmdbd_port": 7819, "slurmrestd_port": 7820, "mariadb_port": 14306}
+        "slurmd_port": 7818, "slurmdbd_port": 7819, "slurmrestd_port": 7820, "mariadb_port": 14306,
+        "spank_plugins": ("/p/spank_pyxis.so a=1", "/p/b.so")}
     assert options_from_env({}) == {} and options_from_env({"SLINKYML_DEV_BRIDGE": " "}) == {}
     assert set(ENV_OPTIONS) == {k for k in env if k.startswith("SLINKYML_DEV_")}
 
@@ -141,6 +160,15 @@ def test_cli_bad_nodes_is_one_line(cli):
     code, out, err = cli("dev", "up", "--nodes", "0")
     assert code == 2
     assert err.strip() == "slinkyml: error: --nodes: must be an integer from 1 to 64, got 0"
+
+
+@pytest.mark.slurm
+def test_cli_missing_spank_plugin_is_refused_before_anything_starts(cli, tmp_path):
+    code, _, err = cli("dev", "up", "--state-dir", str(tmp_path / "state"), "--nodes", "1",
+                       "--spank-plugin", f"{tmp_path}/spank_pyxis.so runtime_path=/run/pyxis")
+    assert code == 2
+    assert err.strip() == f"slinkyml: error: --spank-plugin: no such plugin file: {tmp_path}/spank_pyxis.so"
+    assert not (tmp_path / "state").exists()
 
 
 def test_cli_missing_package_is_one_line(tmp_path):

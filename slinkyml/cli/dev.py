@@ -28,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--slurmrestd-port", type=int, help="default 6820 (JWT on 127.0.0.1)")
     up.add_argument("--mariadb-port", type=int, help="default 13306 (127.0.0.1)")
     up.add_argument("--subnet", help="bridge network for the nodes (default 10.213.0.0/24)")
+    up.add_argument("--spank-plugin", action="append", metavar="'PATH [ARG ...]'",
+                    help="load this SPANK plugin (plugstack.conf, `required`), e.g. pyxis's spank_pyxis.so; "
+                    "repeatable (default: $SLINKYML_DEV_SPANK_PLUGINS, entries separated by ';')")
     up.set_defaults(handler=_up)
     for name, handler, text in (("down", _down, "stop every daemon (state is kept)"),
                                 ("status", _status, "show daemons and node states"),
@@ -53,7 +56,8 @@ def _up(args: argparse.Namespace) -> int:
     cluster = _cluster(args, cpus_per_node=args.cpus_per_node, memory_mb_per_node=args.memory_mb,
                        slurmctld_port=args.slurmctld_port, slurmdbd_port=args.slurmdbd_port,
                        slurmrestd_port=args.slurmrestd_port, mariadb_port=args.mariadb_port,
-                       subnet=args.subnet)
+                       subnet=args.subnet,
+                       spank_plugins=tuple(args.spank_plugin) if args.spank_plugin else None)
     cluster.up()
     spec = cluster.spec
     print(f"local Slurm {cluster.version} cluster '{spec.cluster_name}' up in {time.monotonic() - start:.1f} s: "

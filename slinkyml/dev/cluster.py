@@ -22,6 +22,7 @@ from slinkyml.dev.config import (
     options_from_env,
     render_cgroup_conf,
     render_gres_conf,
+    render_plugstack_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
 )
@@ -275,16 +276,20 @@ class LocalCluster:
             raise SlinkyError("missing: " + ", ".join(missing) + " — run `make setup` or apt-get install them")
         if os.geteuid() != 0:
             raise SlinkyError("the local cluster needs root (network namespaces and daemons as root)")
+        absent = [str(path) for path in self.spec.spank_plugin_paths if not path.is_file()]
+        if absent:
+            raise SlinkyError(f"--spank-plugin: no such plugin file: {', '.join(absent)}")
 
     def _restart_for_config(self, daemons: dict[str, Daemon], changed: set[str]) -> None:
         """Stop the daemons whose config file changed under them; ``up`` then starts them again.
 
-        slurm.conf → slurmctld, every slurmd and slurmrestd (their configs must agree);
+        slurm.conf (or gres.conf, cgroup.conf, plugstack.conf) → slurmctld, every slurmd and
+        slurmrestd (their configs must agree);
         slurmdbd.conf → slurmdbd. munge and MariaDB keep running; running jobs survive (their
         slurmstepd processes do not depend on slurmd).
         """
         names: list[str] = []
-        if changed & {"slurm.conf", "gres.conf", "cgroup.conf"}:
+        if changed & {"slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf"}:
             names += ["slurmrestd-jwt", "slurmrestd-unix", *(f"slurmd-{n}" for n in self.spec.node_names),
                       "slurmctld"]
         if "slurmdbd.conf" in changed:
@@ -319,7 +324,8 @@ class LocalCluster:
             changed.add("slurm.conf")
         if _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password), 0o600):
             changed.add("slurmdbd.conf")
-        for name, text in (("gres.conf", render_gres_conf(s)), ("cgroup.conf", render_cgroup_conf(version))):
+        for name, text in (("gres.conf", render_gres_conf(s)), ("cgroup.conf", render_cgroup_conf(version)),
+                           ("plugstack.conf", render_plugstack_conf(s))):
             path = s.etc / name
             if text is None:
                 if path.exists():

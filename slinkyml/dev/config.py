@@ -55,6 +55,8 @@ class DevClusterSpec:
     gpus: int = 0  # detected GPUs on the machine (nvidia-smi -L); 0 = none
     accounts: tuple[tuple[str, str, int, tuple[str, ...]], ...] = DEFAULT_ACCOUNTS
     extra_slurm_conf: str = ""
+    #: SPANK plugins for plugstack.conf, each "PATH [ARG ...]" (loaded ``required``), e.g. pyxis.
+    spank_plugins: tuple[str, ...] = ()
     munge_socket_path: str = "/run/munge/munge.socket.2"
     controller_host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
 
@@ -81,6 +83,12 @@ class DevClusterSpec:
             port = getattr(self, name)
             if not 1024 <= port <= 65535:
                 raise SpecError(f"--{name.replace('_', '-')}", f"must be 1024-65535, got {port}")
+        plugins = (self.spank_plugins,) if isinstance(self.spank_plugins, str) else tuple(self.spank_plugins)
+        for plugin in plugins:
+            if not isinstance(plugin, str) or "\n" in plugin or not plugin.strip().startswith("/"):
+                raise SpecError("--spank-plugin", f"expected an absolute plugin path and its arguments "
+                                f"on one line, got {plugin!r}")
+        object.__setattr__(self, "spank_plugins", tuple(" ".join(p.split()) for p in plugins))
 
     # -- derived names and addresses ---------------------------------------------------
     @property
@@ -140,6 +148,15 @@ class DevClusterSpec:
         return self.etc / "slurmdbd.conf"
 
     @property
+    def plugstack_conf(self) -> Path:
+        return self.etc / "plugstack.conf"
+
+    @property
+    def spank_plugin_paths(self) -> list[Path]:
+        """The plugin files of :attr:`spank_plugins` (their first words)."""
+        return [Path(p.split()[0]) for p in self.spank_plugins]
+
+    @property
     def munge_socket(self) -> Path:
         """munge's default socket: Slurm 22.05 clients ignore ``AuthInfo=socket=`` for slurmdbd."""
         return Path(self.munge_socket_path)
@@ -176,6 +193,7 @@ ENV_OPTIONS: dict[str, str] = {
     "SLINKYML_DEV_NODE_PREFIX": "node_prefix",  # e.g. t → nodes t1.., netns slkml-t1..
     "SLINKYML_DEV_PORT_BASE": "",               # e.g. 7817 → slurmctld 7817, slurmd 7818, slurmdbd 7819, slurmrestd 7820
     "SLINKYML_DEV_MARIADB_PORT": "mariadb_port",  # e.g. 14306
+    "SLINKYML_DEV_SPANK_PLUGINS": "spank_plugins",  # e.g. /usr/local/lib/slurm/spank_pyxis.so (";" between)
 }
 _PORT_LAYOUT = ("slurmctld_port", "slurmd_port", "slurmdbd_port", "slurmrestd_port")
 
@@ -197,6 +215,8 @@ def options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, obje
             options.update({port: base + i for i, port in enumerate(_PORT_LAYOUT)})
         elif name.endswith("_port"):
             options[name] = _env_port(var, value)
+        elif name == "spank_plugins":
+            options[name] = tuple(p.strip() for p in value.split(";") if p.strip())
         else:
             options[name] = value
     return options
@@ -223,6 +243,7 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:
     )
     node_list = ",".join(names)
     auth = f"AuthInfo=socket={spec.munge_socket}"
+    plugstack = f"PlugStackConfig={spec.plugstack_conf}\n" if spec.spank_plugins else ""
     lines = f"""\
 # Written by `slinkyml dev up` — the local development cluster. Regenerated on every start.
 ClusterName={spec.cluster_name}
@@ -262,7 +283,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost={spec.controller_addr}
 AccountingStoragePort={spec.slurmdbd_port}
 AccountingStorageEnforce=associations,limits,qos
-{gres_line}JobCompType=jobcomp/none
+{gres_line}{plugstack}JobCompType=jobcomp/none
 SchedulerParameters=batch_sched_delay=0
 ReturnToService=2
 SlurmdTimeout=60
@@ -324,6 +345,20 @@ def render_gres_conf(spec: DevClusterSpec) -> str | None:
         devices = [(i * per + k) % spec.gpus for k in range(per)]
         files = ",".join(f"/dev/nvidia{d}" for d in devices)
         lines.append(f"NodeName={name} Name=gpu File={files}")
+    return "\n".join(lines) + "\n"
+
+
+def render_plugstack_conf(spec: DevClusterSpec) -> str | None:
+    """plugstack.conf for ``spec.spank_plugins`` (each ``required``: a plugin that fails to load
+    fails the daemon or job step, rather than running jobs without it); None when there are none.
+
+    Without ``PlugStackConfig=`` Slurm reads plugstack.conf next to slurm.conf, so with no plugins
+    the file must not exist either (``up`` removes it).
+    """
+    if not spec.spank_plugins:
+        return None
+    lines = ["# Written by `slinkyml dev up`: SPANK plugins (--spank-plugin, SLINKYML_DEV_SPANK_PLUGINS)."]
+    lines += [f"required {plugin}" for plugin in spec.spank_plugins]
     return "\n".join(lines) + "\n"
 
 
