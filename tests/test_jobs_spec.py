@@ -50,11 +50,24 @@ dependencies: afterok:12
     ({**BASE, "dependencies": ["after:1;rm -rf /"]}, "dependencies[0]"),
     ({**BASE, "partition": "a b"}, "partition"),
     ({"entry": {"module": "a"}}, "name"),
+    ({**BASE, "container": {"image": "img:1", "mounts": ["/a:/a", "/b:/b,/c:/c"]}}, "container.mounts[1]"),
+    ({**BASE, "container": {"image": "img:1", "mounts": ["data:/data"]}}, "container.mounts[0]"),
+    ({**BASE, "container": {"image": "img:1", "mounts": ["/data:data"]}}, "container.mounts[0]"),
+    ({**BASE, "container": {"image": "img:1", "mounts": ["/data:"]}}, "container.mounts[0]"),
+    ({**BASE, "container": {"image": "img:1", "mounts": ["tmpfs"]}}, "container.mounts[0]"),
 ])
 def test_errors_name_the_field(data, path):
     with pytest.raises(SpecError) as err:
         JobSpec.from_dict(data)
     assert err.value.path == path and str(err.value).startswith(path)
+
+
+def test_container_mounts_pyxis_accepts():
+    """pyxis's --container-mounts entries: SRC[:DST[:FLAGS]], SRC a path (absolute or ./relative),
+    tmpfs or umount, DST a path; FLAGS joined with '+' (the ',' separates entries)."""
+    mounts = ["/fsx", "/data:/data:ro+nosuid", "./ckpt:/ckpt", "tmpfs:/scratch", "umount:/proc/driver"]
+    spec = JobSpec.from_dict({**BASE, "container": {"image": "/images/pytorch.sqsh", "mounts": mounts}})
+    assert spec.container.mounts == tuple(mounts)
 
 
 def test_error_message_for_max_restarts():

@@ -71,6 +71,15 @@ class Container:
         for i, mount in enumerate(mounts):
             if "," in mount or not mount.strip():
                 raise SpecError(f"container.mounts[{i}]", "one SRC:DST[:FLAGS] per entry, no commas")
+            # pyxis refuses anything else at srun time, i.e. only once the job has its nodes
+            source, _, rest = mount.partition(":")
+            target = rest.partition(":")[0] if ":" in mount else source
+            if not source.startswith(("/", ".")) and source not in ("tmpfs", "umount"):
+                raise SpecError(f"container.mounts[{i}]", "the source must be an absolute path, a ./relative "
+                                f"path, tmpfs or umount (pyxis), got {source!r}")
+            if not target.startswith(("/", ".")):
+                raise SpecError(f"container.mounts[{i}]", "the target must be an absolute or ./relative path "
+                                f"(pyxis), got {target!r}")
         object.__setattr__(self, "mounts", mounts)
 
 
