@@ -1,10 +1,11 @@
 """Submission overhead and time to first training step: slinkyml vs plain sbatch.
 
-    .venv/bin/python benchmarks/submit.py [--repeats 7] [--skip-training] [--ttfs-rounds 4]
+    .venv/bin/python benchmarks/submit.py [--repeats 60] [--skip-training] [--ttfs-rounds 4]
 
 Figures (medians; the cluster is shared, so expect noise):
-* raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch; also
-  with the live-cluster checks) → ratio; the goal is ≤ 1.05× without the checks;
+* raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch +
+  the kept copy of the script) → ratio of medians with a 95 % bootstrap interval, and the median
+  of per-round ratios; the goal is ≤ 1.05×. Also with the live-cluster checks;
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
 * the same submission through slurmrestd's unix socket (the ``restapi`` backend: no ``sbatch``
   process per job) → ratio to raw ``sbatch``;
@@ -59,6 +60,21 @@ def interleaved(fns: dict, repeats: int, seed: int = 0) -> dict[str, list[float]
     return times
 
 
+def ratio_stats(times: dict[str, list[float]], name: str, base: str = "raw", seed: int = 1) -> dict[str, float]:
+    """``name`` against ``base`` from interleaved rounds: ratio of medians, its 95 % bootstrap
+    interval (rounds resampled whole), and the median of the per-round ratios."""
+    ours, raw = times[name], times[base]
+    rng = random.Random(seed)
+    boot = []
+    for _ in range(2000):
+        picks = [rng.randrange(len(raw)) for _ in raw]
+        boot.append(statistics.median(ours[i] for i in picks) / statistics.median(raw[i] for i in picks))
+    boot.sort()
+    return {"ratio": statistics.median(ours) / statistics.median(raw),
+            "ratio_ci95_low": boot[int(0.025 * len(boot))], "ratio_ci95_high": boot[int(0.975 * len(boot)) - 1],
+            "paired_median": statistics.median(o / r for o, r in zip(ours, raw, strict=True))}
+
+
 def median_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -70,7 +86,8 @@ def median_time(fn, repeats: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=60, help="rounds of raw vs slinkyml (the other "
+                    "comparisons run a quarter as many)")
     ap.add_argument("--skip-training", action="store_true")
     ap.add_argument("--ttfs-rounds", type=int, default=4, help="pairs of 2-node training jobs (ABBA order)")
     args = ap.parse_args()
@@ -132,26 +149,33 @@ def main() -> int:
     try:
         raw()  # warm the controller and the page cache
         ours()
-        # interleaved rounds in a shuffled order: controller and machine noise hits all alike
-        rounds = interleaved({"raw": raw, "ours": ours, "checked": ours_checked}, args.repeats)
-        t_raw, t_ours, t_checked = (statistics.median(rounds[k]) for k in ("raw", "ours", "checked"))
+        # each comparison in its own interleaved rounds (shuffled order), so that controller and
+        # machine noise hits both alike and the slower variants do not disturb the closest one
+        rounds = interleaved({"raw": raw, "ours": ours}, args.repeats)
+        t_raw, t_ours = statistics.median(rounds["raw"]), statistics.median(rounds["ours"])
+        in_process = ratio_stats(rounds, "ours")
+        checked_rounds = interleaved({"raw": raw, "checked": ours_checked}, max(args.repeats // 4, 5))
+        t_checked = statistics.median(checked_rounds["checked"])
+        t_raw_checked = statistics.median(checked_rounds["raw"])
         # slurmrestd: no process to start per job (the scancel after each is not timed)
-        rest_rounds = interleaved({"raw": raw, "rest": ours_rest}, args.repeats)
+        rest_rounds = interleaved({"raw": raw, "rest": ours_rest}, max(args.repeats // 4, 5))
         t_rest, t_raw_rest = statistics.median(rest_times), statistics.median(rest_rounds["raw"])
-        paired = statistics.median(o / r for o, r in zip(rounds["ours"], rounds["raw"], strict=True))
+        small = max(args.repeats // 4, 5)
         t_help = median_time(lambda: subprocess.run([SLINKYML, "--help"], capture_output=True, check=True),
-                             args.repeats)
+                             small)
         t_import = median_time(lambda: subprocess.run([PY, "-c", "import slinkyml.cli.sbatch"], check=True),
-                               args.repeats)
-        t_python = median_time(lambda: subprocess.run([PY, "-c", "pass"], check=True), args.repeats)
-        t_cli = median_time(cli, args.repeats)
+                               small)
+        t_python = median_time(lambda: subprocess.run([PY, "-c", "pass"], check=True), small)
+        t_cli = median_time(cli, small)
     finally:
         for chunk in range(0, len(job_ids), 50):
             slurm.run("scancel", [str(j) for j in job_ids[chunk:chunk + 50]], check=False, retries=0)
     results = {
-        "raw_sbatch_s": t_raw, "submit_in_process_s": t_ours, "ratio_in_process": t_ours / t_raw,
-        "ratio_in_process_paired_median": paired,
-        "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw,
+        "rounds": args.repeats, "raw_sbatch_s": t_raw, "submit_in_process_s": t_ours,
+        "ratio_in_process": in_process["ratio"],
+        "ratio_in_process_ci95": [round(in_process["ratio_ci95_low"], 4), round(in_process["ratio_ci95_high"], 4)],
+        "ratio_in_process_paired_median": in_process["paired_median"],
+        "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw_checked,
         "submit_restapi_unix_s": t_rest, "ratio_restapi_unix": t_rest / t_raw_rest,
         "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
         "cli_submit_process_s": t_cli, "cli_submit_minus_python_startup_ratio": (t_cli - t_python) / t_raw,

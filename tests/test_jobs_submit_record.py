@@ -1,4 +1,5 @@
-"""submit() keeps a copy of the script next to the logs, written while sbatch runs (real sbatch)."""
+"""submit() keeps a copy of the script next to the logs, and hands sbatch the caller's environment
+as plain ``sbatch`` would (real sbatch)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_record_is_named_by_job_id_and_no_temporary_is_left(slurm, shared_tmp):
         assert done.script_path.read_text().startswith("#!/bin/bash\n")
         job = slurm.show("job", str(done.job_id))[0]
         assert job["JobState"] == "PENDING" and "JobHeldUser" in job["Reason"]  # extra_args reached sbatch
-        assert not list((shared_tmp / "logs").glob(".*.tmp"))
+        assert [p.name for p in (shared_tmp / "logs").iterdir()] == [done.script_path.name]
     finally:
         slurm.run("scancel", [str(done.job_id)], check=False)
 
@@ -62,3 +63,34 @@ def test_sbatch_started_early_submits_nothing_when_rendering_fails(slurm, shared
     pending.abort()
     assert slurm.run("squeue", ["-h", "-t", "all", "-n", name, "-o", "%i"]).stdout.strip() == ""  # not even finished
     assert not (shared_tmp / "never").exists() or list((shared_tmp / "never").iterdir()) == []
+
+
+def test_submission_inherits_the_environment_without_copying_it(monkeypatch):
+    """Nothing to add (the slurm.conf is the inherited one): sbatch gets the caller's environment
+    as is, with no per-call copy; the parsing commands still get TZ=UTC."""
+    from slinkyml.slurm import Slurm
+
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    slurm = Slurm()
+    assert slurm._child_env(None, utc=False) is None
+    assert slurm._child_env(None, utc=True)["TZ"] == "UTC"
+    assert Slurm(conf="/elsewhere/slurm.conf")._child_env(None, utc=False)["SLURM_CONF"] == "/elsewhere/slurm.conf"
+    assert Slurm(env={"A": "1"})._child_env(None, utc=False)["A"] == "1"
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(120)
+def test_job_runs_in_the_submitters_time_zone(slurm, shared_tmp, monkeypatch):
+    """Like plain sbatch, the job gets the submitter's TZ (slinkyml pins UTC only for the commands
+    whose output it parses), so its own timestamps read as the user's clock."""
+    from slinkyml.jobs.follow import wait
+
+    monkeypatch.setenv("TZ", "Europe/Paris")
+    logs = shared_tmp / "tz"
+    spec = _spec(shared_tmp, name="tz probe", log_dir=str(logs), entry={"script": "/usr/bin/printenv",
+                                                                          "args": ["TZ"]})
+    done = submit(spec, backend=SbatchBackend(slurm), cwd=shared_tmp)
+    wait(slurm, done.job_id, timeout=100, poll=0.5)
+    task_logs = list(logs.glob(f"*-{done.job_id}-r0-task*.log"))
+    assert task_logs and task_logs[0].read_text().strip() == "Europe/Paris"

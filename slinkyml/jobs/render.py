@@ -70,6 +70,9 @@ class Raw(str):
 
 
 _ANSI_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_NEEDS_ANSI_QUOTING = re.compile(r"[$`\x00-\x1f\x7f]").search
+_PLAIN_SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.,:=@+/%-]+").fullmatch
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+").sub
 
 
 def quote(value: str) -> str:
@@ -80,7 +83,7 @@ def quote(value: str) -> str:
     does not mistake them for expansions the author forgot.
     """
     value = str(value)
-    if not re.search(r"[$`\x00-\x1f\x7f]", value):
+    if not _NEEDS_ANSI_QUOTING(value):
         return shlex.quote(value)
     out = []
     for ch in value:
@@ -104,14 +107,14 @@ def shell_join(words: Sequence[str]) -> str:
 def sbatch_value(value: str) -> str:
     """Quote a value for an ``#SBATCH`` line: sbatch honours double quotes and backslash escapes."""
     value = str(value)
-    if re.fullmatch(r"[A-Za-z0-9_.,:=@+/%-]+", value):
+    if _PLAIN_SBATCH_VALUE(value):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def safe_name(name: str) -> str:
     """The job name made safe for file names and Slurm filename patterns."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:64] or "job"
+    return _UNSAFE_NAME_CHARS("_", name).strip("._")[:64] or "job"
 
 
 def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:

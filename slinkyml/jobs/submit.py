@@ -7,7 +7,6 @@ else ``sbatch``.
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ class SbatchBackend:
         pending.feed(script)
         return pending.job_id()
 
-    def start(self, spec: JobSpec, *, cwd: Path) -> PendingCommand:
+    def start(self, spec: JobSpec, *, cwd: str | os.PathLike[str]) -> PendingCommand:
         """Start ``sbatch`` reading the script from stdin: it loads libslurm and slurm.conf while
         :func:`submit` renders, and submits nothing until ``feed`` hands it the script."""
         return self.slurm.start_sbatch(None, self.extra_args, as_user=self.as_user,  # type: ignore[attr-defined]
@@ -99,35 +98,30 @@ class Submitted:
     backend: str
 
 
-_RECORDS = itertools.count()
-
-
-def _keep_record(path: Path, script: str) -> Path:
+def _keep_record(path: str, script: str) -> Path:
     """A copy of the submitted script next to its logs; a record only, so failures are ignored."""
     try:
-        path.write_text(script)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, script.encode())
+        finally:
+            os.close(fd)
     except OSError:
         pass
-    return path
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
+    return Path(path)
 
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
-    """Render, check against the live cluster, keep a copy of the script in the log dir, submit.
+    """Render, check against the live cluster, submit, keep a copy of the script in the log dir.
 
     With a backend that can start before it has the script (``sbatch``) and no cluster checks to
-    run first, ``sbatch`` starts up while the script is rendered, and the record of the script is
-    written while it talks to the controller: what slinkyml adds to a plain ``sbatch`` overlaps it.
+    run first, ``sbatch`` starts up (libslurm, plugins, slurm.conf) while the script is rendered.
+    Everything else is kept off that path: on this kind of machine, work done beside a starting
+    ``sbatch`` slows it almost as much as work done before it.
     """
-    cwd = Path(cwd or os.getcwd())
-    log_dir = cwd / spec.log_dir
+    cwd = os.fspath(cwd) if cwd else os.getcwd()
+    log_dir = os.path.join(cwd, spec.log_dir)
     checks = validate and slurm is not None
     start = getattr(backend, "start", None)
     pending = start(spec, cwd=cwd) if start is not None and not checks else None
@@ -138,33 +132,21 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
 
             check_job(spec, slurm, user=user)
         try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
-            if not log_dir.is_dir():
-                log_dir.mkdir(parents=True, exist_ok=True)
+            if not os.path.isdir(log_dir):
+                os.makedirs(log_dir, exist_ok=True)
         except OSError as exc:
             raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
         if start is None:
-            job_id = backend.submit(spec, script, cwd=cwd)
-            return Submitted(job_id, _keep_record(log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch", script),
-                             backend.name)
-        if pending is None:
-            pending = start(spec, cwd=cwd)
-        pending.feed(script)
+            job_id = backend.submit(spec, script, cwd=Path(cwd))
+        else:
+            if pending is None:
+                pending = start(spec, cwd=cwd)
+            pending.feed(script)
     except BaseException:
         if pending is not None:
             pending.abort()  # it never got the whole script: nothing was submitted
         raise
-    # the record is written while sbatch runs, under a temporary name until the job id is known
-    temporary = _keep_record(log_dir / f".{safe_name(spec.name)}-{os.getpid()}-{next(_RECORDS)}.sbatch.tmp",
-                             script)
-    try:
+    if pending is not None:
         job_id = pending.job_id()
-    except BaseException:
-        _remove(temporary)
-        raise
-    path = log_dir / f"{safe_name(spec.name)}-{job_id}.sbatch"
-    try:
-        os.replace(temporary, path)
-    except OSError:
-        _remove(temporary)
-        _keep_record(path, script)
-    return Submitted(job_id, path, backend.name)
+    record = _keep_record(os.path.join(log_dir, f"{safe_name(spec.name)}-{job_id}.sbatch"), script)
+    return Submitted(job_id, record, backend.name)

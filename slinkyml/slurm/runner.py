@@ -2,7 +2,8 @@
 
 Every call of ``sbatch``, ``srun``, ``scontrol``, ``sinfo``, ``squeue``, ``sacct``, ``sshare``,
 ``sreport``, ``sacctmgr``, ``scancel``, ``sdiag`` and ``sprio`` in slinkyml goes through
-:class:`Slurm`: it adds ``TZ=UTC`` and the cluster's ``SLURM_CONF``, applies timeouts, retries
+:class:`Slurm`: it adds the cluster's ``SLURM_CONF`` (and ``TZ=UTC`` to the commands whose
+output it parses, not to those that start jobs), applies timeouts, retries
 transient controller errors with backoff, and turns failures into typed exceptions that carry
 stderr. Nothing else in the package calls these commands directly.
 """
@@ -75,6 +76,8 @@ _ACCOUNTING_PATTERNS = (
     "not running a supported accounting_storage plugin",
 )
 _ACCOUNTING_COMMANDS = frozenset({"sacct", "sshare", "sreport", "sacctmgr"})
+#: commands that hand their environment to a job: run in the caller's time zone, like by hand.
+_LAUNCH_COMMANDS = frozenset({"sbatch", "srun", "salloc"})
 
 
 @dataclass(frozen=True)
@@ -136,17 +139,31 @@ class Slurm:
         self.calls = 0  # commands run (for RPC accounting in benchmarks)
 
     # -- environment --------------------------------------------------------------------
-    def environ(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The environment every Slurm command runs with (also handed to jobs we launch)."""
+    def environ(self, extra: Mapping[str, str] | None = None, *, utc: bool = True) -> dict[str, str]:
+        """The environment every Slurm command runs with (also handed to jobs we launch).
+
+        ``utc`` pins ``TZ=UTC`` (and Slurm's default time format) so that times in the output
+        parse the same everywhere; submission leaves them as they are, because ``sbatch`` hands
+        its environment to the job and reads ``--begin``-style times in the user's zone.
+        """
         env = dict(os.environ)
-        env["TZ"] = "UTC"
-        env.pop("SLURM_TIME_FORMAT", None)
+        if utc:
+            env["TZ"] = "UTC"
+            env.pop("SLURM_TIME_FORMAT", None)
         if self.conf:
             env["SLURM_CONF"] = self.conf
         env.update(self.extra_env)
         if extra:
             env.update(extra)
         return env
+
+    def _child_env(self, extra: Mapping[str, str] | None, *, utc: bool) -> dict[str, str] | None:
+        """:meth:`environ`, or ``None`` when that is the inherited environment (no copy to build
+        and encode per call: a measurable part of a fast ``sbatch``)."""
+        if (not utc and not extra and not self.extra_env
+                and (not self.conf or os.environ.get("SLURM_CONF") == self.conf)):
+            return None
+        return self.environ(extra, utc=utc)
 
     def executable(self, command: str) -> str:
         if command not in SLURM_COMMANDS:
@@ -173,7 +190,7 @@ class Slurm:
             argv = ["runuser", "-u", as_user, "--", *argv]
         attempts = 1 + (self.retries if retries is None else retries)
         limit = self.timeout if timeout is None else timeout
-        full_env = self.environ(env)
+        full_env = self._child_env(env, utc=command not in _LAUNCH_COMMANDS)
         started = time.monotonic()
         proc = None
         for attempt in range(1, attempts + 1):
@@ -210,7 +227,8 @@ class Slurm:
         limit = self.timeout if timeout is None else timeout
         self.calls += 1
         started = time.monotonic()
-        running = _Running(argv, input, limit, self.environ(env), cwd, feed_later=feed_later)
+        env_ = self._child_env(env, utc=command not in _LAUNCH_COMMANDS)
+        running = _Running(argv, input, limit, env_, cwd, feed_later=feed_later)
         return PendingCommand(self, command, running, started)
 
     def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
@@ -218,7 +236,7 @@ class Slurm:
         """Start a long-running Slurm command (``srun`` streaming output, ``sattach``)."""
         self.calls += 1
         return subprocess.Popen([self.executable(command), *map(str, args)],
-                                env=self.environ(env), **kwargs)
+                                env=self._child_env(env, utc=command not in _LAUNCH_COMMANDS), **kwargs)
 
     @staticmethod
     def _is_transient(command: str, stderr: str) -> bool:
@@ -356,6 +374,9 @@ class PendingCommand:
 
 def parse_job_id(stdout: str) -> int:
     """``sbatch --parsable`` prints ``JOBID`` or ``JOBID;CLUSTER``."""
+    head = stdout.partition(";")[0].strip()
+    if head.isdigit() and head.isascii():
+        return int(head)  # the usual one line, without a regex
     text = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     match = re.match(r"^(\d+)(?:;.*)?$", text)
     if not match:
@@ -467,22 +488,24 @@ class _Running:
                  cwd: str | os.PathLike[str] | None, *, feed_later: bool = False) -> None:
         self.argv, self.limit = argv, limit
         piped = input is not None or feed_later
+        # bytes pipes, decoded once in wait(): no text wrappers to build per call
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                      cwd=cwd, process_group=0)
         self.deadline = _WATCHDOG.add(self.proc.pid, limit)
-        self.input: str | None = None
+        self.input: bytes | None = None
         if input is not None:
             self.feed(input)
 
     def feed(self, text: str) -> None:
         """Hand the command its whole stdin (written now when it fits a pipe, else by :meth:`wait`)."""
-        if len(text) > _EAGER_INPUT_BYTES // 4:  # ≤ 4 UTF-8 bytes a char
-            self.input = text
+        data = text.encode()
+        if len(data) > _EAGER_INPUT_BYTES:
+            self.input = data
             return
         stdin, self.proc.stdin = self.proc.stdin, None  # communicate() then only reads
         try:
-            stdin.write(text)  # type: ignore[union-attr]
+            stdin.write(data)  # type: ignore[union-attr]
             stdin.close()  # type: ignore[union-attr]
         except BrokenPipeError:  # exited before reading: its stderr says why
             try:
@@ -506,9 +529,10 @@ class _Running:
             raise
         finally:
             _WATCHDOG.finish(self.deadline)  # the pid may be reused from here on: never kill it later
+        out, err = _decode(stdout), _decode(stderr)
         if self.deadline.fired:
-            raise subprocess.TimeoutExpired(self.argv, self.limit, output=stdout, stderr=stderr)
-        return subprocess.CompletedProcess(self.argv, self.proc.returncode, stdout, stderr)
+            raise subprocess.TimeoutExpired(self.argv, self.limit, output=out, stderr=err)
+        return subprocess.CompletedProcess(self.argv, self.proc.returncode, out, err)
 
 
 def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: dict[str, str],
