@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,17 @@ from slinkyml.dev import DevClusterSpec, LocalCluster
 from slinkyml.dev.cluster import missing_plugins
 from slinkyml.dev.config import (
     ENV_OPTIONS,
+    SYSTEM_MUNGE_SOCKET,
     options_from_env,
     render_cgroup_conf,
     render_gres_conf,
     render_hosts_block,
     render_plugstack_conf,
     render_slurm_conf,
+    render_slurmdbd_conf,
 )
 from slinkyml.dev.network import strip_hosts_block
+from slinkyml.dev.ownership import conflicts, legacy_identity, read_claims, removable
 from slinkyml.dev.process import Daemon
 from slinkyml.errors import SlinkyError, SpecError
 from slinkyml.slurm import SlurmVersion
@@ -194,7 +198,7 @@ def test_busy_port_is_refused_before_anything_starts(local_cluster, tmp_path):
         port = blocker.getsockname()[1]
         other = LocalCluster(tmp_path / "other", nodes=2, mariadb_port=port, slurmctld_port=16917,
                              slurmdbd_port=16919, slurmrestd_port=16920, bridge="slkmlt0",
-                             subnet="10.214.0.0/24", node_prefix="t")
+                             subnet="10.219.0.0/24", node_prefix="t")  # beside the lab clusters
         with pytest.raises(SlinkyError, match=rf"--mariadb-port: port {port} .* already in use"):
             other.up()
         assert not any(d.running for d in other._daemons())
@@ -344,3 +348,195 @@ def test_secrets_stay_private(local_cluster):
     for log in spec.log.glob("*.log"):
         assert password not in log.read_text(errors="replace"), log
     assert password not in spec.slurm_conf.read_text()
+
+
+# -- several clusters on one machine: saved identity, ownership, refusals (no daemons) -------------
+def _hosts(*specs: DevClusterSpec) -> str:
+    return "127.0.0.1 localhost\n" + "".join(render_hosts_block(s) for s in specs)
+
+
+LEGACY_BLOCK = ("# BEGIN slinkyml dev cluster /var/lib/slinkyml/dev\n10.213.0.1 box-slkml0\n10.213.0.11 n1\n"
+                "10.213.0.12 n2\n# END slinkyml dev cluster /var/lib/slinkyml/dev\n")
+
+
+def test_identity_is_saved_and_read_back(tmp_path):
+    from slinkyml.dev.config import render_identity
+    from slinkyml.dev.ownership import identity_options, read_identity
+
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2, bridge="slkpyx0", node_prefix="px", subnet="10.214.0.0/24",
+                          slurmctld_port=7817, slurmd_port=7818, slurmdbd_port=7819, slurmrestd_port=7820,
+                          mariadb_port=14306)
+    (tmp_path / "cluster.json").write_text(render_identity(spec))
+    saved = read_identity(tmp_path)
+    assert saved["node_names"] == ["px1", "px2"] and saved["nodes"] == 2
+    again = DevClusterSpec(state_dir=tmp_path, nodes=saved["nodes"], **identity_options(saved))
+    assert again == spec
+    assert read_identity(tmp_path / "missing") == {}
+
+
+def test_down_and_status_use_the_saved_identity_not_the_env(tmp_path, monkeypatch):
+    from slinkyml.dev.config import render_identity
+
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=3, bridge="slkpyx0", node_prefix="px", subnet="10.214.0.0/24",
+                          slurmctld_port=7817, mariadb_port=14306)
+    (tmp_path / "cluster.json").write_text(render_identity(spec))
+    monkeypatch.setenv("SLINKYML_DEV_BRIDGE", "slkml0")
+    monkeypatch.setenv("SLINKYML_DEV_NODE_PREFIX", "n")
+    monkeypatch.setenv("SLINKYML_DEV_PORT_BASE", "6817")
+    found = LocalCluster(tmp_path, gpus=0).spec  # what `dev down/status --state-dir` builds
+    assert (found.bridge, found.node_names, found.subnet, found.slurmctld_port, found.mariadb_port,
+            found.munge_socket_path) == ("slkpyx0", ["px1", "px2", "px3"], "10.214.0.0/24", 7817, 14306,
+                                         spec.munge_socket_path)
+    explicit = LocalCluster(tmp_path, nodes=2, gpus=0, bridge="slkother").spec  # `up --bridge`: arguments win
+    assert explicit.bridge == "slkother" and explicit.node_names == ["px1", "px2"]
+
+
+def test_old_state_dir_is_read_from_its_own_hosts_block(tmp_path, monkeypatch):
+    from slinkyml.dev import network
+
+    block = LEGACY_BLOCK.replace("/var/lib/slinkyml/dev", str(tmp_path)).replace("slkml0", "slkpyx0")
+    block = block.replace(" n1", " px1").replace(" n2", " px2")
+    monkeypatch.setattr(network, "claims", lambda: read_claims(block, "box"))
+    monkeypatch.delenv("SLINKYML_DEV_BRIDGE", raising=False)
+    spec = LocalCluster(tmp_path, gpus=0).spec
+    assert (spec.bridge, spec.node_names) == ("slkpyx0", ["px1", "px2"])
+
+
+def test_hosts_blocks_are_the_registry_of_claims(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path / "lab", nodes=2, bridge="slkpyx0", node_prefix="px",
+                          subnet="10.214.0.0/24", slurmctld_port=7817, mariadb_port=14306)
+    claims = read_claims(_hosts(spec) + LEGACY_BLOCK, "box.example.org")
+    new, old = claims
+    assert (new.state_dir, new.bridge, new.node_names, new.subnet) == (str(tmp_path / "lab"), "slkpyx0",
+                                                                       ("px1", "px2"), "10.214.0.0/24")
+    assert new.ports["slurmctld_port"] == 7817 and new.ports["mariadb_port"] == 14306
+    assert new.munge_socket == spec.munge_socket_path
+    # written by an older slinkyml: no identity line, read from the names; it used munge's system socket
+    assert (old.state_dir, old.bridge, old.node_names, old.ports) == ("/var/lib/slinkyml/dev", "slkml0",
+                                                                      ("n1", "n2"), None)
+    assert old.munge_socket == SYSTEM_MUNGE_SOCKET and old.netns == ["slkml-n1", "slkml-n2"]
+    assert legacy_identity(old) == {"bridge": "slkml0", "node_prefix": "n", "nodes": 2, "node_names": ["n1", "n2"]}
+
+
+def test_a_second_cluster_with_the_default_names_is_refused_naming_the_flag(tmp_path):
+    claims = read_claims(LEGACY_BLOCK, "box")
+    second = DevClusterSpec(state_dir=tmp_path / "other", nodes=4)
+    problems = conflicts(second, claims)
+    assert [p.split(":")[0] for p in problems] == ["--bridge", "--node-prefix", "--subnet"]
+    assert "slkml-n1, slkml-n2" in problems[1] and "SLINKYML_DEV_NODE_PREFIX" in problems[1]
+    assert all("\n" not in p and "/var/lib/slinkyml/dev" in p for p in problems)
+    apart = DevClusterSpec(state_dir=tmp_path / "other", nodes=4, bridge="slkpyx0", node_prefix="px",
+                           subnet="10.214.0.0/24")
+    assert conflicts(apart, claims) == []
+    # its own block is no conflict (an `up` of a running cluster)
+    assert conflicts(DevClusterSpec(state_dir=Path("/var/lib/slinkyml/dev"), nodes=4), claims) == []
+
+
+def test_ports_and_munge_socket_of_another_cluster_are_refused(tmp_path):
+    first = DevClusterSpec(state_dir=tmp_path / "a", bridge="slka0", node_prefix="a", subnet="10.220.0.0/24",
+                           slurmctld_port=7817, slurmdbd_port=7819, slurmrestd_port=7820, mariadb_port=14306)
+    claims = read_claims(_hosts(first), "box")
+    second = DevClusterSpec(state_dir=tmp_path / "b", bridge="slkb0", node_prefix="b", subnet="10.221.0.0/24",
+                            slurmctld_port=7817, slurmdbd_port=8819, slurmrestd_port=8820, mariadb_port=14306)
+    problems = conflicts(second, claims)
+    assert [p.split(":")[0] for p in problems] == ["--slurmctld-port", "--mariadb-port"]
+    assert "SLINKYML_DEV_PORT_BASE" in problems[0] and "SLINKYML_DEV_MARIADB_PORT" in problems[1]
+    shared_socket = replace(second, slurmctld_port=8817, mariadb_port=15306,
+                            munge_socket_path=first.munge_socket_path)
+    assert [p.split(" ")[:2] for p in conflicts(shared_socket, claims)] == [["munge", "socket"]]
+
+
+def test_up_refuses_with_one_line_before_starting_anything(tmp_path, monkeypatch):
+    from slinkyml.dev import network
+
+    monkeypatch.setattr(network, "claims", lambda: read_claims(LEGACY_BLOCK, "box"))
+    for var in ("SLINKYML_DEV_BRIDGE", "SLINKYML_DEV_NODE_PREFIX", "SLINKYML_DEV_SUBNET"):
+        monkeypatch.delenv(var, raising=False)
+    cluster = LocalCluster(tmp_path / "other", nodes=2, gpus=0)
+    with pytest.raises(SlinkyError) as info:
+        cluster._check_claims(network.claims())
+    assert str(info.value).startswith("--bridge: bridge slkml0 belongs to the cluster in /var/lib/slinkyml/dev")
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "other").exists()
+
+
+def test_up_refuses_a_munge_socket_another_munged_serves(tmp_path):
+    sock_path = tmp_path / "munge.socket.2"
+    cluster = LocalCluster(tmp_path / "state", nodes=1, gpus=0, munge_socket_path=str(sock_path))
+    munged = cluster.daemon("munged")
+    cluster._check_munge(munged)  # nothing listens: ours may start
+    with socket.socket(socket.AF_UNIX) as other:
+        other.bind(str(sock_path))
+        other.listen()
+        with pytest.raises(SlinkyError, match=rf"^munge socket {sock_path} is served by a munged that is not "
+                                              "this cluster's"):
+            cluster._check_munge(munged)
+
+
+def test_down_removes_only_what_its_state_dir_owns(tmp_path, monkeypatch):
+    """`dev down --state-dir OTHER` without the env it was started with fell back to slkml0/n1..: it
+    deleted the default cluster's bridge and namespaces. Now what another block claims stays."""
+    from slinkyml.dev import network
+
+    removed: list = []
+    monkeypatch.setattr(network, "claims", lambda: read_claims(LEGACY_BLOCK, "box"))
+    monkeypatch.setattr(network, "remove_network", lambda spec, nodes, bridge: removed.append((nodes, bridge)))
+    monkeypatch.setattr(network, "remove_hosts", lambda spec: removed.append(spec.state_dir))
+    for var in ("SLINKYML_DEV_BRIDGE", "SLINKYML_DEV_NODE_PREFIX"):
+        monkeypatch.delenv(var, raising=False)
+    state = tmp_path / "lab"
+    state.mkdir()
+    (state / "nodes").write_text("px1\npx2\n")  # an old state dir: no cluster.json, no hosts block
+    assert LocalCluster(state, nodes=2, gpus=0).down() == []
+    assert removed == [(["px1", "px2"], False), state]  # not slkml0, not n1/n2 (the default cluster's)
+    # the owner itself may remove them
+    bridge, nodes = removable(DevClusterSpec(state_dir=Path("/var/lib/slinkyml/dev"), nodes=2), ["n1", "n2"],
+                              read_claims(LEGACY_BLOCK, "box"))
+    assert (bridge, nodes) == (True, ["n1", "n2"])
+
+
+def test_hosts_block_of_one_state_dir_leaves_a_longer_namesake_alone(tmp_path):
+    spec, longer = DevClusterSpec(state_dir=tmp_path / "dev"), DevClusterSpec(state_dir=tmp_path / "dev2",
+                                                                             bridge="slk2", node_prefix="m")
+    text = _hosts(spec, longer)
+    assert strip_hosts_block(text, spec) == _hosts(longer)
+
+
+def test_each_state_dir_but_the_shared_one_gets_its_own_munge_socket(tmp_path):
+    shared = DevClusterSpec(state_dir=Path("/var/lib/slinkyml/dev"), controller_host="ctl")
+    assert shared.munge_socket_path == SYSTEM_MUNGE_SOCKET
+    assert "AccountingStoragePass" not in render_slurm_conf(shared, SlurmVersion(22, 5, 8))  # unchanged
+    deep = tmp_path / ("x" * 90) / "state"
+    other = DevClusterSpec(state_dir=deep, controller_host="ctl")
+    assert other.munge_socket_path.startswith("/run/munge/slinkyml-") and len(other.munge_socket_path) < 108
+    assert other.munge_socket_path != DevClusterSpec(state_dir=tmp_path / "b").munge_socket_path
+    conf = render_slurm_conf(other, SlurmVersion(22, 5, 8))
+    # connections to slurmdbd take munge's socket from AccountingStoragePass, the others from AuthInfo
+    assert f"\nAuthInfo=socket={other.munge_socket_path}\nAccountingStoragePass={other.munge_socket_path}\n" in conf
+    assert f"AuthInfo=socket={other.munge_socket_path}\n" in render_slurmdbd_conf(other, "pw")
+
+
+def test_cli_up_has_bridge_and_node_prefix_flags(cli):
+    code, _, err = cli("dev", "up", "--bridge", "has space")
+    assert code == 2 and err.strip().startswith("slinkyml: error: --bridge: must be a valid interface name")
+    code, _, err = cli("dev", "up", "--node-prefix", "Bad")
+    assert code == 2 and err.strip().startswith("slinkyml: error: --node-prefix: must be a short lowercase name")
+
+
+def test_up_with_new_names_removes_the_old_network_of_a_stopped_cluster(tmp_path, monkeypatch):
+    from slinkyml.dev import network
+    from slinkyml.dev.config import render_identity
+
+    old = DevClusterSpec(state_dir=tmp_path, nodes=2, bridge="slka0", node_prefix="a", subnet="10.220.0.0/24")
+    (tmp_path / "cluster.json").write_text(render_identity(old))
+    removed: list = []
+    monkeypatch.setattr(network, "claims", lambda: [])
+    monkeypatch.setattr(network, "remove_network",
+                        lambda spec, nodes, bridge: removed.append((spec.bridge, nodes, bridge)))
+    cluster = LocalCluster(tmp_path, gpus=0, bridge="slkb0", node_prefix="b")
+    daemons = {d.name: d for d in cluster._daemons()}
+    cluster._move_network(daemons)
+    assert removed == [("slka0", ["a1", "a2"], True)]
+    removed.clear()
+    LocalCluster(tmp_path, nodes=3, gpus=0)._move_network(daemons)  # only the count: nothing to move
+    assert removed == []

@@ -13,13 +13,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 "notebooks and tests. Needs root.")
     sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, nodes: int | None, nodes_help: str) -> None:
         p.add_argument("--state-dir", help="all state lives here (default: $SLINKYML_STATE_DIR, "
                        "/var/lib/slinkyml/dev for root, else ~/.local/state/slinkyml/dev)")
-        p.add_argument("--nodes", type=int, default=4, help="number of compute nodes (default 4)")
+        p.add_argument("--nodes", type=int, default=nodes, help=nodes_help)
 
     up = sub.add_parser("up", help="start the cluster (idempotent)")
-    common(up)
+    common(up, 4, "number of compute nodes (default 4)")
     # None = "not given": the spec's default, or the SLINKYML_DEV_* environment (see slinkyml.dev.config).
     up.add_argument("--cpus-per-node", type=int, help="CPUs per node (default 4)")
     up.add_argument("--memory-mb", type=int, help="RealMemory per node in MB (default 4096)")
@@ -28,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--slurmrestd-port", type=int, help="default 6820 (JWT on 127.0.0.1)")
     up.add_argument("--mariadb-port", type=int, help="default 13306 (127.0.0.1)")
     up.add_argument("--subnet", help="bridge network for the nodes (default 10.213.0.0/24)")
+    up.add_argument("--bridge", help="the nodes' bridge (default slkml0); a second cluster needs its own")
+    up.add_argument("--node-prefix", help="node names PREFIX1.. and their network namespaces slkml-PREFIX1.. "
+                    "(default n); a second cluster needs its own")
     up.add_argument("--spank-plugin", action="append", metavar="'PATH [ARG ...]'",
                     help="load this SPANK plugin (plugstack.conf, `required`), e.g. pyxis's spank_pyxis.so; "
                     "repeatable (default: $SLINKYML_DEV_SPANK_PLUGINS, entries separated by ';')")
@@ -37,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 ("reset", _reset, "stop and delete all state (database included)"),
                                 ("env", _env, "print `export SLURM_CONF=...` for this cluster")):
         p = sub.add_parser(name, help=text)
-        common(p)
+        common(p, None, "number of compute nodes (default: as at the last `up`, saved in the state dir)")
         if name == "status":
             p.add_argument("--json", action="store_true")
         p.set_defaults(handler=handler)
@@ -56,7 +59,7 @@ def _up(args: argparse.Namespace) -> int:
     cluster = _cluster(args, cpus_per_node=args.cpus_per_node, memory_mb_per_node=args.memory_mb,
                        slurmctld_port=args.slurmctld_port, slurmdbd_port=args.slurmdbd_port,
                        slurmrestd_port=args.slurmrestd_port, mariadb_port=args.mariadb_port,
-                       subnet=args.subnet,
+                       subnet=args.subnet, bridge=args.bridge, node_prefix=args.node_prefix,
                        spank_plugins=tuple(args.spank_plugin) if args.spank_plugin else None)
     cluster.up()
     spec = cluster.spec

@@ -16,18 +16,19 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slinkyml.dev import network
+from slinkyml.dev import network, ownership
 from slinkyml.dev.config import (
     DevClusterSpec,
     options_from_env,
     render_cgroup_conf,
     render_gres_conf,
+    render_identity,
     render_plugstack_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
 )
 from slinkyml.dev.paths import default_state_dir
-from slinkyml.dev.process import Daemon
+from slinkyml.dev.process import Daemon, cmdline
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmError
 from slinkyml.slurm.version import SlurmVersion
@@ -115,19 +116,27 @@ class LocalCluster:
     ...     cluster.slurm.run("srun", ["-N2", "hostname"]).stdout
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, nodes: int = 4,
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, nodes: int | None = None,
                  keep_running: bool = False, quiet: bool = True, **options):
         """``options`` are :class:`DevClusterSpec` fields; a None value means "the default".
 
-        Defaults come from ``SLINKYML_STATE_DIR`` and the ``SLINKYML_DEV_*`` variables
-        (:data:`~slinkyml.dev.config.ENV_OPTIONS`: subnet, bridge, node prefix, port base, MariaDB
-        port) where set, so a second cluster beside the default one is found by a plain
-        ``LocalCluster()``, e.g. the test fixture's. Explicit arguments win over the environment.
+        Explicit arguments win; then the identity the state dir saved at its last ``up``
+        (``cluster.json``: bridge, node prefix and count, subnet, ports, munge socket), so ``down``
+        or ``status`` finds that cluster whatever the environment says now; then the
+        ``SLINKYML_STATE_DIR`` and ``SLINKYML_DEV_*`` variables
+        (:data:`~slinkyml.dev.config.ENV_OPTIONS`), so a second cluster beside the default one is
+        found by a plain ``LocalCluster()``, e.g. the test fixture's; then the built-in defaults.
+        A state dir from before ``cluster.json`` is read from its own /etc/hosts block.
         """
-        options = {**options_from_env(), **{k: v for k, v in options.items() if v is not None}}
+        state = Path(state_dir or default_state_dir()).absolute()
+        self.saved = _saved_identity(state)
+        given = {k: v for k, v in options.items() if v is not None}
+        options = {**options_from_env(), **ownership.identity_options(self.saved), **given}
         gpus = options.pop("gpus", None)
-        self.spec = DevClusterSpec(state_dir=Path(state_dir or default_state_dir()).absolute(),
-                                   nodes=nodes, gpus=detect_gpus() if gpus is None else gpus, **options)
+        if nodes is None:
+            nodes = self.saved.get("nodes") or 4
+        self.spec = DevClusterSpec(state_dir=state, nodes=nodes, gpus=detect_gpus() if gpus is None else gpus,
+                                   **options)
         self.keep_running = keep_running
         self.quiet = quiet
         self._started_here = False
@@ -198,13 +207,18 @@ class LocalCluster:
         """Start whatever is not running; idempotent. On failure stop everything and raise."""
         self._preflight()
         daemons = {d.name: d for d in self._daemons()}
+        self._check_claims(network.claims())
+        self._check_munge(daemons["munged"])
+        self._move_network(daemons)
         changed = self._write_files()
         self._restart_for_config(daemons, changed)
         already = {name for name, d in daemons.items() if d.running}
         self._check_ports(daemons, already)
         try:
+            with network.claim_lock():
+                self._check_claims(network.claims())  # again, now that no other `up` can write one
+                network.install_hosts(self.spec)
             network.ensure_network(self.spec)
-            network.install_hosts(self.spec)
             self._start(daemons["munged"], lambda: _unix_connectable(self.spec.munge_socket))
             self._start_mariadb(daemons["mariadb"])
             self._start(daemons["slurmdbd"], lambda: _port_open(self.spec.controller_addr,
@@ -224,13 +238,18 @@ class LocalCluster:
         return self
 
     def down(self) -> list[str]:
-        """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped."""
+        """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped.
+
+        Only what this state dir owns goes: a bridge or node that another state dir's /etc/hosts
+        block claims stays (e.g. ``down`` of a second cluster whose names came from the env).
+        """
         stopped = []
         for daemon in reversed(self._daemons()):
             if daemon.stop():
                 stopped.append(daemon.name)
         self._stop_orphan_slurmd()
-        network.remove_network(self.spec, self._known_nodes())
+        bridge, nodes = ownership.removable(self.spec, self._known_nodes(), network.claims())
+        network.remove_network(self.spec, nodes, bridge=bridge)
         network.remove_hosts(self.spec)
         return stopped
 
@@ -280,6 +299,44 @@ class LocalCluster:
         if absent:
             raise SlinkyError(f"--spank-plugin: no such plugin file: {', '.join(absent)}")
 
+    def _check_claims(self, claims: list[ownership.Claim]) -> None:
+        """Refuse a bridge, node name, subnet, port or munge socket that another state dir holds."""
+        problems = ownership.conflicts(self.spec, claims)
+        if problems:
+            raise SlinkyError(problems[0])
+
+    def _check_munge(self, munged: Daemon) -> None:
+        """Refuse to start munged on a socket that another munged (another key) serves.
+
+        ``--force`` would let ours take a socket whose daemon it believes dead; a live one belongs
+        to another cluster or to the system's munge service, and both need their own key.
+        """
+        if munged.running or not _unix_connectable(self.spec.munge_socket):
+            return
+        raise SlinkyError(f"munge socket {self.spec.munge_socket} is served by a munged that is not this "
+                          f"cluster's (another key); stop it, or use another --state-dir (each gets its own "
+                          f"socket, see slinkyml.dev.config.default_munge_socket)")
+
+    def _move_network(self, daemons: dict[str, Daemon]) -> None:
+        """When ``up`` changes the bridge, node names or subnet saved at the last ``up``: refuse
+        while the cluster runs, else remove the old network (what this state dir owns of it)."""
+        saved = self.saved
+        if not saved:
+            return
+        old = replace(self.spec, **ownership.identity_options(saved), nodes=saved.get("nodes") or self.spec.nodes)
+        old_names = list(saved.get("node_names") or old.node_names)
+        if (old.bridge, old_names, old.subnet) == (self.spec.bridge, self.spec.node_names, self.spec.subnet):
+            return
+        if old.bridge == self.spec.bridge and old.subnet == self.spec.subnet \
+                and old.node_prefix == self.spec.node_prefix:
+            return  # only the node count changed: up adds nodes, down removes the ones it knew
+        if any(d.running for d in daemons.values()):
+            raise SlinkyError(f"the cluster in {self.spec.state_dir} runs with bridge {old.bridge}, nodes "
+                              f"{old.node_prefix}1.., subnet {old.subnet}; `slinkyml dev down --state-dir "
+                              f"{self.spec.state_dir}` before changing them")
+        bridge, nodes = ownership.removable(old, old_names, network.claims())
+        network.remove_network(old, nodes, bridge=bridge)
+
     def _restart_for_config(self, daemons: dict[str, Daemon], changed: set[str]) -> None:
         """Stop the daemons whose config file changed under them; ``up`` then starts them again.
 
@@ -289,11 +346,17 @@ class LocalCluster:
         slurmstepd processes do not depend on slurmd).
         """
         names: list[str] = []
+        munged = daemons["munged"]
+        if munged.pid and f"--socket={self.spec.munge_socket} " not in cmdline(munged.pid) + " ":
+            names.append("munged")  # the socket moved (a state dir from before per-cluster sockets)
         if changed & {"slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf"}:
             names += ["slurmrestd-jwt", "slurmrestd-unix", *(f"slurmd-{n}" for n in self.spec.node_names),
                       "slurmctld"]
         if "slurmdbd.conf" in changed:
             names.append("slurmdbd")
+        if "munged" in names:
+            names = [d.name for d in reversed(list(daemons.values())) if d.name not in ("munged", "mariadb")]
+            names.append("munged")
         for name in names:
             daemons[name].stop()
 
@@ -336,6 +399,8 @@ class LocalCluster:
         for node in s.node_names:
             (s.spool / f"slurmd-{node}").mkdir(exist_ok=True)
         (s.state_dir / "nodes").write_text("\n".join(s.node_names) + "\n")
+        _write_if_changed(s.state_dir / ownership.IDENTITY_FILE, render_identity(s), 0o644)
+        self.saved = ownership.read_identity(s.state_dir)
         return changed
 
     def _known_nodes(self) -> list[str]:
@@ -343,7 +408,7 @@ class LocalCluster:
             listed = (self.spec.state_dir / "nodes").read_text().split()
         except OSError:
             listed = []
-        return sorted(set(listed) | set(self.spec.node_names))
+        return sorted(set(listed) | set(self.saved.get("node_names") or ()) | set(self.spec.node_names))
 
     def _stop_orphan_slurmd(self) -> None:
         """slurmd of nodes from an earlier, larger cluster (``--nodes`` shrank)."""
@@ -493,6 +558,15 @@ class LocalCluster:
         clone.__dict__.update(self.__dict__)
         clone.spec = replace(self.spec, nodes=nodes)
         return clone
+
+
+def _saved_identity(state_dir: Path) -> dict:
+    """``cluster.json``; for a state dir from before it, what its own /etc/hosts block says."""
+    saved = ownership.read_identity(state_dir)
+    if saved:
+        return saved
+    own = [c for c in network.claims() if c.state_dir == str(state_dir)]
+    return ownership.legacy_identity(own[0]) if own else {}
 
 
 def _port_open(host: str, port: int) -> bool:

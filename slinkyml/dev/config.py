@@ -6,7 +6,9 @@ Nothing here touches the machine: :class:`DevClusterSpec` is validated on constr
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import json
 import os
 import re
 import socket
@@ -14,10 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slinkyml.dev.paths import SHARED_STATE_DIR
 from slinkyml.errors import SpecError
 from slinkyml.slurm.version import SlurmVersion
 
 MAX_NODES = 64
+#: munge's own default socket, where plain ``munge``/``unmunge`` and every Slurm client look first.
+SYSTEM_MUNGE_SOCKET = "/run/munge/munge.socket.2"
 
 #: The account tree created in slurmdbd: (account, parent, fairshare, users).
 DEFAULT_ACCOUNTS: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
@@ -34,9 +39,11 @@ class DevClusterSpec:
 
     A second cluster on the same machine (another Slurm release in a chroot, a CI shard) needs its
     own bridge, subnet, node names and ports, because bridges, network namespaces and ports are
-    global. :class:`~slinkyml.dev.LocalCluster` reads those from the environment (see
-    :data:`ENV_OPTIONS` and :func:`options_from_env`), so code that builds a plain
-    ``LocalCluster()`` — the test suite's fixture — finds that cluster; this class does not.
+    global (``up`` refuses those another state dir holds, see :mod:`slinkyml.dev.ownership`), and
+    gets its own munge socket (:func:`default_munge_socket`). :class:`~slinkyml.dev.LocalCluster`
+    reads them from the state dir's saved identity or the environment (see :data:`ENV_OPTIONS` and
+    :func:`options_from_env`), so code that builds a plain ``LocalCluster()`` — the test suite's
+    fixture — finds that cluster; this class does not.
     """
 
     state_dir: Path
@@ -57,7 +64,8 @@ class DevClusterSpec:
     extra_slurm_conf: str = ""
     #: SPANK plugins for plugstack.conf, each "PATH [ARG ...]" (loaded ``required``), e.g. pyxis.
     spank_plugins: tuple[str, ...] = ()
-    munge_socket_path: str = "/run/munge/munge.socket.2"
+    #: "" = :func:`default_munge_socket` of ``state_dir``
+    munge_socket_path: str = ""
     controller_host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
 
     def __post_init__(self) -> None:
@@ -89,6 +97,8 @@ class DevClusterSpec:
                 raise SpecError("--spank-plugin", f"expected an absolute plugin path and its arguments "
                                 f"on one line, got {plugin!r}")
         object.__setattr__(self, "spank_plugins", tuple(" ".join(p.split()) for p in plugins))
+        if not self.munge_socket_path:
+            object.__setattr__(self, "munge_socket_path", default_munge_socket(self.state_dir))
 
     # -- derived names and addresses ---------------------------------------------------
     @property
@@ -158,7 +168,7 @@ class DevClusterSpec:
 
     @property
     def munge_socket(self) -> Path:
-        """munge's default socket: Slurm 22.05 clients ignore ``AuthInfo=socket=`` for slurmdbd."""
+        """This cluster's munged (see :func:`default_munge_socket`)."""
         return Path(self.munge_socket_path)
 
     @property
@@ -183,6 +193,39 @@ class DevClusterSpec:
         for _account, _parent, _share, users in self.accounts:
             seen += [u for u in users if u not in seen]
         return seen
+
+
+def default_munge_socket(state_dir: Path) -> str:
+    """munge's system socket for the shared state dir (``/var/lib/slinkyml/dev``), as before;
+    a socket of its own, ``/run/munge/slinkyml-<hash of the state dir>.socket.2``, for any other.
+
+    Each state dir has its own munge key, so two clusters on one socket cannot both work. Slurm
+    reads the socket from ``AuthInfo=socket=`` (slurm.conf, slurmdbd.conf), except on connections
+    to slurmdbd, where clients and slurmctld use ``AccountingStoragePass`` (slurm.conf(5): "the
+    named port ... of the alternate MUNGE daemon"); :func:`render_slurm_conf` sets both. The path
+    stays short (a unix socket path is limited to 107 bytes) whatever the state dir.
+    """
+    if Path(state_dir) == SHARED_STATE_DIR:
+        return SYSTEM_MUNGE_SOCKET
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:10]
+    return f"/run/munge/slinkyml-{digest}.socket.2"
+
+
+#: DevClusterSpec fields that make up a cluster's footprint on the machine (saved at ``up``).
+IDENTITY_FIELDS = ("bridge", "node_prefix", "subnet", "slurmctld_port", "slurmd_port", "slurmdbd_port",
+                   "slurmrestd_port", "mariadb_port", "munge_socket_path")
+IDENTITY_LINE = "# identity "
+
+
+def identity(spec: DevClusterSpec) -> dict:
+    """What ``down``/``status``/``reset`` need to find this cluster again, whatever the env says then."""
+    return {**{name: getattr(spec, name) for name in IDENTITY_FIELDS},
+            "nodes": spec.nodes, "node_names": spec.node_names}
+
+
+def render_identity(spec: DevClusterSpec) -> str:
+    """``cluster.json`` in the state dir."""
+    return json.dumps(identity(spec), indent=1) + "\n"
 
 
 #: Environment variables that change :class:`~slinkyml.dev.LocalCluster`'s defaults (explicit
@@ -243,6 +286,9 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:
     )
     node_list = ",".join(names)
     auth = f"AuthInfo=socket={spec.munge_socket}"
+    if spec.munge_socket_path != SYSTEM_MUNGE_SOCKET:
+        # connections to slurmdbd take the socket from here, not from AuthInfo (slurm.conf(5))
+        auth += f"\nAccountingStoragePass={spec.munge_socket}"
     plugstack = f"PlugStackConfig={spec.plugstack_conf}\n" if spec.spank_plugins else ""
     lines = f"""\
 # Written by `slinkyml dev up` — the local development cluster. Regenerated on every start.
@@ -365,11 +411,15 @@ def render_plugstack_conf(spec: DevClusterSpec) -> str | None:
 def render_hosts_block(spec: DevClusterSpec) -> str:
     """The /etc/hosts block that makes node names resolve (MASTER_ADDR, gloo and srun need it).
 
+    Its ``# identity`` line makes the block this state dir's claim on its bridge, node names,
+    subnet, ports and munge socket (see :mod:`slinkyml.dev.ownership`).
+
     The controller's bridge address is listed too: Slurm 24.11's auth/munge looks up the name of
     every RPC's origin address (munged ``--origin``), and in a node's namespace a DNS query for it
     waits out the resolver's timeout (10 s), which made every slurmctld → slurmd RPC time out.
     """
-    body = f"{spec.controller_addr} {spec.controller_alias}\n"
+    body = IDENTITY_LINE + json.dumps(identity(spec), separators=(",", ":")) + "\n"
+    body += f"{spec.controller_addr} {spec.controller_alias}\n"
     body += "".join(f"{spec.node_addr(i)} {name}\n" for i, name in enumerate(spec.node_names, start=1))
     return f"{HOSTS_BEGIN} {spec.state_dir}\n{body}{HOSTS_END} {spec.state_dir}\n"
 

@@ -7,15 +7,22 @@ These are ``ip`` commands, not Slurm commands, so they run here rather than in s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import re
+import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+from slinkyml.dev import ownership
 from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, DevClusterSpec, render_hosts_block
 from slinkyml.errors import SlinkyError
 
 HOSTS_FILE = Path("/etc/hosts")
 RESOLV_CONF = Path("/etc/resolv.conf")
+#: held while a cluster checks and writes its claim, so two ``up`` cannot both take a name.
+LOCK_FILE = Path("/run/slinkyml-dev.lock")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -79,14 +86,35 @@ def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:
     return servers
 
 
-def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None) -> None:
-    for node in node_names or spec.node_names:
+def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None, *, bridge: bool = True) -> None:
+    """Delete these nodes' veths and namespaces, and the bridge unless ``bridge`` is False."""
+    for node in spec.node_names if node_names is None else node_names:
         if link_exists(spec.veth(node)):
             _ip("link", "del", spec.veth(node), check=False)
         if netns_exists(spec.netns(node)):
             _ip("netns", "del", spec.netns(node), check=False)
-    if link_exists(spec.bridge):
+    if bridge and link_exists(spec.bridge):
         _ip("link", "del", spec.bridge, check=False)
+
+
+def claims(hosts_file: Path = HOSTS_FILE) -> list[ownership.Claim]:
+    """Every cluster's claim in /etc/hosts (see :mod:`slinkyml.dev.ownership`)."""
+    try:
+        text = hosts_file.read_text()
+    except OSError:
+        return []
+    return ownership.read_claims(text, socket.gethostname())
+
+
+@contextlib.contextmanager
+def claim_lock(lock_file: Path = LOCK_FILE) -> Iterator[None]:
+    """An exclusive lock around "check the claims, then write ours"."""
+    with open(lock_file, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def node_command(spec: DevClusterSpec, node: str, argv: list[str]) -> list[str]:
@@ -116,12 +144,13 @@ def remove_hosts(spec: DevClusterSpec, hosts_file: Path = HOSTS_FILE) -> None:
 
 
 def strip_hosts_block(text: str, spec: DevClusterSpec) -> str:
+    """``text`` without this state dir's block (exactly its own: ``/x/dev`` leaves ``/x/dev2``'s)."""
     out, skipping = [], False
     for line in text.splitlines(keepends=True):
-        if line.startswith(f"{HOSTS_BEGIN} {spec.state_dir}"):
+        if line.rstrip("\n") == f"{HOSTS_BEGIN} {spec.state_dir}":
             skipping = True
             continue
-        if skipping and line.startswith(f"{HOSTS_END} {spec.state_dir}"):
+        if skipping and line.rstrip("\n") == f"{HOSTS_END} {spec.state_dir}":
             skipping = False
             continue
         if not skipping:

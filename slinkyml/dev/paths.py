@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+#: root's default state dir: the machine's shared cluster (munge's system socket, the default names).
+SHARED_STATE_DIR = Path("/var/lib/slinkyml/dev")
+
 
 def default_state_dir() -> Path:
     """``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``; else ``~/.local/state/slinkyml/dev``.
@@ -16,6 +19,6 @@ def default_state_dir() -> Path:
     if env:
         return Path(env).expanduser().absolute()
     if os.geteuid() == 0:
-        return Path("/var/lib/slinkyml/dev")
+        return SHARED_STATE_DIR
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "slinkyml" / "dev"
