@@ -121,7 +121,7 @@ class LocalCluster:
         """``options`` are :class:`DevClusterSpec` fields; a None value means "the default".
 
         Explicit arguments win; then the identity the state dir saved at its last ``up``
-        (``cluster.json``: bridge, node prefix and count, subnet, ports, munge socket), so ``down``
+        (``cluster.json``: bridge, node prefix and count, subnet, ports), so ``down``
         or ``status`` finds that cluster whatever the environment says now; then the
         ``SLINKYML_STATE_DIR`` and ``SLINKYML_DEV_*`` variables
         (:data:`~slinkyml.dev.config.ENV_OPTIONS`), so a second cluster beside the default one is
@@ -131,7 +131,10 @@ class LocalCluster:
         state = Path(state_dir or default_state_dir()).absolute()
         self.saved = _saved_identity(state)
         given = {k: v for k, v in options.items() if v is not None}
-        options = {**options_from_env(), **ownership.identity_options(self.saved), **given}
+        # the munge socket is not a choice but the rule of default_munge_socket: a cluster saved on
+        # another (munge's system socket, before per-cluster sockets) moves at its next up
+        saved = {k: v for k, v in ownership.identity_options(self.saved).items() if k != "munge_socket_path"}
+        options = {**options_from_env(), **saved, **given}
         gpus = options.pop("gpus", None)
         if nodes is None:
             nodes = self.saved.get("nodes") or 4

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slinkyml.dev.paths import SHARED_STATE_DIR
 from slinkyml.errors import SpecError
 from slinkyml.slurm.version import SlurmVersion
 
@@ -196,17 +195,17 @@ class DevClusterSpec:
 
 
 def default_munge_socket(state_dir: Path) -> str:
-    """munge's system socket for the shared state dir (``/var/lib/slinkyml/dev``), as before;
-    a socket of its own, ``/run/munge/slinkyml-<hash of the state dir>.socket.2``, for any other.
+    """A munge socket of the cluster's own, ``/run/munge/slinkyml-<hash of the state dir>.socket.2``.
 
-    Each state dir has its own munge key, so two clusters on one socket cannot both work. Slurm
-    reads the socket from ``AuthInfo=socket=`` (slurm.conf, slurmdbd.conf), except on connections
-    to slurmdbd, where clients and slurmctld use ``AccountingStoragePass`` (slurm.conf(5): "the
-    named port ... of the alternate MUNGE daemon"); :func:`render_slurm_conf` sets both. The path
-    stays short (a unix socket path is limited to 107 bytes) whatever the state dir.
+    Each state dir has its own munge key, so two clusters on one socket cannot both work, and
+    munge's system socket may belong to the machine's own munge service (Debian starts one where
+    systemd runs): taking it over would cut off the machine's own Slurm, refusing it would leave
+    no cluster. Slurm reads the socket from ``AuthInfo=socket=`` (slurm.conf, slurmdbd.conf), except
+    on connections to slurmdbd, where clients and slurmctld use ``AccountingStoragePass``
+    (slurm.conf(5): "the named port ... of the alternate MUNGE daemon"); :func:`render_slurm_conf`
+    sets both. The path stays short (a unix socket path is limited to 107 bytes) whatever the
+    state dir.
     """
-    if Path(state_dir) == SHARED_STATE_DIR:
-        return SYSTEM_MUNGE_SOCKET
     digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:10]
     return f"/run/munge/slinkyml-{digest}.socket.2"
 
