@@ -1,4 +1,4 @@
-"""submit() keeps a copy of the script next to the logs, and hands sbatch the caller's environment
+"""The job keeps a copy of its script next to its logs; submit() hands sbatch the caller's environment
 as plain ``sbatch`` would (real sbatch)."""
 
 from __future__ import annotations
@@ -19,17 +19,39 @@ def _spec(tmp, **extra) -> JobSpec:
 
 @pytest.mark.slurm
 @pytest.mark.timeout(60)
-def test_record_is_named_by_job_id_and_no_temporary_is_left(slurm, shared_tmp):
+def test_submission_writes_nothing_but_sbatch_gets_the_options(slurm, shared_tmp):
     backend = SbatchBackend(slurm, extra_args=("--hold",))
-    done = submit(_spec(shared_tmp), backend=backend, cwd=shared_tmp)
+    done = submit(_spec(shared_tmp, log_dir=str(shared_tmp / "held")), backend=backend, cwd=shared_tmp)
     try:
-        assert done.script_path.name == f"record_me-{done.job_id}.sbatch"
-        assert done.script_path.read_text().startswith("#!/bin/bash\n")
+        assert done.script_path == shared_tmp / "held" / f"record_me-{done.job_id}.sbatch"
         job = slurm.show("job", str(done.job_id))[0]
         assert job["JobState"] == "PENDING" and "JobHeldUser" in job["Reason"]  # extra_args reached sbatch
-        assert [p.name for p in (shared_tmp / "logs").iterdir()] == [done.script_path.name]
+        assert list((shared_tmp / "held").iterdir()) == []  # the copy is the job's to write, when it starts
     finally:
         slurm.run("scancel", [str(done.job_id)], check=False)
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["submit", "plain sbatch"])
+def test_job_keeps_a_byte_exact_copy_of_its_script(slurm, shared_tmp, how):
+    """The rendered script copies itself next to its logs when it runs, however it was submitted."""
+    from slinkyml.jobs.follow import wait
+    from slinkyml.jobs.render import render_sbatch
+
+    logs = shared_tmp / f"copy-{how.replace(' ', '-')}"
+    spec = _spec(shared_tmp, name=f"copy {how}", log_dir=str(logs))
+    script = render_sbatch(spec)
+    if how == "submit":
+        job_id = submit(spec, backend=SbatchBackend(slurm), cwd=shared_tmp).job_id
+    else:
+        logs.mkdir()
+        (shared_tmp / "plain.sbatch").write_text(script)
+        job_id = slurm.sbatch(shared_tmp / "plain.sbatch", cwd=shared_tmp)
+    state = wait(slurm, job_id, timeout=100, poll=0.5)
+    assert state.state == "COMPLETED"
+    copy = logs / f"copy_{how.replace(' ', '_')}-{job_id}.sbatch"
+    assert copy.read_text() == script
 
 
 @pytest.mark.slurm

@@ -85,8 +85,8 @@ def _submit(args: argparse.Namespace) -> int:
         return 0
     backend = sub.make_backend(args.backend, slurm=slurm, restapi_url=args.restapi_url)
     result = sub.submit(spec, backend=backend, slurm=None if args.no_check else slurm)
-    print(f"Submitted batch job {result.job_id} ({result.backend}; script kept at {result.script_path})",
-          flush=True)
+    print(f"Submitted batch job {result.job_id} ({result.backend}; the job copies its script to "
+          f"{result.script_path})", flush=True)
     if not (args.wait or args.follow):
         return 0
     from slinkyml.jobs.follow import follow, wait

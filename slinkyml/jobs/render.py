@@ -265,6 +265,8 @@ def render_sbatch(spec: JobSpec) -> str:
         "  exit 1",
         "fi",
         'mkdir -p -- "$log_dir"',
+        "# a copy of this script (as Slurm runs it, however it was submitted) next to its logs",
+        f'cp -- "$0" "$log_dir/{safe_name(spec.name)}-$SLURM_JOB_ID.sbatch" 2>/dev/null || true',
     ]
     if spec.launcher == "deepspeed":
         config = deepspeed_config_for(spec)

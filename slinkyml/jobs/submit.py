@@ -94,31 +94,19 @@ def make_backend(name: str | None = None, *, slurm: object | None = None, as_use
 @dataclass(frozen=True)
 class Submitted:
     job_id: int
-    script_path: Path
+    script_path: Path  # where the job keeps a copy of its script (written by the job when it starts)
     backend: str
-
-
-def _keep_record(path: str, script: str) -> Path:
-    """A copy of the submitted script next to its logs; a record only, so failures are ignored."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, script.encode())
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-    return Path(path)
 
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
-    """Render, check against the live cluster, submit, keep a copy of the script in the log dir.
+    """Render, check against the live cluster, submit.
 
     With a backend that can start before it has the script (``sbatch``) and no cluster checks to
     run first, ``sbatch`` starts up (libslurm, plugins, slurm.conf) while the script is rendered.
-    Everything else is kept off that path: on this kind of machine, work done beside a starting
-    ``sbatch`` slows it almost as much as work done before it.
+    Nothing else is done on the way: the copy of the script kept with the logs is written by the
+    job itself when it starts (``cp "$0"`` in the rendered script), so plain ``sbatch`` of a
+    rendered script keeps one too, and submission costs what ``sbatch`` costs.
     """
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     log_dir = os.path.join(cwd, spec.log_dir)
@@ -148,5 +136,4 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
         raise
     if pending is not None:
         job_id = pending.job_id()
-    record = _keep_record(os.path.join(log_dir, f"{safe_name(spec.name)}-{job_id}.sbatch"), script)
-    return Submitted(job_id, record, backend.name)
+    return Submitted(job_id, Path(log_dir, f"{safe_name(spec.name)}-{job_id}.sbatch"), backend.name)
