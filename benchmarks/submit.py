@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/submit.py [--repeats 60] [--skip-training] [--ttfs-rounds 4]
 
 Figures (medians; the cluster is shared, so expect noise):
-* raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch +
-  the kept copy of the script) → ratio of medians with a 95 % bootstrap interval, and the median
-  of per-round ratios; the goal is ≤ 1.05×. Also with the live-cluster checks;
+* raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch of
+  the script on stdin) → ratio of medians with a 95 % bootstrap interval, and the median of
+  per-round ratios; the goal is ≤ 1.05×. Also with the live-cluster checks;
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
 * the same submission through slurmrestd's unix socket (the ``restapi`` backend: no ``sbatch``
   process per job) → ratio to raw ``sbatch``;

@@ -15,7 +15,6 @@ import math
 import os
 import socket
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -196,7 +195,7 @@ class RestApiBackend:
                                f"{detail or ' '.join(raw.split())[:200]}")
         return data
 
-    def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int:
+    def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
         env = {k: os.environ[k] for k in EXPORTED_ENV if os.environ.get(k)}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         path, body = submit_request(spec, script, version=self.version, cwd=str(cwd), environment=env)

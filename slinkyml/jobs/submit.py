@@ -10,14 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.render import render_sbatch, safe_name
 from slinkyml.jobs.spec import JobSpec
-
-if TYPE_CHECKING:
-    from slinkyml.slurm.runner import PendingCommand
 
 BACKENDS = ("sbatch", "restapi")
 CONFIG_FILES = ("~/.config/slinkyml/config.yaml", "/etc/slinkyml/config.yaml")
@@ -26,7 +23,7 @@ CONFIG_FILES = ("~/.config/slinkyml/config.yaml", "/etc/slinkyml/config.yaml")
 class Backend(Protocol):
     name: str
 
-    def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int: ...
+    def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int: ...
 
 
 @dataclass
@@ -38,16 +35,8 @@ class SbatchBackend:
     name: str = "sbatch"
     extra_args: tuple[str, ...] = ()  # sbatch options given on top of the script's (e.g. --hold)
 
-    def submit(self, spec: JobSpec, script: str, *, cwd: Path) -> int:
-        pending = self.start(spec, cwd=cwd)
-        pending.feed(script)
-        return pending.job_id()
-
-    def start(self, spec: JobSpec, *, cwd: str | os.PathLike[str]) -> PendingCommand:
-        """Start ``sbatch`` reading the script from stdin: it loads libslurm and slurm.conf while
-        :func:`submit` renders, and submits nothing until ``feed`` hands it the script."""
-        return self.slurm.start_sbatch(None, self.extra_args, as_user=self.as_user,  # type: ignore[attr-defined]
-                                       cwd=str(cwd))
+    def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
+        return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd)  # type: ignore[attr-defined]
 
 
 def config_value(key: str) -> str | None:
@@ -100,40 +89,22 @@ class Submitted:
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
-    """Render, check against the live cluster, submit.
-
-    With a backend that can start before it has the script (``sbatch``) and no cluster checks to
-    run first, ``sbatch`` starts up (libslurm, plugins, slurm.conf) while the script is rendered.
-    Nothing else is done on the way: the copy of the script kept with the logs is written by the
-    job itself when it starts (``cp "$0"`` in the rendered script), so plain ``sbatch`` of a
-    rendered script keeps one too, and submission costs what ``sbatch`` costs.
+    """Render, check against the live cluster, submit: nothing else on the way, so that submission
+    costs what ``sbatch`` costs. The copy of the script kept with the logs is written by the job
+    itself when it starts (``cp "$0"`` in the rendered script), so plain ``sbatch`` of a rendered
+    script keeps one too.
     """
     cwd = os.fspath(cwd) if cwd else os.getcwd()
-    log_dir = os.path.join(cwd, spec.log_dir)
-    checks = validate and slurm is not None
-    start = getattr(backend, "start", None)
-    pending = start(spec, cwd=cwd) if start is not None and not checks else None
-    try:
-        script = render_sbatch(spec)
-        if checks:
-            from slinkyml.jobs.validate import check_job
+    script = render_sbatch(spec)
+    if validate and slurm is not None:
+        from slinkyml.jobs.validate import check_job
 
-            check_job(spec, slurm, user=user)
-        try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
-            if not os.path.isdir(log_dir):
-                os.makedirs(log_dir, exist_ok=True)
-        except OSError as exc:
-            raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
-        if start is None:
-            job_id = backend.submit(spec, script, cwd=Path(cwd))
-        else:
-            if pending is None:
-                pending = start(spec, cwd=cwd)
-            pending.feed(script)
-    except BaseException:
-        if pending is not None:
-            pending.abort()  # it never got the whole script: nothing was submitted
-        raise
-    if pending is not None:
-        job_id = pending.job_id()
+        check_job(spec, slurm, user=user)
+    log_dir = os.path.join(cwd, spec.log_dir)
+    try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
+        if not os.path.isdir(log_dir):
+            os.makedirs(log_dir, exist_ok=True)
+    except OSError as exc:
+        raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
+    job_id = backend.submit(spec, script, cwd=cwd)
     return Submitted(job_id, Path(log_dir, f"{safe_name(spec.name)}-{job_id}.sbatch"), backend.name)

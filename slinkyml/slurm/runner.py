@@ -215,12 +215,11 @@ class Slurm:
         return result
 
     def start(self, command: str, args: Sequence[str] = (), *, input: str | None = None,
-              feed_later: bool = False, timeout: float | None = None, env: Mapping[str, str] | None = None,
+              timeout: float | None = None, env: Mapping[str, str] | None = None,
               as_user: str | None = None, cwd: str | os.PathLike[str] | None = None) -> PendingCommand:
         """Start ``command args`` and return at once, so that the caller's own work overlaps the
         command's run; :meth:`PendingCommand.result` then waits and raises like :meth:`run`
-        (one attempt: for commands that must not be repeated, like ``sbatch``). With
-        ``feed_later`` stdin stays open until :meth:`PendingCommand.feed` (or ``abort``)."""
+        (one attempt: for commands that must not be repeated, like ``sbatch``)."""
         argv = [self.executable(command), *map(str, args)]
         if as_user:
             argv = ["runuser", "-u", as_user, "--", *argv]
@@ -228,7 +227,7 @@ class Slurm:
         self.calls += 1
         started = time.monotonic()
         env_ = self._child_env(env, utc=command not in _LAUNCH_COMMANDS)
-        running = _Running(argv, input, limit, env_, cwd, feed_later=feed_later)
+        running = _Running(argv, input, limit, env_, cwd)
         return PendingCommand(self, command, running, started)
 
     def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
@@ -301,18 +300,13 @@ class Slurm:
         """Submit a script (a path, or the script text itself) and return the job id."""
         return self.start_sbatch(script, args, as_user=as_user, env=env, cwd=cwd).job_id()
 
-    def start_sbatch(self, script: str | os.PathLike[str] | None, args: Sequence[str] = (), *,
+    def start_sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,
                      as_user: str | None = None, env: Mapping[str, str] | None = None,
                      cwd: str | os.PathLike[str] | None = None) -> PendingCommand:
         """:meth:`sbatch` that returns while ``sbatch`` runs; ``.job_id()`` waits for the id.
 
-        ``script=None`` starts ``sbatch`` reading the script from stdin before the script exists:
-        its start-up (loading libslurm and plugins, reading slurm.conf) overlaps the caller's
-        rendering, and it submits nothing until :meth:`PendingCommand.feed` closes stdin.
+        Script text goes to ``sbatch`` on stdin (its ``#SBATCH`` lines are honoured as from a file).
         """
-        if script is None:
-            return self.start("sbatch", ["--parsable", *args], feed_later=True, as_user=as_user, env=env,
-                              cwd=cwd)
         script_str = str(script)
         if isinstance(script, str) and script_str.startswith("#!"):
             return self.start("sbatch", ["--parsable", *args], input=script_str, as_user=as_user, env=env,
@@ -358,14 +352,6 @@ class PendingCommand:
         if check and self._result.returncode != 0:
             raise self._slurm._classify(self.command, self._result)
         return self._result
-
-    def feed(self, text: str) -> None:
-        """The command's stdin, for one started with ``feed_later``."""
-        self._running.feed(text)
-
-    def abort(self) -> None:
-        """Kill a command started with ``feed_later`` before its input: ``sbatch`` submits nothing."""
-        self._running.abort()
 
     def job_id(self) -> int:
         """``sbatch --parsable``'s job id (waits)."""
@@ -485,19 +471,18 @@ class _Running:
     """
 
     def __init__(self, argv: list[str], input: str | None, limit: float, env: dict[str, str],
-                 cwd: str | os.PathLike[str] | None, *, feed_later: bool = False) -> None:
+                 cwd: str | os.PathLike[str] | None) -> None:
         self.argv, self.limit = argv, limit
-        piped = input is not None or feed_later
         # bytes pipes, decoded once in wait(): no text wrappers to build per call
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                      cwd=cwd, process_group=0)
         self.deadline = _WATCHDOG.add(self.proc.pid, limit)
         self.input: bytes | None = None
         if input is not None:
-            self.feed(input)
+            self._write_input(input)
 
-    def feed(self, text: str) -> None:
+    def _write_input(self, text: str) -> None:
         """Hand the command its whole stdin (written now when it fits a pipe, else by :meth:`wait`)."""
         data = text.encode()
         if len(data) > _EAGER_INPUT_BYTES:
@@ -512,14 +497,6 @@ class _Running:
                 stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-
-    def abort(self) -> None:
-        """Kill the command (and what it started) before it got its input; reap it."""
-        _kill_group(self.proc.pid)
-        try:
-            self.proc.communicate()
-        finally:
-            _WATCHDOG.finish(self.deadline)
 
     def wait(self) -> subprocess.CompletedProcess:
         try:
