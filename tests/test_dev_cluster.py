@@ -197,8 +197,8 @@ def test_busy_port_is_refused_before_anything_starts(local_cluster, tmp_path):
         blocker.listen()
         port = blocker.getsockname()[1]
         other = LocalCluster(tmp_path / "other", nodes=2, mariadb_port=port, slurmctld_port=16917,
-                             slurmdbd_port=16919, slurmrestd_port=16920, bridge="slkmlt0",
-                             subnet="10.219.0.0/24", node_prefix="t")  # beside the lab clusters
+                             slurmdbd_port=16919, slurmrestd_port=16920, bridge="slkmlbp0",
+                             subnet="10.219.0.0/24", node_prefix="busyport")  # names no other cluster uses
         with pytest.raises(SlinkyError, match=rf"--mariadb-port: port {port} .* already in use"):
             other.up()
         assert not any(d.running for d in other._daemons())
