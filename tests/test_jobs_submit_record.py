@@ -92,10 +92,10 @@ def test_submission_inherits_the_environment_without_copying_it(monkeypatch):
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
     monkeypatch.setenv("TZ", "Europe/Paris")
     slurm = Slurm()
-    assert slurm._child_env(None, utc=False) is None
-    assert slurm._child_env(None, utc=True)["TZ"] == "UTC"
-    assert Slurm(conf="/elsewhere/slurm.conf")._child_env(None, utc=False)["SLURM_CONF"] == "/elsewhere/slurm.conf"
-    assert Slurm(env={"A": "1"})._child_env(None, utc=False)["A"] == "1"
+    assert slurm._command_env("sbatch", None) is None and slurm._command_env("srun", None) is None
+    assert slurm._command_env("sacct", None)["TZ"] == "UTC"
+    assert Slurm(conf="/elsewhere/slurm.conf")._command_env("sbatch", None)["SLURM_CONF"] == "/elsewhere/slurm.conf"
+    assert Slurm(env={"A": "1"})._command_env("sbatch", None)["A"] == "1"
 
 
 @pytest.mark.slurm

@@ -157,9 +157,11 @@ class Slurm:
             env.update(extra)
         return env
 
-    def _child_env(self, extra: Mapping[str, str] | None, *, utc: bool) -> dict[str, str] | None:
-        """:meth:`environ`, or ``None`` when that is the inherited environment (no copy to build
-        and encode per call: a measurable part of a fast ``sbatch``)."""
+    def _command_env(self, command: str, extra: Mapping[str, str] | None) -> dict[str, str] | None:
+        """:meth:`environ` for ``command`` (UTC unless it starts a job), or ``None`` when that is
+        the inherited environment (no copy to build and encode per call: a measurable part of a
+        fast ``sbatch``)."""
+        utc = command not in _LAUNCH_COMMANDS
         if (not utc and not extra and not self.extra_env
                 and (not self.conf or os.environ.get("SLURM_CONF") == self.conf)):
             return None
@@ -190,7 +192,7 @@ class Slurm:
             argv = ["runuser", "-u", as_user, "--", *argv]
         attempts = 1 + (self.retries if retries is None else retries)
         limit = self.timeout if timeout is None else timeout
-        full_env = self._child_env(env, utc=command not in _LAUNCH_COMMANDS)
+        full_env = self._command_env(command, env)
         started = time.monotonic()
         proc = None
         for attempt in range(1, attempts + 1):
@@ -226,8 +228,7 @@ class Slurm:
         limit = self.timeout if timeout is None else timeout
         self.calls += 1
         started = time.monotonic()
-        env_ = self._child_env(env, utc=command not in _LAUNCH_COMMANDS)
-        running = _Running(argv, input, limit, env_, cwd)
+        running = _Running(argv, input, limit, self._command_env(command, env), cwd)
         return PendingCommand(self, command, running, started)
 
     def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
@@ -235,7 +236,7 @@ class Slurm:
         """Start a long-running Slurm command (``srun`` streaming output, ``sattach``)."""
         self.calls += 1
         return subprocess.Popen([self.executable(command), *map(str, args)],
-                                env=self._child_env(env, utc=command not in _LAUNCH_COMMANDS), **kwargs)
+                                env=self._command_env(command, env), **kwargs)
 
     @staticmethod
     def _is_transient(command: str, stderr: str) -> bool:
