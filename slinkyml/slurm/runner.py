@@ -216,21 +216,6 @@ class Slurm:
             raise self._classify(command, result)
         return result
 
-    def start(self, command: str, args: Sequence[str] = (), *, input: str | None = None,
-              timeout: float | None = None, env: Mapping[str, str] | None = None,
-              as_user: str | None = None, cwd: str | os.PathLike[str] | None = None) -> PendingCommand:
-        """Start ``command args`` and return at once, so that the caller's own work overlaps the
-        command's run; :meth:`PendingCommand.result` then waits and raises like :meth:`run`
-        (one attempt: for commands that must not be repeated, like ``sbatch``)."""
-        argv = [self.executable(command), *map(str, args)]
-        if as_user:
-            argv = ["runuser", "-u", as_user, "--", *argv]
-        limit = self.timeout if timeout is None else timeout
-        self.calls += 1
-        started = time.monotonic()
-        running = _Running(argv, input, limit, self._command_env(command, env), cwd)
-        return PendingCommand(self, command, running, started)
-
     def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
               **kwargs) -> subprocess.Popen:
         """Start a long-running Slurm command (``srun`` streaming output, ``sattach``)."""
@@ -298,21 +283,16 @@ class Slurm:
     def sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,
                as_user: str | None = None, env: Mapping[str, str] | None = None,
                cwd: str | os.PathLike[str] | None = None) -> int:
-        """Submit a script (a path, or the script text itself) and return the job id."""
-        return self.start_sbatch(script, args, as_user=as_user, env=env, cwd=cwd).job_id()
+        """Submit a script (a path, or the script text itself, given on stdin) and return the job id.
 
-    def start_sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,
-                     as_user: str | None = None, env: Mapping[str, str] | None = None,
-                     cwd: str | os.PathLike[str] | None = None) -> PendingCommand:
-        """:meth:`sbatch` that returns while ``sbatch`` runs; ``.job_id()`` waits for the id.
-
-        Script text goes to ``sbatch`` on stdin (its ``#SBATCH`` lines are honoured as from a file).
+        One attempt: ``sbatch`` retries a busy controller itself, and a repeat could submit twice.
         """
         script_str = str(script)
-        if isinstance(script, str) and script_str.startswith("#!"):
-            return self.start("sbatch", ["--parsable", *args], input=script_str, as_user=as_user, env=env,
-                              cwd=cwd)
-        return self.start("sbatch", ["--parsable", *args, script_str], as_user=as_user, env=env, cwd=cwd)
+        text = isinstance(script, str) and script_str.startswith("#!")
+        argv = ["--parsable", *args] if text else ["--parsable", *args, script_str]
+        out = self.run("sbatch", argv, input=script_str if text else None, retries=0, as_user=as_user,
+                       env=env, cwd=cwd).stdout
+        return parse_job_id(out)
 
     def show_config(self) -> dict[str, str]:
         """``scontrol show config`` as a dict (keys as Slurm prints them)."""
@@ -330,33 +310,6 @@ class Slurm:
         out = self.run("scontrol", args).stdout
         return [parse_scontrol_record(line) for line in out.splitlines() if line.strip()
                 and not line.startswith("No ")]
-
-
-class PendingCommand:
-    """A Slurm command started by :meth:`Slurm.start`, not yet waited for."""
-
-    def __init__(self, slurm: Slurm, command: str, running: _Running, started: float) -> None:
-        self._slurm, self.command, self._running, self._started = slurm, command, running, started
-        self._result: Result | None = None
-
-    def result(self, check: bool = True) -> Result:
-        """Wait for the command; typed errors as :meth:`Slurm.run` raises them."""
-        if self._result is None:
-            argv = self._running.argv
-            try:
-                proc = self._running.wait()
-            except subprocess.TimeoutExpired as exc:
-                raise SlurmTimeout(f"{self.command} timed out after {self._running.limit:g} s", argv=argv,
-                                   stderr=_decode(exc.stderr), stdout=_decode(exc.stdout)) from None
-            self._result = Result(tuple(argv), proc.returncode, proc.stdout, proc.stderr,
-                                  time.monotonic() - self._started, 1)
-        if check and self._result.returncode != 0:
-            raise self._slurm._classify(self.command, self._result)
-        return self._result
-
-    def job_id(self) -> int:
-        """``sbatch --parsable``'s job id (waits)."""
-        return parse_job_id(self.result().stdout)
 
 
 def parse_job_id(stdout: str) -> int:
@@ -457,66 +410,49 @@ def _kill_group(pid: int) -> None:
 _WATCHDOG = _Watchdog()
 
 
-#: stdin up to this size is written at start (a pipe holds 64 KiB): the command can run while the
-#: caller does other work; larger input is fed by ``communicate`` when the caller waits.
-_EAGER_INPUT_BYTES = 16384
+#: a Linux pipe's default capacity; stdin up to half of it is written at once, before waiting
+_PIPE_CAPACITY = 65536
 
 
-class _Running:
-    """A started command under a watchdog deadline; :meth:`wait` collects it like ``subprocess.run``.
+def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: dict[str, str] | None,
+                       cwd: str | os.PathLike[str] | None) -> subprocess.CompletedProcess:
+    """``subprocess.run(..., timeout=limit)`` without its polling loop.
 
     subprocess's own timeout path polls the child with sleeps and costs about 1 ms per call
     (a quarter of a fast ``sbatch``); the shared watchdog thread kills the child at the deadline
     instead, so every call costs what a plain run costs. The child gets its own process group so
     that a timeout (or Ctrl-C) also ends anything it started that still holds the output pipes.
+    Pipes are bytes, decoded once here: no text wrappers to build per call.
     """
-
-    def __init__(self, argv: list[str], input: str | None, limit: float, env: dict[str, str],
-                 cwd: str | os.PathLike[str] | None) -> None:
-        self.argv, self.limit = argv, limit
-        # bytes pipes, decoded once in wait(): no text wrappers to build per call
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                     cwd=cwd, process_group=0)
-        self.deadline = _WATCHDOG.add(self.proc.pid, limit)
-        self.input: bytes | None = None
-        if input is not None:
-            self._write_input(input)
-
-    def _write_input(self, text: str) -> None:
-        """Hand the command its whole stdin (written now when it fits a pipe, else by :meth:`wait`)."""
-        data = text.encode()
-        if len(data) > _EAGER_INPUT_BYTES:
-            self.input = data
-            return
-        stdin, self.proc.stdin = self.proc.stdin, None  # communicate() then only reads
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, process_group=0)
+    deadline = _WATCHDOG.add(proc.pid, limit)
+    data = None if input is None else input.encode()
+    if data is not None and len(data) <= _PIPE_CAPACITY // 2:
+        # fits the pipe: one write and close, not communicate()'s selector loop over stdin too
+        stdin, proc.stdin = proc.stdin, None
         try:
             stdin.write(data)  # type: ignore[union-attr]
-            stdin.close()  # type: ignore[union-attr]
+            stdin.flush()  # type: ignore[union-attr]
         except BrokenPipeError:  # exited before reading: its stderr says why
+            pass
+        finally:
             try:
                 stdin.close()  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass
-
-    def wait(self) -> subprocess.CompletedProcess:
-        try:
-            stdout, stderr = self.proc.communicate(self.input)
-        except BaseException:
-            _kill_group(self.proc.pid)
-            raise
-        finally:
-            _WATCHDOG.finish(self.deadline)  # the pid may be reused from here on: never kill it later
-        out, err = _decode(stdout), _decode(stderr)
-        if self.deadline.fired:
-            raise subprocess.TimeoutExpired(self.argv, self.limit, output=out, stderr=err)
-        return subprocess.CompletedProcess(self.argv, self.proc.returncode, out, err)
-
-
-def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: dict[str, str],
-                       cwd: str | os.PathLike[str] | None) -> subprocess.CompletedProcess:
-    """``subprocess.run(..., timeout=limit)`` without its polling loop (see :class:`_Running`)."""
-    return _Running(argv, input, limit, env, cwd).wait()
+        data = None
+    try:
+        stdout, stderr = proc.communicate(data)
+    except BaseException:
+        _kill_group(proc.pid)
+        raise
+    finally:
+        _WATCHDOG.finish(deadline)  # the pid may be reused from here on: never kill it later
+    out, err = _decode(stdout), _decode(stderr)
+    if deadline.fired:
+        raise subprocess.TimeoutExpired(argv, limit, output=out, stderr=err)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _decode(data: bytes | str | None) -> str:
