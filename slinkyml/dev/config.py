@@ -284,10 +284,8 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:
         for i, name in enumerate(names, start=1)
     )
     node_list = ",".join(names)
-    auth = f"AuthInfo=socket={spec.munge_socket}"
-    if spec.munge_socket_path != SYSTEM_MUNGE_SOCKET:
-        # connections to slurmdbd take the socket from here, not from AuthInfo (slurm.conf(5))
-        auth += f"\nAccountingStoragePass={spec.munge_socket}"
+    # connections to slurmdbd take the socket from AccountingStoragePass, not AuthInfo (slurm.conf(5))
+    auth = f"AuthInfo=socket={spec.munge_socket}\nAccountingStoragePass={spec.munge_socket}"
     plugstack = f"PlugStackConfig={spec.plugstack_conf}\n" if spec.spank_plugins else ""
     lines = f"""\
 # Written by `slinkyml dev up` — the local development cluster. Regenerated on every start.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: root's default state dir: the machine's shared cluster (munge's system socket, the default names).
+#: root's default state dir: the machine's shared cluster.
 SHARED_STATE_DIR = Path("/var/lib/slinkyml/dev")
 
 
