@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from slinkyml.jobs.follow import wait
-from slinkyml.jobs.restapi import RestApiBackend, api_version, submit_request
+from slinkyml.jobs.restapi import RestApiBackend, submit_request
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.jobs.validate import JobCheckError, check_job, problems, user_associations
+from slinkyml.slurm.rest import api_version
 
 pytestmark = pytest.mark.slurm
 EVIL = "x $(touch {canary}) `touch {canary}`; touch {canary} \"dq\" 'sq' \\ \nline2"

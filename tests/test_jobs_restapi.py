@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from slinkyml.jobs.restapi import RestApiBackend, api_version, default_target, submit_request
+from slinkyml.config import restapi_target as default_target
+from slinkyml.jobs.restapi import RestApiBackend, submit_request
 from slinkyml.jobs.spec import JobSpec
+from slinkyml.slurm.rest import BUILT_VERSIONS, api_version
 from slinkyml.slurm.version import SlurmVersion
 
 
@@ -61,7 +63,8 @@ def test_v0_0_38_body_sends_nodes_as_text():
 
 def test_default_target_follows_the_dev_cluster_env(tmp_path, monkeypatch):
     """Unconfigured, the backend finds the dev cluster that SLINKYML_STATE_DIR/SLINKYML_DEV_* name."""
-    monkeypatch.delenv("SLINKYML_RESTAPI_URL", raising=False)
+    for var in ("SLINKYML_RESTAPI_URL", "SLURMRESTD_URL", "SLINKYML_SLURMRESTD_SOCKET"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SLINKYML_CONFIG", str(tmp_path / "none.yaml"))
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/slinkyml/config.yaml
     monkeypatch.setenv("SLINKYML_STATE_DIR", str(tmp_path))
@@ -77,4 +80,21 @@ def test_default_target_follows_the_dev_cluster_env(tmp_path, monkeypatch):
         version = SlurmVersion(24, 11, 5)
 
     backend = RestApiBackend.from_config(slurm=_Slurm())
-    assert (backend.url, backend.version) == (f"unix:{tmp_path / 'run' / 'slurmrestd.sock'}", "v0.0.42")
+    assert (backend.client.url, backend.version) == (f"unix:{tmp_path / 'run' / 'slurmrestd.sock'}", "v0.0.42")
+
+    # the accounting client's older variable names still work, after the new one
+    monkeypatch.setenv("SLINKYML_SLURMRESTD_SOCKET", "/old.sock")
+    assert default_target() == "unix:/old.sock"
+    monkeypatch.setenv("SLURMRESTD_URL", "http://old:1")
+    assert default_target() == "http://old:1"
+    monkeypatch.setenv("SLINKYML_RESTAPI_URL", "http://new:2")
+    assert default_target() == "http://new:2" == default_target("http://new:2")
+    assert default_target("unix:/flag") == "unix:/flag"
+
+
+@pytest.mark.parametrize("release,expected", [
+    ((22, 5, 8), "v0.0.38"), ((23, 2, 7), "v0.0.39"), ((24, 11, 5), "v0.0.42"), ((25, 5, 0), "v0.0.43")])
+def test_accounting_reads_the_newest_served_slurmdb_version(release, expected):
+    version = SlurmVersion(*release)
+    assert api_version(version, "slurmdb") == expected == version.restapi_versions[0]
+    assert set(BUILT_VERSIONS["slurm"]) <= set(BUILT_VERSIONS["slurmdb"])

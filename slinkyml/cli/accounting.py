@@ -17,8 +17,8 @@ def _common(p: argparse.ArgumentParser, window: bool = True) -> None:
         p.add_argument("--until", default="now", help="window end (default now)")
         p.add_argument("--user", action="append", help="only this user (repeatable)")
         p.add_argument("--account", action="append", help="only this account (repeatable)")
-    p.add_argument("--backend", default="cli", choices=("cli", "rest", "pyslurm"),
-                   help="where to read accounting from (default: the Slurm CLIs)")
+    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"),
+                   help="where to read accounting from (default: the Slurm CLIs; rest = restapi)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON records")
     fmt.add_argument("--csv", action="store_true", help="print CSV")
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("report", help="HTML accounting report with plots")
     p.add_argument("--since", default="1d")
     p.add_argument("--until", default="now")
-    p.add_argument("--backend", default="cli", choices=("cli", "rest", "pyslurm"))
+    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"))
     p.add_argument("--html", required=True, help="output file")
     p.set_defaults(handler=_report)
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from slinkyml.config import default_state_dir
 from slinkyml.dev import network, ownership
 from slinkyml.dev.config import (
     DevClusterSpec,
@@ -27,7 +28,6 @@ from slinkyml.dev.config import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from slinkyml.dev.paths import default_state_dir
 from slinkyml.dev.process import Daemon, cmdline
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmError

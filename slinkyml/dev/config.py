@@ -228,7 +228,7 @@ def render_identity(spec: DevClusterSpec) -> str:
 
 
 #: Environment variables that change :class:`~slinkyml.dev.LocalCluster`'s defaults (explicit
-#: arguments still win). ``SLINKYML_STATE_DIR`` (see :mod:`slinkyml.dev.paths`) picks the state.
+#: arguments still win). ``SLINKYML_STATE_DIR`` (see :func:`slinkyml.config.default_state_dir`) picks the state.
 ENV_OPTIONS: dict[str, str] = {
     "SLINKYML_DEV_SUBNET": "subnet",            # e.g. 10.215.0.0/24
     "SLINKYML_DEV_BRIDGE": "bridge",            # e.g. slkml24

@@ -1,8 +1,7 @@
 """Submission: render → (validate) → hand the script to a backend (``sbatch`` or slurmrestd).
 
 The backend is chosen by, in order: the ``backend`` argument (``--backend``), ``$SLINKYML_BACKEND``,
-``backend:`` in ``$SLINKYML_CONFIG`` / ``~/.config/slinkyml/config.yaml`` / ``/etc/slinkyml/config.yaml``,
-else ``sbatch``.
+``backend:`` in the config file (:mod:`slinkyml.config`), else ``sbatch``.
 """
 
 from __future__ import annotations
@@ -12,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from slinkyml import config
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.render import render_sbatch, safe_name
 from slinkyml.jobs.spec import JobSpec
 
 BACKENDS = ("sbatch", "restapi")
-CONFIG_FILES = ("~/.config/slinkyml/config.yaml", "/etc/slinkyml/config.yaml")
 
 
 class Backend(Protocol):
@@ -39,28 +38,8 @@ class SbatchBackend:
         return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd)  # type: ignore[attr-defined]
 
 
-def config_value(key: str) -> str | None:
-    """A key from the first slinkyml config file that exists (plain ``key: value`` YAML)."""
-    paths = [os.environ["SLINKYML_CONFIG"]] if os.environ.get("SLINKYML_CONFIG") else []
-    paths += [os.path.expanduser(p) for p in CONFIG_FILES]
-    for path in paths:
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        import yaml
-
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise SlinkyError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-        if isinstance(data, dict) and data.get(key) is not None:
-            return str(data[key])
-    return None
-
-
 def backend_name(explicit: str | None = None) -> str:
-    name = explicit or os.environ.get("SLINKYML_BACKEND") or config_value("backend") or "sbatch"
+    name = config.setting("backend", "SLINKYML_BACKEND", explicit, "sbatch") or "sbatch"
     if name not in BACKENDS:
         raise SlinkyError(f"unknown backend {name!r}: use one of {', '.join(BACKENDS)}")
     return name

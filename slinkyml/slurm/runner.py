@@ -18,8 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
+from slinkyml import config
 from slinkyml.slurm.errors import (
     AccountingUnavailable,
     InvalidRequest,
@@ -111,26 +111,13 @@ def _which(command: str, path: str | None) -> str | None:
     return found
 
 
-def default_conf() -> str | None:
-    """The slurm.conf to use when none is given: $SLURM_CONF, the system one, or the dev cluster's."""
-    env = os.environ.get("SLURM_CONF")
-    if env:
-        return env
-    if Path("/etc/slurm/slurm.conf").exists():
-        return None  # Slurm's own default finds it
-    from slinkyml.dev.paths import default_state_dir
-
-    candidate = default_state_dir() / "etc" / "slurm.conf"
-    return str(candidate) if candidate.exists() else None
-
-
 class Slurm:
     """Runs Slurm client commands for one cluster (one slurm.conf)."""
 
     def __init__(self, conf: str | os.PathLike[str] | None = None, *, bin_dir: str | None = None,
                  timeout: float = 60.0, retries: int = 3, backoff: float = 0.5,
                  env: Mapping[str, str] | None = None):
-        self.conf = str(conf) if conf is not None else default_conf()
+        self.conf = str(conf) if conf is not None else config.slurm_conf()
         self.bin_dir = bin_dir
         self.timeout = timeout
         self.retries = retries

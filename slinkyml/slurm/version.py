@@ -58,5 +58,5 @@ class SlurmVersion:
         if self.at_least(23, 11):
             return ("v0.0.40", "v0.0.39")
         if self.at_least(23, 2):
-            return ("v0.0.39",)
+            return ("v0.0.39", "v0.0.38")
         return ("v0.0.38", "v0.0.37")

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from slinkyml.errors import SlinkyError
 
-BACKENDS = ("cli", "rest", "pyslurm")
+BACKENDS = ("cli", "restapi", "pyslurm")
+#: Older names still accepted: ``rest`` (the accounting CLI's name for slurmrestd before it was one).
+ALIASES = {"rest": "restapi"}
 
 
 def get_backend(name: str = "cli", slurm=None, **options):
-    """The backend called ``name`` (``cli``, ``rest`` or ``pyslurm``)."""
+    """The backend called ``name`` (``cli``, ``restapi`` or ``pyslurm``)."""
+    name = ALIASES.get(name, name)
     if name == "cli":
         from slinkyml.accounting.backends.cli import CliBackend
 
         return CliBackend(slurm)
-    if name == "rest":
+    if name == "restapi":
         from slinkyml.accounting.backends.restapi import RestBackend
 
         return RestBackend(slurm, **options)

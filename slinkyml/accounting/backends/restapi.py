@@ -1,100 +1,33 @@
 """slurmrestd backend: slurmdbd's OpenAPI (``slurmdb/v0.0.38`` on 22.05, ``v0.0.4x`` on 24.11).
 
 Job records are turned into the exact sacct text layout and parsed by the one sacct parser, so
-both backends produce identical DataFrames. Connects over the unix socket (rest_auth/local) or
-HTTP with a JWT (``X-SLURM-USER-TOKEN``).
+both backends produce identical DataFrames. Talks through :class:`slinkyml.slurm.rest.RestClient`.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import os
-import socket
 import time
-import urllib.parse
 from datetime import UTC, datetime
 
+from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.sacct import FIELDS, SEP, SacctTable, parse_sacct
-from slinkyml.errors import SlinkyError
+from slinkyml.slurm.rest import RestClient, api_version
 from slinkyml.slurm.runner import Slurm
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float = 60.0):
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)
-
-
-def default_socket() -> str | None:
-    path = os.environ.get("SLINKYML_SLURMRESTD_SOCKET")
-    if path:
-        return path
-    from slinkyml.dev.paths import default_state_dir
-
-    candidate = default_state_dir() / "run" / "slurmrestd.sock"
-    return str(candidate) if candidate.exists() else None
-
-
 class RestBackend:
-    name = "rest"
+    name = "restapi"
 
-    def __init__(self, slurm: Slurm | None = None, *, url: str | None = None,
-                 socket_path: str | None = None, token: str | None = None,
+    def __init__(self, slurm: Slurm | None = None, *, url: str | None = None, token: str | None = None,
                  user: str | None = None):
         self.slurm = slurm or Slurm()
-        self.url = url or os.environ.get("SLURMRESTD_URL")
-        self.socket_path = None if self.url else (socket_path or default_socket())
-        self.token = token or os.environ.get("SLURM_JWT")
-        self.user = user or os.environ.get("USER", "root")
-        if not self.url and not self.socket_path:
-            raise SlinkyError("--backend rest: no slurmrestd configured (set SLURMRESTD_URL "
-                              "and SLURM_JWT, or SLINKYML_SLURMRESTD_SOCKET)")
-        version = self.slurm.version
-        self.api = f"slurmdb/{version.restapi_versions[0]}" if version.at_least(23, 2) \
-            else "slurmdb/v0.0.38"
-
-    def _get(self, path: str, query: dict[str, str]) -> dict:
-        target = f"/{self.api}/{path}"
-        if query:
-            target += "?" + urllib.parse.urlencode(query, safe="-:")
-        headers = {"Accept": "application/json"}
-        if self.url:
-            parsed = urllib.parse.urlparse(self.url)
-            conn = http.client.HTTPConnection(parsed.hostname, parsed.port or 80, timeout=120)
-            headers["X-SLURM-USER-NAME"] = self.user
-            if self.token:
-                headers["X-SLURM-USER-TOKEN"] = self.token
-        else:
-            conn = _UnixHTTPConnection(self.socket_path, timeout=120)
-        try:
-            conn.request("GET", target, headers=headers)
-            response = conn.getresponse()
-            body = response.read()
-        except OSError as exc:
-            raise SlinkyError(f"slurmrestd is not reachable ({self.url or self.socket_path}): "
-                              f"{exc}") from None
-        finally:
-            conn.close()
-        try:
-            data = json.loads(body or b"{}")
-        except ValueError:
-            raise SlinkyError(f"slurmrestd answered {response.status} without JSON for "
-                              f"{target}") from None
-        errors = [e for e in data.get("errors", []) if e.get("error_number", e.get("error_code"))]
-        if errors:
-            raise SlinkyError(f"slurmrestd {target}: {errors[0].get('error') or errors[0]}")
-        return data
+        self.client = RestClient.from_config(url, token, user, timeout=120)
+        self.api = f"slurmdb/{api_version(self.slurm.version, 'slurmdb')}"
 
     def jobs(self, start: datetime, end: datetime, *, users=None, accounts=None,
              job_ids=None) -> SacctTable:
         ago = max(0, int(time.time() - start.timestamp()))
-        data = self._get("jobs", {"start_time": f"now-{ago}"})
+        data = self.client.request("GET", f"/{self.api}/jobs", query={"start_time": f"now-{ago}"})
         records = data.get("jobs", [])
         t0, t1 = start.timestamp(), end.timestamp()
         keep = []
@@ -116,8 +49,6 @@ class RestBackend:
         return records_to_table(keep)
 
     def shares(self):
-        from slinkyml.accounting.backends.cli import CliBackend
-
         return CliBackend(self.slurm).shares()  # slurmdbd's API has no live shares on 22.05
 
 
