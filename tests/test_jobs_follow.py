@@ -30,4 +30,4 @@ def test_follow_prints_state_changes_and_new_lines(tmp_path, monkeypatch):
     final = fl.follow(object(), 7, stream=stream, poll=0)
     text = stream.getvalue()
     assert final.state == "COMPLETED" and "job 7 PENDING (reason: Resources)" in text
-    assert text.count("[node0 r0] [rank 0] all-reduce check ok") == 1 and "job 7 RUNNING 00:00:03" in text
+    assert text.count("[node0 r0] [rank 0] all-reduce check ok") == 1 and "job 7 RUNNING restarts=0 nodes=n1 00:00:03" in text

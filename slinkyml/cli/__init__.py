@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     ("dev", ("dev",)),
     ("cluster", ("cluster",)),
     ("sbatch", ("sbatch",)),
+    ("run", ("run",)),
     ("jobs", ("jobs",)),
     ("accounting", ("usage", "fairshare", "efficiency", "report")),
     ("plan", ("plan",)),

@@ -6,18 +6,33 @@ import argparse
 import sys
 from typing import Any
 
+from slinkyml.errors import SlinkyError
+
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("jobs", help="status, logs and cancellation of submitted jobs")
+    p = subparsers.add_parser("jobs", help="status, logs, failure diagnosis and cancellation of jobs")
     sub = p.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
-    status = sub.add_parser("status", help="state, reason, run time and restarts of jobs")
+    status = sub.add_parser("status", help="state, reason, run time and restarts of jobs; for a failed "
+                            "job the first failing rank, its host, exit code and exception")
     status.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
     status.set_defaults(handler=_status)
-    logs = sub.add_parser("logs", help="the batch log and the newest step logs by rank")
+    logs = sub.add_parser("logs", help="the batch log and every rank's log, also after Slurm forgot the job",
+                          description="Log paths come from the submission record, slurmctld, or sacct's "
+                          "WorkDir. Exit 1 when the job's log files are gone.")
     logs.add_argument("job_id", type=_job_id, metavar="JOBID")
-    logs.add_argument("-n", "--lines", type=int, default=20, help="lines per step log (20)")
-    logs.add_argument("--follow", action="store_true", help="keep showing new lines until the job ends")
+    logs.add_argument("-n", "--lines", type=int, default=20,
+                      help="last lines per rank log (20; 0: whole files)")
+    logs.add_argument("--rank", type=int, metavar="N", help="only this rank's (node's, task's) log, whole")
+    logs.add_argument("--restart", type=int, metavar="R", help="logs of this run of a requeued job "
+                      "(default: the newest)")
+    logs.add_argument("--follow", action="store_true",
+                      help="print every new line of every log until the job ends")
     logs.set_defaults(handler=_logs)
+    why = sub.add_parser("why", help="why a job failed: the first failing rank and the log lines around it",
+                         description="Recognises a rank's exception, OOM kills, node failures, time limits, "
+                         "preemption and launch failures. Exit 0 for a completed job, 1 otherwise.")
+    why.add_argument("job_id", type=_job_id, metavar="JOBID")
+    why.set_defaults(handler=_why)
     cancel = sub.add_parser("cancel", help="cancel jobs (scancel)")
     cancel.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
     cancel.add_argument("--signal", help="send this signal instead of cancelling (e.g. USR2)")
@@ -31,35 +46,74 @@ def _job_id(text: str) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from slinkyml.jobs.diagnose import diagnose
     from slinkyml.jobs.follow import job_state
     from slinkyml.slurm import Slurm
 
     slurm = Slurm()
     print(f"{'JOBID':>8} {'STATE':<12} {'TIME':>10} {'RESTARTS':>8}  REASON/NODES")
+    worst = 0
     for job_id in args.job_ids:
         s = job_state(slurm, job_id)
         print(f"{s.job_id:>8} {s.state:<12} {s.run_time:>10} {s.restarts:>8}  "
               f"{s.reason if s.state.startswith('PENDING') else s.nodes}")
-    return 0
+        if s.finished and s.exit_status:
+            print(f"{'':>8} {diagnose(slurm, job_id, state=s).summary}")
+            worst = 1
+    return worst
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from slinkyml.jobs.follow import follow, job_state, newest_lines
+    from slinkyml.jobs.follow import find_logs, follow, job_state
+    from slinkyml.jobs.logs import read_tail
     from slinkyml.slurm import Slurm
 
     slurm = Slurm()
     if args.follow:
-        state = follow(slurm, args.job_id, lines=args.lines)
-        return 0 if state.state == "COMPLETED" else 1
+        state = follow(slurm, args.job_id, rank=args.rank)
+        return state.exit_status
     state = job_state(slurm, args.job_id)
-    if state.stdout and Path(state.stdout).exists():
-        print(f"==> {state.stdout} <==")
-        sys.stdout.write(Path(state.stdout).read_text(errors="replace"))
-    for line in newest_lines(state.stdout, args.job_id, args.lines):
-        print(line)
+    logs = find_logs(slurm, state)
+    if not logs.exists:
+        where = ", ".join(logs.tried) or "no log path known (no submission record, no WorkDir)"
+        raise _NoLogs(f"job {args.job_id} ({state.state}): its log files are gone or were never written "
+                      f"here; looked for {where}")
+    chosen = logs.rank_logs(args.rank, restart=args.restart)
+    if args.rank is None and logs.batch_log is not None and logs.batch_log.exists():
+        print(f"==> {logs.batch_log} <==")
+        sys.stdout.writelines(line + "\n" for line in read_tail(logs.batch_log, 0))
+    if args.rank is not None and not chosen:
+        raise SlinkyError(f"job {args.job_id} has no log for rank {args.rank} "
+                          f"(there are: {', '.join(sorted({r.name for r in logs.ranks})) or 'none'})")
+    lines = 0 if args.rank is not None else args.lines
+    for entry in chosen:
+        print(f"==> {entry.path} <==" + (f" (last {lines} lines)" if lines else ""))
+        sys.stdout.writelines(line + "\n" for line in read_tail(entry.path, lines))
+    if state.finished and state.exit_status and args.rank is None:
+        from slinkyml.jobs.diagnose import diagnose
+
+        print(f"==> {diagnose(slurm, args.job_id, state=state, logs=logs).summary}")
     return 0
+
+
+def _why(args: argparse.Namespace) -> int:
+    from slinkyml.jobs.diagnose import diagnose
+    from slinkyml.slurm import Slurm
+
+    found = diagnose(Slurm(), args.job_id)
+    print(found.summary)
+    for evidence in found.evidence:
+        print(f"\n==> {evidence.path}:{evidence.line} <==")
+        for offset, line in enumerate(evidence.context):
+            number = evidence.first + offset
+            print(f"{'>' if number == evidence.line else ' '}{number:6d}  {line}")
+    return 0 if found.kind in ("completed", "running") else 1
+
+
+class _NoLogs(SlinkyError):
+    """The job exists but its files do not: a failure (1), not a usage error (2)."""
+
+    exit_code = 1
 
 
 def _cancel(args: argparse.Namespace) -> int:

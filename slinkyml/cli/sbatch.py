@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
     submit = sub.add_parser("submit", help="check JOB.yaml against the cluster and submit it")
     submit.add_argument("job", metavar="JOB.yaml")
     submit.add_argument("--dry-run", action="store_true", help="render and check, submit nothing")
-    submit.add_argument("--wait", action="store_true", help="wait for the job; exit with its status")
+    submit.add_argument("--wait", action="store_true", help="wait for the job; exit with its exit code "
+                        "(as sbatch --wait), the last line naming the first failing rank")
     submit.add_argument("--follow", action="store_true", help="show state and log lines until it ends")
     submit.add_argument("--backend", choices=("sbatch", "restapi"),
                         help="default: $SLINKYML_BACKEND, the config file, else sbatch")
@@ -68,10 +69,14 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    return submit_and_report(_load(args.job), args)
+
+
+def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
+    """``--dry-run`` (render and check), or submit; then ``--wait``/``--follow`` (shared by ``run``)."""
     from slinkyml.jobs import submit as sub
     from slinkyml.slurm import Slurm
 
-    spec = _load(args.job)
     slurm = Slurm()
     if args.dry_run:
         from slinkyml.jobs.render import render_sbatch
@@ -83,20 +88,31 @@ def _submit(args: argparse.Namespace) -> int:
         sys.stdout.write(script)
         print(f"# dry run: {spec.name!r} passes the cluster checks; nothing submitted", file=sys.stderr)
         return 0
-    backend = sub.make_backend(args.backend, slurm=slurm, restapi_url=args.restapi_url)
+    backend = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
+                               restapi_url=getattr(args, "restapi_url", None))
     result = sub.submit(spec, backend=backend, slurm=None if args.no_check else slurm)
     print(f"Submitted batch job {result.job_id} ({result.backend}; the job copies its script to "
           f"{result.script_path})", flush=True)
     if not (args.wait or args.follow):
         return 0
+    return wait_and_report(slurm, result.job_id, follow_logs=args.follow, timeout=args.timeout)
+
+
+def wait_and_report(slurm: Any, job_id: int, *, follow_logs: bool, timeout: float | None) -> int:
+    """Wait (or follow) until the job ends; the last line says how it ended, and for a failure which
+    rank failed where and why; exit with the job's exit code, as ``sbatch --wait`` does."""
+    from slinkyml.jobs.diagnose import diagnose
     from slinkyml.jobs.follow import follow, wait
 
-    if args.follow:
-        state = follow(slurm, result.job_id, timeout=args.timeout)
+    if follow_logs:
+        state = follow(slurm, job_id, timeout=timeout)
     else:
-        state = wait(slurm, result.job_id, timeout=args.timeout, poll=2.0)
-    print(f"job {result.job_id} {state.state} exit={state.exit_code}")
-    return 0 if state.state == "COMPLETED" else 1
+        state = wait(slurm, job_id, timeout=timeout, poll=1.0)
+    if state.exit_status:
+        print(diagnose(slurm, job_id, state=state).summary, flush=True)
+    else:
+        print(f"job {job_id} {state.state} exit={state.exit_code}", flush=True)
+    return state.exit_status
 
 
 def _check(args: argparse.Namespace) -> int:

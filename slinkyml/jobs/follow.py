@@ -6,7 +6,6 @@ from :data:`FINISHED` with no requeue pending.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from slinkyml.jobs.logs import JobLogs, LogTail, locate, rank_logs_next_to, read_tail
 from slinkyml.slurm.errors import JobNotFound
 
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
@@ -31,10 +31,22 @@ class JobState:
     nodes: str = ""
     stdout: str = ""
     name: str = ""
+    workdir: str = ""
 
     @property
     def finished(self) -> bool:
         return self.state.split()[0] in FINISHED
+
+    @property
+    def exit_status(self) -> int:
+        """The status to exit with, as ``sbatch --wait`` does: the job's exit code, 128+signal when a
+        signal ended it, 1 for any other unsuccessful end, 0 for COMPLETED."""
+        code, _, signal = self.exit_code.partition(":")
+        if code.isdigit() and int(code):
+            return int(code)
+        if signal.isdigit() and int(signal):
+            return 128 + int(signal)
+        return 0 if self.state.split()[0] == "COMPLETED" else 1
 
 
 def job_state(slurm: Any, job_id: int) -> JobState:
@@ -46,46 +58,45 @@ def job_state(slurm: Any, job_id: int) -> JobState:
         r = records[0]
         return JobState(job_id, r.get("JobState", "UNKNOWN"), r.get("Reason", ""), r.get("RunTime", ""),
                         int(r.get("Restarts", "0") or 0), r.get("ExitCode", ""), r.get("NodeList", ""),
-                        r.get("StdOut", ""), r.get("JobName", ""))
-    out = slurm.run("sacct", ["-X", "-n", "-P", "-j", str(job_id),
-                              "-o", "State,ExitCode,Elapsed,NodeList,JobName"]).stdout.strip().splitlines()
+                        r.get("StdOut", ""), r.get("JobName", ""), r.get("WorkDir", ""))
+    return accounting_state(slurm, job_id)
+
+
+def accounting_state(slurm: Any, job_id: int) -> JobState:
+    """The job as sacct remembers it (slurmctld forgets it ``MinJobAge`` seconds after it ends)."""
+    fields = ["State", "ExitCode", "Elapsed", "NodeList", "JobName", "WorkDir", "Reason"]
+    if slurm.version.at_least(23, 2):
+        fields.append("StdOut")  # sacct knows the log path from 23.02 on
+    out = slurm.run("sacct", ["-X", "-n", "-P", "-D", "-j", str(job_id),
+                              "-o", ",".join(fields)]).stdout.strip().splitlines()
     if not out:
         raise JobNotFound(f"job {job_id} is unknown to slurmctld and to accounting")
-    state, code, elapsed, nodes, name = (out[-1].split("|") + [""] * 5)[:5]
-    return JobState(job_id, state.split()[0], "", elapsed, 0, code, nodes, "", name)
+    values = dict(zip(fields, out[-1].split("|") + [""] * len(fields), strict=False))
+    return JobState(job_id, values["State"].split()[0] if values["State"] else "UNKNOWN",
+                    values["Reason"] if values["Reason"] != "None" else "", values["Elapsed"],
+                    max(0, len(out) - 1), values["ExitCode"], values["NodeList"], values.get("StdOut", ""),
+                    values["JobName"], values["WorkDir"])
+
+
+def find_logs(slurm: Any, state: JobState) -> JobLogs:
+    """The job's log files (record first, then what Slurm said about it)."""
+    return locate(state.job_id, conf=getattr(slurm, "conf", None), stdout=state.stdout,
+                  workdir=state.workdir, name=state.name)
 
 
 def log_files(stdout: str, job_id: int) -> list[Path]:
     """Step logs next to the batch log: ``<name>-<job>-r<restart>-node<k>.log``, oldest restart first."""
     if not stdout:
         return []
-    folder = Path(stdout).parent
-    files = list(folder.glob(f"*-{job_id}-r*-*.log"))
-
-    def key(p: Path) -> tuple[int, int]:
-        m = re.search(rf"-{job_id}-r(\d+)-\D*(\d+)\.log$", p.name)
-        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-    return sorted(files, key=key)
+    return [r.path for r in rank_logs_next_to(Path(stdout), str(job_id))]
 
 
 def newest_lines(stdout: str, job_id: int, lines: int = 5) -> list[str]:
     """The last lines of the newest restart's step logs, each labelled with its node/task."""
-    files = log_files(stdout, job_id)
-    if not files:
+    if not stdout:
         return []
-    restart = re.search(r"-r(\d+)-", files[-1].name).group(1)  # type: ignore[union-attr]
-    out = []
-    for path in files:
-        if f"-r{restart}-" not in path.name:
-            continue
-        label = re.search(r"-r\d+-(\D*\d+)\.log$", path.name)
-        try:
-            tail = path.read_text(errors="replace").splitlines()[-lines:]
-        except OSError:
-            continue
-        out += [f"[{label.group(1) if label else path.name} r{restart}] {line}" for line in tail]
-    return out
+    logs = JobLogs(str(job_id), "sbatch", Path(stdout), tuple(rank_logs_next_to(Path(stdout), str(job_id))))
+    return [f"[{r.name} r{r.restart}] {line}" for r in logs.rank_logs() for line in read_tail(r.path, lines)]
 
 
 def wait(slurm: Any, job_id: int, *, timeout: float | None = None, poll: float = 1.0,
@@ -107,24 +118,33 @@ def wait(slurm: Any, job_id: int, *, timeout: float | None = None, poll: float =
         time.sleep(poll)
 
 
-def follow(slurm: Any, job_id: int, *, stream: TextIO = sys.stdout, lines: int = 4,
-           poll: float = 2.0, timeout: float | None = None) -> JobState:
-    """Print state changes and new log lines until the job ends."""
-    shown: set[str] = set()
+def follow(slurm: Any, job_id: int, *, stream: TextIO | None = None, poll: float = 2.0,
+           timeout: float | None = None, rank: int | None = None) -> JobState:
+    """Print state changes and every new log line (batch log and every rank's, by byte offset:
+    nothing dropped, nothing repeated) until the job ends."""
+    stream = stream or sys.stdout  # looked up per call: redirect_stdout must reach it
+    tail = LogTail()
     last: list[str] = [""]
+
+    def show_new_lines(state: JobState, final: bool = False) -> None:
+        logs = find_logs(slurm, state)
+        files = [] if logs.batch_log is None or rank is not None else [("batch", logs.batch_log)]
+        files += [(f"{r.name} r{r.restart}", r.path) for r in logs.ranks if rank is None or r.index == rank]
+        for label, path in files:
+            for line in tail.read(path, final=final):
+                print(f"  [{label}] {line}", file=stream, flush=True)
 
     def update(state: JobState) -> None:
         head = f"job {job_id} {state.state}"
         if state.state.startswith("PENDING"):
             head += f" (reason: {state.reason})"
         else:
-            head += f" {state.run_time} restarts={state.restarts} nodes={state.nodes}"
-        if head != last[0]:
-            print(head, file=stream, flush=True)
+            head += f" restarts={state.restarts} nodes={state.nodes}"
+        if head != last[0]:  # a change of state, not of run time
+            print(f"{head} {state.run_time}".rstrip(), file=stream, flush=True)
             last[0] = head
-        for line in newest_lines(state.stdout, job_id, lines):
-            if line not in shown:
-                shown.add(line)
-                print("  " + line, file=stream, flush=True)
+        show_new_lines(state)
 
-    return wait(slurm, job_id, timeout=timeout, poll=poll, on_update=update)
+    final = wait(slurm, job_id, timeout=timeout, poll=poll, on_update=update)
+    show_new_lines(final, final=True)
+    return final

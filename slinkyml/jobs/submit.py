@@ -13,6 +13,7 @@ from typing import Protocol
 
 from slinkyml import config
 from slinkyml.errors import SlinkyError
+from slinkyml.jobs import records
 from slinkyml.jobs.render import render_sbatch, safe_name
 from slinkyml.jobs.spec import JobSpec
 
@@ -86,4 +87,8 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     except OSError as exc:
         raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
     job_id = backend.submit(spec, script, cwd=cwd)
+    # where its logs are, for `slinkyml jobs logs` after Slurm has forgotten the job
+    records.record_sbatch(job_id, name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
+                          batch_log=os.path.join(log_dir, f"{safe_name(spec.name)}-{job_id}.out"),
+                          conf=getattr(getattr(backend, "slurm", None), "conf", None))
     return Submitted(job_id, Path(log_dir, f"{safe_name(spec.name)}-{job_id}.sbatch"), backend.name)

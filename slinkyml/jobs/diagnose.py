@@ -1,0 +1,274 @@
+"""Why a job ended: the first failing rank, its host, exit code and exception — not the SIGTERM
+that ``srun --kill-on-bad-exit`` then sent the other ranks.
+
+Read from what the cluster leaves behind, in this order: sacct's job and step states (OUT_OF_MEMORY,
+NODE_FAIL, TIMEOUT, PREEMPTED), the batch log's srun/slurmstepd lines (``srun: error: HOST: task N:
+Exited with exit code C``, ``*** JOB … DUE TO TIME LIMIT ***``, ``oom_kill``), torchrun's "Root Cause
+(first observed failure)" block, and the ranks' tracebacks. Each finding keeps the file and line it
+came from, so ``slinkyml jobs why`` can print the lines around it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slinkyml.jobs.follow import JobState, find_logs, job_state
+from slinkyml.jobs.logs import JobLogs, read_tail
+
+#: kinds of ending, most specific first
+KINDS = ("running", "completed", "oom", "node_fail", "timeout", "preempted", "launch", "exception",
+         "cancelled", "failed")
+#: exit codes and signals that mean "was killed because another rank failed" (SIGTERM, SIGKILL)
+_KILLED_CODES = {"143", "137", "-15", "-9", "15", "9"}
+_SRUN_TASK = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)$")
+_STEPD_CANCEL = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT \S+"
+                           r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*")
+_OOM = re.compile(r"oom[-_]kill|Out Of Memory|OOM Killed|out of memory|exceeded memory limit", re.I)
+_LAUNCH = re.compile(r"execve\(\)|Unable to create step|Task launch for .* failed|Application launch "
+                     r"failed|can't open file|No such file or directory|command not found|pyxis: |"
+                     r"error: .*launch failed|couldn't chdir|Permission denied")
+_ROOT_CAUSE = "Root Cause (first observed failure)"
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
+#: tracebacks of the launcher itself (torchrun being stopped or reporting its child), not the user's
+_LAUNCHER_EXCEPTIONS = ("SignalException", "ChildFailedError", "torch.distributed.elastic")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Lines of one file around a finding (``line`` is 1-based, ``first`` the line of ``context[0]``)."""
+
+    path: Path
+    line: int
+    first: int
+    context: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    job_id: str
+    state: str
+    kind: str
+    exit_code: str = ""
+    rank: int | None = None
+    host: str = ""
+    exception: str = ""
+    detail: str = ""
+    evidence: tuple[Evidence, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """One line: ``job 12 FAILED (exception): rank 1 on dl2 exited 1: RuntimeError: boom``."""
+        head = f"job {self.job_id} {self.state}"
+        if self.kind in ("running", "completed"):
+            return head + (f" exit={self.exit_code}" if self.exit_code else "")
+        where = []
+        if self.rank is not None:
+            where.append(f"rank {self.rank}")
+        if self.host:
+            where.append(f"on {self.host}")
+        parts = [" ".join(where)] if where else []
+        if self.exit_code:
+            parts[-1:] = [((parts[-1] + " ") if parts else "") + f"exited {self.exit_code}"]
+        text = f"{head} ({_KIND_WORDS[self.kind]})"
+        if parts:
+            text += ": " + parts[0]
+        for extra in (self.exception, self.detail):
+            if extra:
+                text += f": {extra}"
+        return text
+
+
+_KIND_WORDS = {"oom": "out of memory", "node_fail": "node failure", "timeout": "time limit",
+               "preempted": "preempted", "launch": "launch failure", "exception": "exception",
+               "cancelled": "cancelled", "failed": "failed", "running": "running", "completed": "completed"}
+
+
+@dataclass
+class _Finding:
+    path: Path
+    index: int  # 0-based line index
+    lines: list[str]
+    before: int = 3
+    after: int = 3
+
+    def evidence(self) -> Evidence:
+        first = max(0, self.index - self.before)
+        return Evidence(self.path, self.index + 1, first + 1,
+                        tuple(self.lines[first:self.index + self.after + 1]))
+
+
+def _steps(slurm: Any, job_id: str) -> list[dict[str, str]]:
+    fields = ["JobID", "State", "ExitCode", "NodeList"]
+    try:
+        out = slurm.run("sacct", ["-n", "-P", "-j", job_id, "-o", ",".join(fields)], retries=1).stdout
+    except Exception:  # noqa: BLE001 - accounting down: diagnose from the logs alone
+        return []
+    return [dict(zip(fields, line.split("|"), strict=False)) for line in out.splitlines() if line.strip()]
+
+
+def _read(path: Path | None) -> list[str]:
+    return read_tail(path, 0) if path is not None else []
+
+
+def _strip_rank(line: str) -> tuple[int | None, str]:
+    match = _RANK_PREFIX.match(line)
+    return (int(match.group(1)), line[match.end():]) if match else (None, line)
+
+
+def last_exception(lines: list[str]) -> tuple[int, int | None, str] | None:
+    """(line index, rank prefix or None, ``Type: message``) of the last user traceback in ``lines``."""
+    found = None
+    for i, raw in enumerate(lines):
+        rank, line = _strip_rank(raw)
+        if not line.startswith("Traceback (most recent call last)"):
+            continue
+        for j in range(i + 1, len(lines)):
+            rank_j, body = _strip_rank(lines[j])
+            if rank_j != rank:
+                continue
+            if body and not body[0].isspace() and not body.startswith(("Traceback", "During handling",
+                                                                        "The above exception")):
+                if not any(name in body for name in _LAUNCHER_EXCEPTIONS):
+                    found = (j, rank, body.strip())
+                break
+    return found
+
+
+def _root_causes(lines: list[str]) -> list[tuple[int, dict[str, str]]]:
+    """torchrun's "Root Cause" (and "Failures") entries: index and fields (host, rank, exitcode, time)."""
+    out = []
+    for i, line in enumerate(lines):
+        if _ROOT_CAUSE not in line:
+            continue
+        fields: dict[str, str] = {}
+        for body in lines[i + 1:i + 10]:
+            key, sep, value = body.partition(":")
+            if sep and key.strip() in ("time", "host", "rank", "exitcode"):
+                fields[key.strip()] = value.strip()
+        out.append((i, fields))
+    return out
+
+
+def diagnose(slurm: Any, job_id: int | str, *, state: JobState | None = None, logs: JobLogs | None = None,
+             steps: list[dict[str, str]] | None = None) -> Diagnosis:
+    """The diagnosis of one job (any state; a running job gets a one-line "running"). ``state``,
+    ``logs`` and ``steps`` (sacct's job and step records) are read from the cluster when not given."""
+    state = state or job_state(slurm, int(str(job_id).split("_")[0]))
+    job = str(job_id)
+    name = state.state.split()[0]
+    if name in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED"):
+        return Diagnosis(job, state.state, "running", state.exit_code, detail=state.reason)
+    if name == "COMPLETED":
+        return Diagnosis(job, state.state, "completed", state.exit_code)
+    logs = logs or find_logs(slurm, state)
+    steps = _steps(slurm, job) if steps is None else steps
+    step_states = {s.get("State", "").split()[0] for s in steps if s.get("State")}
+    batch = _read(logs.batch_log)
+    rank_files = [(r, _read(r.path)) for r in logs.rank_logs()]
+    found: list[_Finding] = []
+    rank: int | None = None
+    host = ""
+    exit_code = state.exit_code.partition(":")[0] if state.exit_code else ""
+    exception = ""
+    detail = ""
+
+    # 1. srun's per-task lines in the batch log: the first task that failed on its own
+    killed_task: tuple[int, str] | None = None
+    for i, line in enumerate(batch):
+        match = _SRUN_TASK.search(line)
+        if not match:
+            continue
+        what = match.group("what")
+        code = re.search(r"exit code (\d+)", what)
+        task = int(re.split(r"[,\-]", match.group("tasks"))[0])
+        if (code and code.group(1) not in _KILLED_CODES) or _OOM.search(what):
+            if rank is None:
+                rank, host = task, match.group("host")
+                exit_code = code.group(1) if code else exit_code
+                found.append(_Finding(logs.batch_log, i, batch))  # type: ignore[arg-type]
+        elif killed_task is None:
+            killed_task = (task, match.group("host"))
+    # 2. torchrun's own account: the global rank and host of the first failure that was not a kill
+    for entry, lines in rank_files:
+        for i, fields in _root_causes(lines):
+            code = fields.get("exitcode", "").split()[0] if fields.get("exitcode") else ""
+            if code in _KILLED_CODES or "Signals." in fields.get("exitcode", ""):
+                continue
+            rank_text = fields.get("rank", "").split()[0] if fields.get("rank") else ""
+            rank = int(rank_text) if rank_text.isdigit() else rank
+            host = fields.get("host", host)
+            exit_code = code or exit_code
+            found.append(_Finding(entry.path, i, lines, before=0, after=7))
+            break
+    # 3. the exception: from the failing rank's log first, else from any rank's
+    ordered = sorted(rank_files, key=lambda item: (item[0].index != rank, item[0].stream != "err"))
+    for entry, lines in ordered:
+        hit = last_exception(lines)
+        if hit is None:
+            continue
+        index, prefixed_rank, exception = hit
+        if rank is None:
+            rank = prefixed_rank if prefixed_rank is not None else entry.index
+        found.insert(0, _Finding(entry.path, index, lines, before=6, after=1))
+        break
+    if not exception:
+        hit = last_exception(batch)
+        if hit is not None:
+            exception = hit[2]
+            found.insert(0, _Finding(logs.batch_log, hit[0], batch, before=6, after=1))  # type: ignore[arg-type]
+    # 4. what Slurm itself said
+    cancel_why = ""
+    for i, line in enumerate(batch + [line for _, lines in rank_files for line in lines]):
+        match = _STEPD_CANCEL.search(line)
+        if match and match.group("why"):
+            cancel_why = match.group("why")
+            if i < len(batch):
+                found.append(_Finding(logs.batch_log, i, batch))  # type: ignore[arg-type]
+            break
+    oom_line = next((i for i, line in enumerate(batch) if _OOM.search(line)), None)
+    launch = next(((path, i, lines) for path, lines in [(logs.batch_log, batch)]
+                   + [(entry.path, lines) for entry, lines in rank_files]
+                   for i, line in enumerate(lines) if _LAUNCH.search(line)), None)
+    if name == "OUT_OF_MEMORY" or "OUT_OF_MEMORY" in step_states or oom_line is not None:
+        kind = "oom"
+        if oom_line is not None:
+            found.insert(0, _Finding(logs.batch_log, oom_line, batch))  # type: ignore[arg-type]
+        oom_step = next((s for s in steps if s.get("State", "").startswith("OUT_OF_MEMORY")), None)
+        if oom_step and not host:
+            host = oom_step.get("NodeList", "")
+        detail = "killed by the kernel's OOM killer (memory cgroup limit of the job)"
+    elif name == "NODE_FAIL" or "NODE_FAIL" in step_states or cancel_why == "NODE FAILURE":
+        kind = "node_fail"
+        failed = next((s for s in steps if s.get("State", "").startswith("NODE_FAIL")), None)
+        host = host or (failed or {}).get("NodeList", "") or state.nodes
+        detail = "a node of the job failed (slurmd stopped answering)"
+    elif name == "TIMEOUT" or cancel_why == "TIME LIMIT":
+        kind = "timeout"
+        detail = "the job reached its time limit" + (f" ({state.run_time})" if state.run_time else "")
+    elif name == "PREEMPTED" or cancel_why == "PREEMPTION":
+        kind = "preempted"
+        detail = "a higher-priority job took the nodes"
+    elif launch is not None and not exception:
+        kind = "launch"
+        path, index, lines = launch
+        found.insert(0, _Finding(path, index, lines))  # type: ignore[arg-type]
+        detail = lines[index].strip()
+    elif exception:
+        kind = "exception"
+    elif name == "CANCELLED":
+        kind = "cancelled"
+        detail = state.state.partition(" ")[2]  # "by 0"
+    else:
+        kind = "failed"
+        if rank is None and killed_task is not None:
+            rank, host = killed_task
+    if not logs.exists:
+        detail = (detail + "; " if detail else "") + "no log files left (" + ", ".join(logs.tried[:3]) + ")"
+    evidence = tuple(dict.fromkeys(f.evidence() for f in found))
+    return Diagnosis(job, state.state, kind, exit_code, rank, host, exception, detail, evidence)
+
+
+__all__ = ["Diagnosis", "Evidence", "KINDS", "diagnose", "last_exception"]

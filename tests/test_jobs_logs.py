@@ -1,0 +1,138 @@
+"""Finding and reading a job's logs (records, Slurm's paths, submitit's), following them losslessly,
+and the failure diagnosis on recorded logs of real 2-node torchrun jobs from the local cluster."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from slinkyml.jobs import records
+from slinkyml.jobs.diagnose import diagnose, last_exception
+from slinkyml.jobs.follow import JobState
+from slinkyml.jobs.logs import LogTail, expand_pattern, locate, read_tail
+
+DATA = Path(__file__).parent / "data" / "jobs"
+
+
+@pytest.fixture(autouse=True)
+def _records(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(tmp_path / "records"))
+
+
+def test_tail_by_offset_loses_and_repeats_nothing(tmp_path):
+    log = tmp_path / "a.log"
+    tail = LogTail()
+    log.write_bytes(b"one\ntwo\nthr")
+    assert tail.read(log) == ["one", "two"]
+    assert tail.read(log) == []  # nothing new; the half line is held back
+    with open(log, "ab") as fh:
+        fh.write(b"ee\n" + b"same\n" * 50)  # repeated lines are all shown
+    assert tail.read(log) == ["three"] + ["same"] * 50
+    with open(log, "ab") as fh:
+        fh.write(b"last, no newline")
+    assert tail.read(log, final=True) == ["last, no newline"]
+    log.write_bytes(b"new file\n")  # replaced by a shorter one: read from its start
+    assert tail.read(log) == ["new file"]
+    assert tail.read(tmp_path / "missing.log") == []
+
+
+def test_read_tail_reads_only_the_end(tmp_path):
+    log = tmp_path / "big.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100_000)))
+    assert read_tail(log, 2) == ["line 99998", "line 99999"]
+    assert len(read_tail(log, 0)) == 100_000
+
+
+def test_patterns_expand_as_sbatch_does():
+    assert expand_pattern("logs/%x-%j.out", "41", "train") == "logs/train-41.out"
+    assert expand_pattern("o/%A_%a.%5j", "41_3", "t") == "o/41_3.00041"
+    assert expand_pattern("100%%-%j", "7") == "100%-7"
+
+
+def test_logs_found_from_the_record_then_from_workdir(tmp_path):
+    logs = tmp_path / "work" / "logs"
+    logs.mkdir(parents=True)
+    for name in ("run-5.out", "run-5-r0-node0.log", "run-5-r1-node0.log", "run-5-r1-node1.log",
+                 "run-55-r0-node0.log"):
+        (logs / name).write_text(name + "\n")
+    # sacct on 22.05 has no StdOut: WorkDir + the rendered layout
+    found = locate(5, workdir=str(tmp_path / "work"), name="run")
+    assert found.kind == "sbatch" and found.batch_log == logs / "run-5.out"
+    assert [r.name for r in found.rank_logs()] == ["node0", "node1"] and found.newest_restart == 1
+    assert [r.restart for r in found.rank_logs(0, restart=0)] == [0]
+    # a record wins (log_dir elsewhere); one naming another job's name is ignored
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(logs, elsewhere)
+    records.record_sbatch(5, name="run", cwd=str(tmp_path), log_dir=str(elsewhere),
+                          batch_log=str(elsewhere / "run-5.out"), conf=None)
+    assert locate(5, name="run").batch_log == elsewhere / "run-5.out"
+    assert locate(5, name="other job").kind == "unknown"
+
+
+def test_gone_files_say_where_they_were_looked_for(tmp_path):
+    found = locate(9, workdir=str(tmp_path), name="x")
+    assert not found.exists and str(tmp_path / "logs" / "x-9.out") in found.tried
+
+
+def test_submitit_ranks(tmp_path):
+    folder = tmp_path / ".slinkyml" / "submitit"
+    folder.mkdir(parents=True)
+    for rank in (0, 1):
+        (folder / f"12_{rank}_log.out").write_text(f"out {rank}\n")
+        (folder / f"12_{rank}_log.err").write_text(f"err {rank}\n")
+    (folder / "120_0_log.out").write_text("another job\n")
+    found = locate(12, workdir=str(tmp_path), name="fn")
+    assert found.kind == "submitit"
+    assert [r.name for r in found.rank_logs()] == ["rank0", "rank0 err", "rank1", "rank1 err"]
+
+
+def _recorded(case: str, job: int, name: str, exit_code: str) -> tuple[JobState, object]:
+    folder = DATA / case
+    state = JobState(job, "FAILED", exit_code=exit_code, nodes="dl[1-2]", stdout=str(folder / f"{name}-{job}.out"),
+                     name=name)
+    return state, locate(job, stdout=state.stdout, name=name)
+
+
+def test_diagnosis_names_the_raising_rank_not_the_sigterm():
+    state, logs = _recorded("torchrun-rank1-raises", 1, "failer", "1:0")
+    found = diagnose(None, 1, state=state, logs=logs, steps=[])
+    assert (found.kind, found.rank, found.host, found.exit_code) == ("exception", 1, "dl2", "1")
+    assert found.exception == "RuntimeError: boom on rank 1"
+    assert found.summary == "job 1 FAILED (exception): rank 1 on dl2 exited 1: RuntimeError: boom on rank 1"
+    first = found.evidence[0]
+    assert first.path.name == "failer-1-r0-node1.log" and "RuntimeError: boom" in first.context[first.line - first.first]
+
+
+def test_diagnosis_of_an_exit_without_exception():
+    state, logs = _recorded("torchrun-rank1-exit3", 2, "exit3", "137:0")
+    found = diagnose(None, 2, state=state, logs=logs, steps=[])
+    assert (found.kind, found.rank, found.host, found.exit_code, found.exception) == ("failed", 1, "dl2", "3", "")
+
+
+def test_launcher_tracebacks_are_not_the_exception():
+    lines = (DATA / "torchrun-rank1-raises" / "failer-1-r0-node0.log").read_text().splitlines()
+    assert last_exception(lines) is None  # only torchrun's SignalException there
+
+
+@pytest.mark.parametrize(("state", "steps", "batch", "kind"), [
+    ("OUT_OF_MEMORY", [{"JobID": "3.0", "State": "OUT_OF_MEMORY", "NodeList": "dl1"}], [], "oom"),
+    ("FAILED", [], ["slurmstepd: error: Detected 1 oom_kill event in StepId=3.0. Some of the step tasks "
+                    "have been OOM Killed."], "oom"),
+    ("NODE_FAIL", [{"JobID": "3", "State": "NODE_FAIL", "NodeList": "dl2"}], [], "node_fail"),
+    ("TIMEOUT", [], ["slurmstepd: error: *** JOB 3 ON dl1 CANCELLED AT 2026-11-30T10:00:00 DUE TO TIME "
+                     "LIMIT ***"], "timeout"),
+    ("PREEMPTED", [], [], "preempted"),
+    ("FAILED", [], ["srun: error: dl1: task 0: Exited with exit code 2",
+                    "/work/python: can't open file '/nope.py': [Errno 2] No such file or directory"], "launch"),
+    ("CANCELLED by 0", [], [], "cancelled"),
+])
+def test_each_kind_of_ending_is_recognised(tmp_path, state, steps, batch, kind):
+    out = tmp_path / "j-3.out"
+    out.write_text("\n".join(batch) + "\n")
+    found = diagnose(None, 3, state=JobState(3, state, stdout=str(out), name="j"),
+                     logs=locate(3, stdout=str(out), name="j"), steps=steps)
+    assert found.kind == kind, found
+    if kind == "node_fail":
+        assert found.host == "dl2"
