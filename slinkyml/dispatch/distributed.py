@@ -11,34 +11,15 @@ port. The batch script checks the port is free on the head before the tasks star
 from __future__ import annotations
 
 import os
-import re
 import socket
 from collections.abc import Mapping, MutableMapping
+
+from slinkyml.slurm.hostlist import expand_hostlist
 
 #: ports we derive from, away from the ephemeral range (32768+) and well-known services.
 PORT_BASE = 15000
 PORT_SPAN = 15000
 PORT_TRIES = 32
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Expand a Slurm host list (``n[1-3,7],gpu-a[01-02]``) into names, in order."""
-    hosts: list[str] = []
-    for group in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,\[]*", text or ""):
-        match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", group)
-        if not match:
-            if group:
-                hosts.append(group)
-            continue
-        prefix, ranges, suffix = match.groups()
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            if not high:
-                hosts.append(f"{prefix}{low}{suffix}")
-                continue
-            width = len(low)
-            hosts.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(low), int(high) + 1))
-    return hosts
 
 
 def port_candidates(job_id: int | str, restart: int = 0) -> list[int]:
