@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     ("jobs", ("jobs",)),
     ("accounting", ("usage", "fairshare", "efficiency", "report")),
     ("plan", ("plan",)),
+    ("importer", ("import",)),
     ("demo", ("demo",)),
 )
 
