@@ -54,6 +54,8 @@ VOLCANO_TYPES = {
                                "timeout": "str"},
     "VolcanoVolumeSpec": {"mountPath": "str", "volumeClaimName": "str", "volumeClaim": "V1PersistentVolumeClaimSpec"},
 }
+TRANSCRIBED_SPECS = {("kubeflow.org/v2beta1", "MPIJob"): ("MPIJobSpec (v2beta1)", MPIJOB_V2BETA1_SPEC),
+                     ("batch.volcano.sh/v1alpha1", "Job"): ("Volcano JobSpec", VOLCANO_JOB_SPEC)}
 _PRIMITIVES = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
 
 
@@ -142,23 +144,17 @@ def upstream_errors(manifest: dict) -> list[str]:
         _check_openapi(manifest, "KubeflowOrgV1PyTorchJob", "", errors)
     elif kind == ("kubeflow.org/v1", "MPIJob"):
         _check_openapi(manifest, "KubeflowOrgV1MPIJob", "", errors)
-    elif kind == ("kubeflow.org/v2beta1", "MPIJob"):
-        _check_openapi(manifest["metadata"], "V1ObjectMeta", "metadata", errors)
-        for key, item in manifest["spec"].items():
-            if key not in MPIJOB_V2BETA1_SPEC:
-                errors.append(f"spec.{key}: not a field of MPIJobSpec (v2beta1)")
-            else:
-                _check_openapi(item, MPIJOB_V2BETA1_SPEC[key], f"spec.{key}", errors)
     elif kind == ("trainer.kubeflow.org/v1alpha1", "TrainJob"):
         trainer_models.TrainerV1alpha1TrainJob.from_dict(manifest)  # raises on wrong types
         _check_pydantic(manifest, trainer_models.TrainerV1alpha1TrainJob, "", errors)
-    elif kind == ("batch.volcano.sh/v1alpha1", "Job"):
+    elif kind in TRANSCRIBED_SPECS:
+        title, fields = TRANSCRIBED_SPECS[kind]
         _check_openapi(manifest["metadata"], "V1ObjectMeta", "metadata", errors)
         for key, item in manifest["spec"].items():
-            if key not in VOLCANO_JOB_SPEC:
-                errors.append(f"spec.{key}: not a field of Volcano JobSpec")
+            if key not in fields:
+                errors.append(f"spec.{key}: not a field of {title}")
             else:
-                _check_openapi(item, VOLCANO_JOB_SPEC[key], f"spec.{key}", errors)
+                _check_openapi(item, fields[key], f"spec.{key}", errors)
     else:
         errors.append(f"unexpected kind {kind}")
     return errors
