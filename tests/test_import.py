@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slinkyml.jobs.importer import ImportOptions, ManifestError, import_manifest, pyxis_image
+from slinkyml.jobs import import_manifest
+from slinkyml.jobs.importer import ImportOptions, ManifestError, pyxis_image
 from slinkyml.jobs.render import render_sbatch
 from slinkyml.jobs.spec import JobSpec
 
