@@ -34,6 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--spank-plugin", action="append", metavar="'PATH [ARG ...]'",
                     help="load this SPANK plugin (plugstack.conf, `required`), e.g. pyxis's spank_pyxis.so; "
                     "repeatable (default: $SLINKYML_DEV_SPANK_PLUGINS, entries separated by ';')")
+    up.add_argument("--slurm-version", metavar="{system,26.05}",
+                    help="system (default: the machine's Slurm) or 26.05: Debian sid's Slurm, unpacked once "
+                    "into /var/lib/slinkyml/roots (debootstrap); give it its own --state-dir, bridge, "
+                    "node prefix, subnet and ports (default: $SLINKYML_DEV_SLURM_VERSION, or as at the last up)")
     up.set_defaults(handler=_up)
     for name, handler, text in (("down", _down, "stop every daemon (state is kept)"),
                                 ("status", _status, "show daemons and node states"),
@@ -60,13 +64,15 @@ def _up(args: argparse.Namespace) -> int:
                        slurmctld_port=args.slurmctld_port, slurmdbd_port=args.slurmdbd_port,
                        slurmrestd_port=args.slurmrestd_port, mariadb_port=args.mariadb_port,
                        subnet=args.subnet, bridge=args.bridge, node_prefix=args.node_prefix,
-                       spank_plugins=tuple(args.spank_plugin) if args.spank_plugin else None)
+                       spank_plugins=tuple(args.spank_plugin) if args.spank_plugin else None,
+                       slurm_version=args.slurm_version)
     cluster.up()
     spec = cluster.spec
     print(f"local Slurm {cluster.version} cluster '{spec.cluster_name}' up in {time.monotonic() - start:.1f} s: "
           f"{spec.nodes} nodes ({', '.join(spec.node_names)}), state in {spec.state_dir}")
-    print(f"  export SLURM_CONF={spec.slurm_conf}")
-    print(f"  slurmrestd: unix:{spec.restd_socket} (local auth), {spec.restd_url} (JWT)")
+    print(f"  eval $(slinkyml dev env --state-dir {spec.state_dir})")
+    unix = "" if cluster.version.restd_refuses_root else f"unix:{spec.restd_socket} (local auth), "
+    print(f"  slurmrestd: {unix}{spec.restd_url} (JWT)")
     return 0
 
 
@@ -84,7 +90,10 @@ def _reset(args: argparse.Namespace) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    print(f"export SLURM_CONF={_cluster(args).spec.slurm_conf}")
+    cluster = _cluster(args)
+    print(f"export SLURM_CONF={cluster.spec.slurm_conf}")
+    if cluster.spec.slurm_version != "system":  # its release's sbatch, srun... before the machine's
+        print(f'export PATH={cluster.spec.bin_dir}:"$PATH"')
     return 0
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slinkyml.config import default_state_dir
-from slinkyml.dev import network, ownership
+from slinkyml.dev import network, ownership, roots
 from slinkyml.dev.config import (
     DevClusterSpec,
     options_from_env,
@@ -33,13 +33,17 @@ from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmError
 from slinkyml.slurm.version import SlurmVersion
 
-#: binary → Debian package that provides it
-REQUIRED_BINARIES = {
+#: Slurm binary → Debian package that provides it (the system Slurm; a root brings its own)
+SLURM_BINARIES = {
     "slurmctld": "slurmctld (or slurm-wlm)",
     "slurmd": "slurmd (or slurm-wlm)",
     "slurmdbd": "slurmdbd",
     "slurmrestd": "slurmrestd",
     "sbatch": "slurm-client (or slurm-wlm)",
+}
+#: binary → Debian package that provides it
+REQUIRED_BINARIES = {
+    **SLURM_BINARIES,
     "munged": "munge",
     "mariadbd": "mariadb-server",
     "mariadb-install-db": "mariadb-server",
@@ -101,12 +105,7 @@ def detect_gpus() -> int:
 
 def detect_version() -> SlurmVersion:
     """The installed Slurm, from the daemon (clients need a config before they print a version)."""
-    binary = shutil.which("slurmctld")
-    if not binary:
-        raise SlinkyError("slurmctld not found: install Debian packages slurm-wlm slurmdbd slurmrestd munge "
-                          "mariadb-server (`make setup` does)")
-    out = subprocess.run([binary, "-V"], capture_output=True, text=True, timeout=30)
-    return SlurmVersion.parse(out.stdout or out.stderr)
+    return roots.SlurmInstall().version()
 
 
 class LocalCluster:
@@ -147,16 +146,22 @@ class LocalCluster:
     # -- the pieces --------------------------------------------------------------------
     @property
     def slurm(self) -> Slurm:
-        return Slurm(self.spec.slurm_conf)
+        return Slurm(self.spec.slurm_conf, bin_dir=None if self.install.is_system else str(self.spec.bin_dir))
+
+    @property
+    def install(self) -> roots.SlurmInstall:
+        """The Slurm this cluster runs (``--slurm-version``); its root is built by :meth:`up`."""
+        return roots.install(self.spec.slurm_version, build=False)
 
     @property
     def version(self) -> SlurmVersion:
         if not hasattr(self, "_version"):
-            self._version = detect_version()
+            self._version = self.install.version()
         return self._version
 
     def _daemons(self) -> list[Daemon]:
         s = self.spec
+        slurm = self.install.program
         pids = s.run / "daemons"
         env_slurm = {**os.environ, "SLURM_CONF": str(s.slurm_conf), "TZ": "UTC"}
         daemons = [
@@ -176,27 +181,33 @@ class LocalCluster:
                                "--innodb-buffer-pool-size=1024M", "--innodb-lock-wait-timeout=900",
                                "--innodb-log-file-size=64M", "--max-connections=200"],
                    pid_file=pids / "mariadb.pid", log_file=s.log / "mariadb.log", match="mariadbd"),
-            Daemon("slurmdbd", ["slurmdbd", "-D"], env=env_slurm,
+            Daemon("slurmdbd", [slurm("slurmdbd"), "-D"], env=env_slurm,
                    pid_file=pids / "slurmdbd.pid", log_file=s.log / "slurmdbd.log"),
-            Daemon("slurmctld", ["slurmctld", "-D", "-i", "-f", str(s.slurm_conf)], env=env_slurm,
+            Daemon("slurmctld", [slurm("slurmctld"), "-D", "-i", "-f", str(s.slurm_conf)], env=env_slurm,
                    pid_file=pids / "slurmctld.pid", log_file=s.log / "slurmctld.log"),
         ]
+        # a root's slurmd gets its own slurmstepd (the compiled-in path is the machine's)
+        stepd = [] if self.install.is_system else ["-d", slurm("slurmstepd")]
         for node in s.node_names:
-            argv = network.node_command(s, node, ["slurmd", "-D", "-N", node, "-f", str(s.slurm_conf)])
+            argv = network.node_command(s, node, [slurm("slurmd"), "-D", "-N", node, "-f", str(s.slurm_conf),
+                                                  *stepd])
             daemons.append(Daemon(f"slurmd-{node}", argv, env=env_slurm, pid_file=pids / f"slurmd-{node}.pid",
                                   log_file=s.log / f"slurmd-{node}.log", match="slurmd"))
+        # slurmrestd as root needs disable_user_check, which 26.05 refuses (and its become_user mode
+        # refuses SlurmUser, root here): there only the JWT one runs, as an unprivileged user
+        refuses_root = self.version.restd_refuses_root
         restd_env = {**env_slurm, "SLURMRESTD_SECURITY": "disable_user_check"}
-        daemons += [
-            Daemon("slurmrestd-unix", ["slurmrestd", "-f", str(s.slurm_conf), "-a", "rest_auth/local",
-                                       f"unix:{s.restd_socket}"], env=restd_env,
-                   pid_file=pids / "slurmrestd-unix.pid", log_file=s.log / "slurmrestd-unix.log",
-                   match="slurmrestd"),
-            Daemon("slurmrestd-jwt", ["slurmrestd", "-f", str(s.slurm_conf), "-a", "rest_auth/jwt",
-                                      f"127.0.0.1:{s.slurmrestd_port}"],
-                   env={**restd_env, "SLURM_JWT": "daemon"},
-                   pid_file=pids / "slurmrestd-jwt.pid", log_file=s.log / "slurmrestd-jwt.log",
-                   match="slurmrestd"),
-        ]
+        if not refuses_root:
+            daemons.append(Daemon("slurmrestd-unix", [slurm("slurmrestd"), "-f", str(s.slurm_conf), "-a",
+                                                      "rest_auth/local", f"unix:{s.restd_socket}"], env=restd_env,
+                                  pid_file=pids / "slurmrestd-unix.pid", log_file=s.log / "slurmrestd-unix.log",
+                                  match="slurmrestd"))
+        unprivileged = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if refuses_root else []
+        daemons.append(Daemon("slurmrestd-jwt", [*unprivileged, slurm("slurmrestd"), "-f", str(s.slurm_conf), "-a",
+                                                 "rest_auth/jwt", f"127.0.0.1:{s.slurmrestd_port}"],
+                              env={**(env_slurm if refuses_root else restd_env), "SLURM_JWT": "daemon"},
+                              pid_file=pids / "slurmrestd-jwt.pid", log_file=s.log / "slurmrestd-jwt.log",
+                              match="slurmrestd"))
         return daemons
 
     def daemon(self, name: str) -> Daemon:
@@ -208,6 +219,7 @@ class LocalCluster:
     # -- lifecycle -----------------------------------------------------------------------
     def up(self) -> LocalCluster:
         """Start whatever is not running; idempotent. On failure stop everything and raise."""
+        self._check_release()
         self._preflight()
         daemons = {d.name: d for d in self._daemons()}
         self._check_claims(network.claims())
@@ -231,7 +243,8 @@ class LocalCluster:
             for node in self.spec.node_names:
                 self._start(daemons[f"slurmd-{node}"], lambda: True)
             self._wait_nodes(daemons)
-            self._start(daemons["slurmrestd-unix"], lambda: _unix_connectable(self.spec.restd_socket))
+            if "slurmrestd-unix" in daemons:
+                self._start(daemons["slurmrestd-unix"], lambda: _unix_connectable(self.spec.restd_socket))
             self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
             self._link_system_conf()
         except BaseException:
@@ -251,6 +264,7 @@ class LocalCluster:
             if daemon.stop():
                 stopped.append(daemon.name)
         self._stop_orphan_slurmd()
+        self._stop_leftovers()
         bridge, nodes = ownership.removable(self.spec, self._known_nodes(), network.claims())
         network.remove_network(self.spec, nodes, bridge=bridge)
         network.remove_hosts(self.spec)
@@ -292,15 +306,27 @@ class LocalCluster:
 
     # -- helpers -------------------------------------------------------------------------
     def _preflight(self) -> None:
-        missing = [f"{b} (Debian package {p})" for b, p in REQUIRED_BINARIES.items() if not shutil.which(b)]
-        missing += missing_plugins()
+        system = self.spec.slurm_version == roots.SYSTEM
+        needed = {b: p for b, p in REQUIRED_BINARIES.items() if system or b not in SLURM_BINARIES}
+        missing = [f"{b} (Debian package {p})" for b, p in needed.items() if not shutil.which(b)]
+        missing += missing_plugins() if system else []
         if missing:
             raise SlinkyError("missing: " + ", ".join(missing) + " — run `make setup` or apt-get install them")
         if os.geteuid() != 0:
             raise SlinkyError("the local cluster needs root (network namespaces and daemons as root)")
+        roots.install(self.spec.slurm_version)  # builds a release's root the first time
         absent = [str(path) for path in self.spec.spank_plugin_paths if not path.is_file()]
         if absent:
             raise SlinkyError(f"--spank-plugin: no such plugin file: {', '.join(absent)}")
+
+    def _check_release(self) -> None:
+        """A state dir keeps the Slurm release it was made with: its database and saved state are in
+        that release's formats (slurmdbd converts only from the two releases before it)."""
+        made_with = self.saved.get("slurm_version", roots.SYSTEM) if self.saved else None
+        if made_with and made_with != self.spec.slurm_version and (self.spec.state_dir / "mariadb").exists():
+            raise SlinkyError(f"--slurm-version: the cluster in {self.spec.state_dir} runs Slurm {made_with}; "
+                              f"use another --state-dir for {self.spec.slurm_version} (or `slinkyml dev reset "
+                              f"--state-dir {self.spec.state_dir}` first)")
 
     def _check_claims(self, claims: list[ownership.Claim]) -> None:
         """Refuse a bridge, node name, subnet, port or munge socket that another state dir holds."""
@@ -353,7 +379,7 @@ class LocalCluster:
         if munged.pid and f"--socket={self.spec.munge_socket} " not in cmdline(munged.pid) + " ":
             names.append("munged")  # the socket moved (a state dir from before per-cluster sockets)
         if changed & {"slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf"}:
-            names += ["slurmrestd-jwt", "slurmrestd-unix", *(f"slurmd-{n}" for n in self.spec.node_names),
+            names += ["slurmrestd-jwt", *(["slurmrestd-unix"] if "slurmrestd-unix" in daemons else []), *(f"slurmd-{n}" for n in self.spec.node_names),
                       "slurmctld"]
         if "slurmdbd.conf" in changed:
             names.append("slurmdbd")
@@ -384,11 +410,14 @@ class LocalCluster:
         if not password_file.exists():
             _write_secret(password_file, secrets.token_urlsafe(24).encode(), mode=0o600)
         self._db_password = password_file.read_text().strip()
-        version = self.version
+        version, install = self.version, self.install
+        if not install.is_system:
+            install.link_clients(s.bin_dir)
         changed = set()
-        if _write_if_changed(s.slurm_conf, render_slurm_conf(s, version), 0o644):
+        if _write_if_changed(s.slurm_conf, render_slurm_conf(s, version, install.plugin_dir), 0o644):
             changed.add("slurm.conf")
-        if _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password), 0o600):
+        if _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password, install.plugin_dir),
+                             0o600):
             changed.add("slurmdbd.conf")
         for name, text in (("gres.conf", render_gres_conf(s)), ("cgroup.conf", render_cgroup_conf(version)),
                            ("plugstack.conf", render_plugstack_conf(s))):
@@ -420,6 +449,15 @@ class LocalCluster:
                 continue
             Daemon(f"slurmd-{node}", ["slurmd"], pid_file=self.spec.run / "daemons" / f"slurmd-{node}.pid",
                    log_file=self.spec.log / f"slurmd-{node}.log").stop()
+
+    def _stop_leftovers(self) -> None:
+        """Daemons with a PID file that this cluster no longer runs (e.g. the unix-socket slurmrestd of
+        a state dir brought up before its release stopped running one); checked by name, as always."""
+        current = {d.name for d in self._daemons()}
+        for pid_file in sorted((self.spec.run / "daemons").glob("*.pid")):
+            name = pid_file.stem
+            if name not in current:
+                Daemon(name, [name.split("-")[0]], pid_file=pid_file, log_file=self.spec.log / f"{name}.log").stop()
 
     def _check_ports(self, daemons: dict[str, Daemon], already: set[str]) -> None:
         s = self.spec

@@ -16,10 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slinkyml.dev import roots
 from slinkyml.errors import SpecError
 from slinkyml.slurm.version import SlurmVersion
 
 MAX_NODES = 64
+#: what ``--slurm-version`` accepts: the machine's Slurm, or a release from a Debian root
+SLURM_VERSIONS = roots.valid_choices()
 #: munge's own default socket, where plain ``munge``/``unmunge`` and every Slurm client look first.
 SYSTEM_MUNGE_SOCKET = "/run/munge/munge.socket.2"
 
@@ -66,6 +69,8 @@ class DevClusterSpec:
     #: "" = :func:`default_munge_socket` of ``state_dir``
     munge_socket_path: str = ""
     controller_host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    #: "system" (the machine's Slurm) or a release built in a Debian root (see slinkyml.dev.roots)
+    slurm_version: str = "system"
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
@@ -96,6 +101,9 @@ class DevClusterSpec:
                 raise SpecError("--spank-plugin", f"expected an absolute plugin path and its arguments "
                                 f"on one line, got {plugin!r}")
         object.__setattr__(self, "spank_plugins", tuple(" ".join(p.split()) for p in plugins))
+        if self.slurm_version not in SLURM_VERSIONS:
+            raise SpecError("--slurm-version", f"expected one of {', '.join(SLURM_VERSIONS)}, "
+                            f"got {self.slurm_version!r}")
         if not self.munge_socket_path:
             object.__setattr__(self, "munge_socket_path", default_munge_socket(self.state_dir))
 
@@ -179,6 +187,11 @@ class DevClusterSpec:
         return self.run / "slurmrestd.sock"
 
     @property
+    def bin_dir(self) -> Path:
+        """Client commands of a non-system Slurm (links into its root); first on PATH in ``dev env``."""
+        return self.state_dir / "bin"
+
+    @property
     def jwt_key(self) -> Path:
         return self.etc / "jwt_hs256.key"
 
@@ -212,7 +225,7 @@ def default_munge_socket(state_dir: Path) -> str:
 
 #: DevClusterSpec fields that make up a cluster's footprint on the machine (saved at ``up``).
 IDENTITY_FIELDS = ("bridge", "node_prefix", "subnet", "slurmctld_port", "slurmd_port", "slurmdbd_port",
-                   "slurmrestd_port", "mariadb_port", "munge_socket_path")
+                   "slurmrestd_port", "mariadb_port", "munge_socket_path", "slurm_version")
 IDENTITY_LINE = "# identity "
 
 
@@ -236,6 +249,7 @@ ENV_OPTIONS: dict[str, str] = {
     "SLINKYML_DEV_PORT_BASE": "",               # e.g. 7817 → slurmctld 7817, slurmd 7818, slurmdbd 7819, slurmrestd 7820
     "SLINKYML_DEV_MARIADB_PORT": "mariadb_port",  # e.g. 14306
     "SLINKYML_DEV_SPANK_PLUGINS": "spank_plugins",  # e.g. /usr/local/lib/slurm/spank_pyxis.so (";" between)
+    "SLINKYML_DEV_SLURM_VERSION": "slurm_version",  # system (default) or 26.05
 }
 _PORT_LAYOUT = ("slurmctld_port", "slurmd_port", "slurmdbd_port", "slurmrestd_port")
 
@@ -270,8 +284,11 @@ def _env_port(var: str, value: str, span: int = 1) -> int:
     return int(value)
 
 
-def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:
-    """slurm.conf for the local cluster: every daemon as root, state under ``spec.state_dir``."""
+def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: Path | None = None) -> str:
+    """slurm.conf for the local cluster: every daemon as root, state under ``spec.state_dir``.
+
+    ``plugin_dir``: a non-system Slurm's plugins (its compiled-in default is the machine's Slurm's).
+    """
     names = spec.node_names
     gres_line = ""
     node_gres = ""
@@ -287,6 +304,7 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion) -> str:
     # connections to slurmdbd take the socket from AccountingStoragePass, not AuthInfo (slurm.conf(5))
     auth = f"AuthInfo=socket={spec.munge_socket}\nAccountingStoragePass={spec.munge_socket}"
     plugstack = f"PlugStackConfig={spec.plugstack_conf}\n" if spec.spank_plugins else ""
+    plugins = f"PluginDir={plugin_dir}\n" if plugin_dir else ""
     lines = f"""\
 # Written by `slinkyml dev up` — the local development cluster. Regenerated on every start.
 ClusterName={spec.cluster_name}
@@ -299,7 +317,7 @@ AuthType=auth/munge
 {auth}
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key={spec.jwt_key}
-StateSaveLocation={spec.spool}/slurmctld
+{plugins}StateSaveLocation={spec.spool}/slurmctld
 SlurmdSpoolDir={spec.spool}/slurmd-%n
 SlurmctldPidFile={spec.run}/slurmctld.pid
 SlurmdPidFile={spec.run}/slurmd-%n.pid
@@ -343,15 +361,16 @@ PartitionName=short Nodes={node_list} MaxTime=00:30:00 State=UP
     return lines
 
 
-def render_slurmdbd_conf(spec: DevClusterSpec, db_password: str) -> str:
+def render_slurmdbd_conf(spec: DevClusterSpec, db_password: str, plugin_dir: Path | None = None) -> str:
     """slurmdbd.conf (mode 600: it holds the database password)."""
+    plugins = f"PluginDir={plugin_dir}\n" if plugin_dir else ""
     return f"""\
 # Written by `slinkyml dev up`. Holds a secret: keep mode 600.
 AuthType=auth/munge
 AuthInfo=socket={spec.munge_socket}
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key={spec.jwt_key}
-DbdHost={spec.controller_host}
+{plugins}DbdHost={spec.controller_host}
 DbdAddr={spec.controller_addr}
 DbdPort={spec.slurmdbd_port}
 SlurmUser=root

@@ -111,6 +111,20 @@ def _which(command: str, path: str | None) -> str | None:
     return found
 
 
+def clients_beside(conf: str | None) -> str | None:
+    """The client commands that belong to ``conf``'s cluster when they are not the machine's own.
+
+    A local cluster on another Slurm release (``slinkyml dev up --slurm-version 26.05``) keeps its
+    slurm.conf in ``STATE/etc/`` and links to its release's commands in ``STATE/bin/``; the machine's
+    ``sbatch`` could not talk to it. None for any other slurm.conf.
+    """
+    if not conf:
+        return None
+    bin_dir = os.path.join(os.path.dirname(os.path.dirname(conf)), "bin")
+    return bin_dir if os.path.basename(os.path.dirname(conf)) == "etc" and os.path.isfile(
+        os.path.join(bin_dir, "sbatch")) else None
+
+
 class Slurm:
     """Runs Slurm client commands for one cluster (one slurm.conf)."""
 
@@ -118,7 +132,7 @@ class Slurm:
                  timeout: float = 60.0, retries: int = 3, backoff: float = 0.5,
                  env: Mapping[str, str] | None = None):
         self.conf = str(conf) if conf is not None else config.slurm_conf()
-        self.bin_dir = bin_dir
+        self.bin_dir = bin_dir if bin_dir is not None else clients_beside(self.conf)
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff

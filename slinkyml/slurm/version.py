@@ -47,8 +47,17 @@ class SlurmVersion:
         return not self.at_least(23, 2)
 
     @property
+    def restd_refuses_root(self) -> bool:
+        """slurmrestd exits at start as root even with ``SLURMRESTD_SECURITY=disable_user_check``
+        (26.05.5: "should only be used for development"; its ``become_user`` mode refuses to run as
+        SlurmUser); 24.11.5 runs. The local cluster then runs only the JWT one, unprivileged."""
+        return self.at_least(26, 5)
+
+    @property
     def restapi_versions(self) -> tuple[str, ...]:
         """slurmrestd OpenAPI plugin versions shipped with this release (newest first)."""
+        if self.at_least(26, 5):  # a real 26.05.5 slurmrestd's /openapi/v3
+            return ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42")
         if self.at_least(25, 5):
             return ("v0.0.43", "v0.0.42", "v0.0.41")
         if self.at_least(24, 11):
