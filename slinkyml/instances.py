@@ -44,6 +44,18 @@ class InstanceType:
     price_per_hour_usd: float | None
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    enis: int = 0  # ENIs of the default network card (VPC CNI uses only that card)
+    ipv4_per_eni: int = 0
+    max_pods_override: int | None = None  # when the ENI figures are not published
+
+    @property
+    def max_pods(self) -> int | None:
+        """Karpenter's ENI-limited pod density: enis * (ipv4_per_eni - 1) + 2; None if unknown."""
+        if self.max_pods_override is not None:
+            return self.max_pods_override
+        if self.enis and self.ipv4_per_eni:
+            return self.enis * (self.ipv4_per_eni - 1) + 2
+        return None
 
     @property
     def accelerator_count(self) -> int:
@@ -66,7 +78,8 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
                 resource=str(acc["resource"]), gres_type=str(acc["gres_type"]),
                 cores_per_device=int(acc.get("cores_per_device", 0)))
         known = {"vcpus", "memory_gib", "accelerator", "efa_interfaces", "network_gbps",
-                 "intra_node_link", "intra_node_gbytes_per_s", "price_per_hour_usd", "source"}
+                 "intra_node_link", "intra_node_gbytes_per_s", "price_per_hour_usd", "source",
+                 "enis", "ipv4_per_eni", "max_pods"}
         return InstanceType(
             name=name, vcpus=int(raw["vcpus"]), memory_gib=float(raw["memory_gib"]),
             accelerator=accelerator, efa_interfaces=int(raw.get("efa_interfaces", 0)),
@@ -76,6 +89,8 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
             price_per_hour_usd=(float(raw["price_per_hour_usd"])
                                 if raw.get("price_per_hour_usd") is not None else None),
             source=str(raw.get("source", "")),
+            enis=int(raw.get("enis", 0)), ipv4_per_eni=int(raw.get("ipv4_per_eni", 0)),
+            max_pods_override=int(raw["max_pods"]) if raw.get("max_pods") is not None else None,
             extra={k: v for k, v in raw.items() if k not in known})
     except KeyError as exc:
         raise SpecError(f"{path}.{exc.args[0]}", "required field missing") from None

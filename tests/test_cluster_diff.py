@@ -87,6 +87,7 @@ def live_nodeset() -> dict:
                             "f:scalingMode": {},
                             "f:slurmd": {"f:image": {}, "f:resources": {
                                 "f:limits": {"f:memory": {}}, "f:requests": {"f:cpu": {}, "f:memory": {}}}},
+                            "f:logfile": {"f:image": {}},
                             "f:template": {
                                 "f:metadata": {
                                     "f:annotations": {"f:karpenter.sh/do-not-disrupt": {}},
@@ -142,8 +143,9 @@ def live_nodeset() -> dict:
             "scalingMode": "StatefulSet",
             "slurmd": {
                 "image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04",
-                "resources": {"limits": {"memory": "108Gi"}, "requests": {"cpu": "28", "memory": "108Gi"}},
+                "resources": {"limits": {"memory": "117288Mi"}, "requests": {"cpu": "31350m", "memory": "117288Mi"}},
             },
+            "logfile": {"image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"},
             "template": {
                 "metadata": {
                     "annotations": {"karpenter.sh/do-not-disrupt": "true"},
@@ -404,7 +406,7 @@ def test_changed_count_and_added_node_set(cli, tmp_path: Path) -> None:
     assert sections[("previous/NodeSet/slurm/cpu-small-cpu", "rendered/NodeSet/slurm/cpu-small-cpu")] == [
         "-  replicas: 2", "+  replicas: 3"]
     assert sections[("previous/NodePool/cpu-small-cpu", "rendered/NodePool/cpu-small-cpu")] == [
-        "-    cpu: '64'", "-    memory: 256Gi", "+    cpu: '96'", "+    memory: 384Gi"]
+        "-    cpu: '96'", "-    memory: 384Gi", "+    cpu: '128'", "+    memory: 512Gi"]  # one spare node
     controller = sections[("previous/Controller/slurm/cpu-small", "rendered/Controller/slurm/cpu-small")]
     assert controller and all(line.startswith("+") and "big" in line for line in controller)
     for label, api_version in (("EC2NodeClass/cpu-small-big", "karpenter.k8s.aws/v1"),

@@ -26,7 +26,7 @@ def test_checked_in_manifests_are_up_to_date(name: str) -> None:
     folder = EXAMPLES_DIR / name
     want = output_files(_rendered(name))
     have = {str(p.relative_to(folder)): p.read_text()
-            for sub in ("rendered", "helm", "aws") for p in sorted((folder / sub).glob("*")) if p.is_file()}
+            for sub in ("rendered", "helm", "aws") for p in sorted((folder / sub).rglob("*")) if p.is_file()}
     assert sorted(have) == sorted(want), "stale files: run `slinkyml cluster render cluster.yaml -o .`"
     for rel, text in want.items():
         assert have[rel] == text, f"{name}/{rel} differs from a fresh render"
@@ -34,9 +34,10 @@ def test_checked_in_manifests_are_up_to_date(name: str) -> None:
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_examples_validate_against_real_schemas(name: str) -> None:
-    objs = _rendered(name).objects
+    rendered = _rendered(name)
+    objs = rendered.objects
     notes: list[str] = []
-    assert validate_objects(objs, notes=notes) == []
+    assert validate_objects(objs, notes=notes, plugin_values=rendered.plugin_values) == []
     assert notes == [], "every CEL rule of the v1beta1 CRDs should be evaluated"
     kinds = {o["kind"] for o in objs}
     assert {"Controller", "NodeSet", "LoginSet", "RestApi", "Token", "NodePool", "EC2NodeClass"} <= kinds
@@ -67,7 +68,8 @@ def test_h100_example_has_efa_fsx_accounting_and_gpu_details() -> None:
     by = {(o["kind"], o["metadata"]["name"]): o for o in r.objects}
     ns = by[("NodeSet", "llm-h100")]["spec"]
     req = ns["slurmd"]["resources"]["requests"]
-    assert req["nvidia.com/gpu"] == 8 and req["vpc.amazonaws.com/efa"] == 32 and req["hugepages-2Mi"]
+    assert req["nvidia.com/gpu"] == 8 and req["vpc.amazonaws.com/efa"] == 32
+    assert not any(k.startswith("hugepages-") for k in req)  # Karpenter models no hugepages
     assert ns["extraConf"].startswith("Gres=gpu:h100:8 Features=h100,nvlink")
     assert ns["slurmd"]["volumeMounts"] == [{"name": "fsx", "mountPath": "/fsx"}]
     login = by[("LoginSet", "llm-login")]["spec"]
@@ -81,7 +83,8 @@ def test_h100_example_has_efa_fsx_accounting_and_gpu_details() -> None:
     assert reqs["topology.kubernetes.io/zone"] == ["us-east-1a"]
     assert reqs["karpenter.sh/capacity-type"] == ["on-demand"]
     assert {"nodes": "0", "reasons": ["Drifted", "Underutilized"]} in pool["disruption"]["budgets"]
-    assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"} in pool["template"]["spec"]["taints"]
+    assert pool["template"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    assert pool["limits"] == {"cpu": str(192 * 5), "memory": f"{2048 * 5}Gi"}  # 4 nodes + 1 spare
     assert ns["template"]["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     assert by[("EC2NodeClass", "llm-h100")]["spec"]["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
     assert by[("MariaDB", "llm-mariadb")]["spec"]["passwordSecretKeyRef"]["name"] == "llm-mariadb-password"

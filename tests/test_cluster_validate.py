@@ -15,6 +15,8 @@ from slinkyml.cluster.render import render
 from slinkyml.cluster.validate import validate_objects
 
 SHARED = REPO_SHARED_DIR.resolve()
+#: the device-plugin Helm values rendered with the example (their tolerations count at run time)
+PLUGINS = render(load_spec(EXAMPLES_DIR / "h100-efa" / "cluster.yaml")).plugin_values
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def objs() -> list[dict[str, Any]]:
 def _mutate(objs: list[dict[str, Any]], kind: str, name: str, fn: Callable[[dict[str, Any]], None]) -> list[str]:
     objs = copy.deepcopy(objs)
     fn(next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name))
-    return [str(i) for i in validate_objects(objs)]
+    return [str(i) for i in validate_objects(objs, plugin_values=PLUGINS)]
 
 
 CASES = [
@@ -109,12 +111,12 @@ def test_cross_object_checks(objs: list[dict[str, Any]]) -> None:
         if o["kind"] == "NodePool" and o["metadata"]["name"] == "llm-h100":
             reqs = o["spec"]["template"]["spec"]["requirements"]
             o["spec"]["template"]["spec"]["requirements"] = [r for r in reqs if r["key"] != "topology.kubernetes.io/zone"]
-    assert [str(i) for i in validate_objects(unpinned)] == [
+    assert [str(i) for i in validate_objects(unpinned, plugin_values=PLUGINS)] == [
         "NodeSet slurm/llm-h100: spec.template.spec.nodeSelector: EFA requested but the node set is not pinned "
         "to exactly one availability zone (topology.kubernetes.io/zone)"]
 
     missing_pvc = [o for o in objs if o["kind"] != "PersistentVolumeClaim"]
-    errors = [str(i) for i in validate_objects(missing_pvc)]
+    errors = [str(i) for i in validate_objects(missing_pvc, plugin_values=PLUGINS)]
     assert "LoginSet slurm/llm-login: spec.template.spec.volumes[0].persistentVolumeClaim.claimName: no " \
            "PersistentVolumeClaim 'llm-fsx' in namespace slurm" in errors
 
@@ -157,7 +159,7 @@ def test_packaged_crds_work_without_shared(monkeypatch: pytest.MonkeyPatch, objs
     validate._crd_validators.cache_clear()
     try:
         assert crds.crd_dir() == PACKAGED_DIR
-        assert validate_objects(objs) == []
+        assert validate_objects(objs, plugin_values=PLUGINS) == []
     finally:
         crds.crd_schemas.cache_clear()
         validate._crd_validators.cache_clear()

@@ -101,7 +101,9 @@ def _write_secrets(cluster: object, path: Path) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from slinkyml.cluster.addons import device_plugins
     from slinkyml.cluster.render import render
+    from slinkyml.cluster.runtime_checks import chart_values_issues, fit_table, format_fit_table
     from slinkyml.cluster.spec import from_dict
     from slinkyml.cluster.validate import (
         DEFAULT_KUBERNETES_VERSION,
@@ -111,24 +113,38 @@ def _validate(args: argparse.Namespace) -> int:
     )
     from slinkyml.errors import SpecError
 
-    objs = []
+    objs: list = []
+    plugin_values: dict = {}
+    chart_issues: list = []
     for source, doc in load_documents(args.path):
         if isinstance(doc, dict) and "kind" not in doc and "node_sets" in doc:  # a slinkyml spec
             try:
-                objs += render(from_dict(doc)).objects
+                rendered = render(from_dict(doc))
             except SpecError as exc:
                 raise SpecError(f"{source}: {exc.path}", exc.reason) from None
+            objs += rendered.objects
+            plugin_values = {**rendered.plugin_values, **plugin_values}
         elif isinstance(doc, dict) and "apiVersion" not in doc and "kind" not in doc:
-            if not args.quiet:
+            plugin = Path(source).stem
+            if Path(source).parent.name == "device-plugins" and plugin in device_plugins():
+                plugin_values[plugin] = doc  # what the plugin is installed with: its tolerations count
+            elif "nodesets" in doc and "controller" in doc:  # the slurm chart's values
+                chart_issues += chart_values_issues(source, doc)
+            elif not args.quiet:
                 print(f"note: {source}: skipped a document that is not a Kubernetes object (Helm values?)")
         else:
             objs.append(doc)
     objs, dupes = _dedupe(objs)
     notes: list[str] = []
-    issues = dupes + validate_objects(objs, operator_version=args.operator_version,
-                              kube_version=args.kubernetes_version or DEFAULT_KUBERNETES_VERSION, notes=notes)
+    issues = dupes + chart_issues + validate_objects(
+        objs, operator_version=args.operator_version, kube_version=args.kubernetes_version
+        or DEFAULT_KUBERNETES_VERSION, notes=notes, plugin_values=plugin_values)
     for issue in issues:
         print(f"error: {issue}")
+    rows = fit_table([o for o in objs if isinstance(o, dict)])
+    if rows and not args.quiet:
+        print("slurmd requests vs Karpenter's modelled allocatable (per node):")
+        print(format_fit_table(rows))
     if not args.quiet:
         for note in notes:
             print(f"note: {note}")
@@ -177,7 +193,8 @@ def _apply(args: argparse.Namespace) -> int:
     from slinkyml.errors import SlinkyError
 
     cluster, rendered = _load_and_render(args.spec)
-    issues = validate_objects(rendered.objects)  # type: ignore[attr-defined]
+    issues = validate_objects(rendered.objects,  # type: ignore[attr-defined]
+                              plugin_values=rendered.plugin_values)  # type: ignore[attr-defined]
     if issues:
         raise SlinkyError(f"refusing to apply: {len(issues)} validation error(s); first: {issues[0]}")
     api = api_client(args.kubeconfig, args.context)

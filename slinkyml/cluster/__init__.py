@@ -44,6 +44,11 @@ def output_files(rendered: Any) -> dict[str, str]:
         files[fname] = header + dump_yaml([obj])
     files["helm/values.yaml"] = (header + "# Values for the Slinky `slurm` chart, equivalent to rendered/.\n"
                                  + dump_yaml(rendered.helm_values))
+    for name, values in rendered.plugin_values.items():
+        files[f"helm/device-plugins/{name}.yaml"] = (
+            header + f"# Values for the {name} device plugin chart: its own tolerations plus this cluster's "
+            "NodePool taints\n# (install command: README, \"What you need in the cluster\").\n"
+            + dump_yaml(values))
     files.update(rendered.files)
     return files
 
@@ -51,7 +56,7 @@ def output_files(rendered: Any) -> dict[str, str]:
 def write_output(rendered: Any, outdir: str | Path) -> list[Path]:
     """Write a render under ``outdir`` (replacing stale files slinkyml wrote before)."""
     out = Path(outdir)
-    for sub in ("rendered", "helm", "aws"):
+    for sub in ("rendered", "helm", "helm/device-plugins", "aws"):
         for old in (out / sub).glob("*") if (out / sub).is_dir() else []:
             if old.is_file() and old.suffix in (".yaml", ".json"):
                 old.unlink()
@@ -79,7 +84,7 @@ def render_and_validate_example(name: str = "cpu-small") -> str:
     spec_path = EXAMPLES_DIR / name / "cluster.yaml"
     cluster = load_spec(spec_path)
     rendered = render(cluster)
-    issues = validate_objects(rendered.objects)
+    issues = validate_objects(rendered.objects, plugin_values=rendered.plugin_values)
     bad_keys = check_key_paths(rendered.helm_values)
     if issues or bad_keys:
         first = str(issues[0]) if issues else f"helm values: unknown key {bad_keys[0]}"

@@ -51,13 +51,14 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
         "slurmKey": {"create": False, "secretRef": slurm_key.ref()},
         "jwtKey": {"create": False, "secretRef": jwt_key.ref()},
     }
-    gres = render.gres_conf(c)
+    gres = render.gres_conf(c, render.chart_hostname_prefix)
     if gres:
         values["configFiles"] = {"gres.conf": gres}
     extra = [line for line in render.slurm_conf_extra(c).splitlines() if not line.startswith("PartitionName=")]
     controller: dict[str, Any] = {
         "slurmctld": {"image": split_image(default_image("slurmctld", c.slurm_version)),
                       "resources": {"requests": {"cpu": c.controller.cpu, "memory": c.controller.memory}}},
+        "logfile": {"image": split_image(default_image("slurmctld", c.slurm_version))},
         "persistence": {"enabled": True, "resources": {"requests": {"storage": c.controller.persistence_size}}},
     }
     if c.controller.storage_class:
@@ -81,6 +82,7 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
             "enabled": True,
             "replicas": c.login.replicas,
             "login": {"image": split_image(c.login.image or default_image("login", c.slurm_version))},
+            "initconf": {"image": split_image(c.login.image or default_image("login", c.slurm_version))},
             "service": {"spec": {"type": c.login.service_type}},
         }
         if mounts:
@@ -96,6 +98,7 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
             "enabled": True,
             "replicas": ns.count,
             "slurmd": {"image": split_image(obj["slurmd"]["image"]), "resources": obj["slurmd"]["resources"]},
+            "logfile": {"image": split_image(obj["logfile"]["image"])},
             "extraConf": obj["extraConf"],
             "partition": {"enabled": False},
             "updateStrategy": {"type": "OnDelete"},

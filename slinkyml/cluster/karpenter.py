@@ -3,7 +3,13 @@
 Why each choice:
 - one instance type per pool, and a single zone when EFA is on (EFA does not cross AZs);
 - on-demand unless the spec says otherwise (a spot reclaim kills a multi-node job);
-- GPU/Neuron taints so only pods that asked for accelerators land there;
+- accelerator pools carry only the accelerator's own taint (``nvidia.com/gpu`` or
+  ``aws.amazon.com/neuron``), which the stock NVIDIA and Neuron device plugins tolerate, so the
+  node advertises its devices; CPU-only pools carry ``slinkyml.io/slurm-worker`` (no device plugin
+  must run there) so other workloads stay off. The EFA plugin tolerates neither by default: the
+  render writes its Helm values with these taints (``helm/device-plugins/efa.yaml``);
+- ``limits`` leave room for ``spare_nodes`` replacement nodes, so Karpenter can launch the
+  replacement of a failed node before the old one is gone;
 - ``consolidationPolicy: WhenEmpty`` plus budgets of 0 for drift/underutilisation, and the
   ``karpenter.sh/do-not-disrupt`` pod annotation on slurmd pods: Karpenter never voluntarily
   takes away a node that is running training, only empty nodes, one at a time;
@@ -24,11 +30,11 @@ NODECLASS_API = "karpenter.k8s.aws/v1"
 
 
 def taints(ns: SlurmNodeSet) -> list[dict[str, str]]:
+    """The NodePool's taints: the accelerator's own, or the slinkyml worker taint (see module doc)."""
     itype = get_instance_type(ns.instance_type)
-    out = [{"key": names.WORKER_TAINT, "value": "true", "effect": "NoSchedule"}]
     if itype.accelerator is not None:
-        out.append({"key": itype.accelerator.resource, "value": "true", "effect": "NoSchedule"})
-    return out
+        return [{"key": itype.accelerator.resource, "value": "true", "effect": "NoSchedule"}]
+    return [{"key": names.WORKER_TAINT, "value": "true", "effect": "NoSchedule"}]
 
 
 def ami_variant(ns: SlurmNodeSet) -> str:
@@ -66,7 +72,7 @@ def render_node_pool(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     ]
     if ns.zone:
         requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ns.zone]})
-    nodes = max(ns.count, 1)
+    nodes = max(ns.count, 1) + ns.spare_nodes
     spec = {
         "template": {
             "metadata": {"labels": {names.LABEL_CLUSTER: c.name, names.LABEL_NODESET: ns.name}},

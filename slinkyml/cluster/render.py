@@ -12,12 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from slinkyml.cluster import names
-from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
+from slinkyml.cluster import addons, karpenter, names, storage
+from slinkyml.cluster.spec import MAX_NODES, SlurmCluster, SlurmNodeSet, default_image
 from slinkyml.instances import InstanceType, get_instance_type
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
-EFA_HUGEPAGES = "5120Mi"  # hugepages-2Mi the EKS EFA guide gives each EFA pod (libfabric buffers)
 
 #: Default sssd.conf (the slurm chart's default): local files only, no credentials in it.
 SSSD_CONF = """[sssd]
@@ -55,6 +54,8 @@ class Rendered:
     objects: list[dict[str, Any]]
     helm_values: dict[str, Any]
     files: dict[str, str] = field(default_factory=dict)  # relative path -> text (non-Kubernetes)
+    #: device plugin (nvidia | efa | neuron) -> Helm values for its chart (helm/device-plugins/)
+    plugin_values: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _meta(c: SlurmCluster, name: str, component: str, *, namespaced: bool = True) -> dict[str, Any]:
@@ -98,16 +99,18 @@ def slurmd_conf(ns: SlurmNodeSet) -> str:
 
 
 def slurmd_resources(ns: SlurmNodeSet) -> dict[str, Any]:
-    """Requests/limits that give one slurmd pod (nearly) the whole instance.
+    """Requests/limits that give one slurmd pod the whole instance, as Karpenter models it.
 
-    Extended resources (GPUs, Neuron devices, EFA interfaces) and hugepages must have
-    requests == limits; CPU is left without a limit so Slurm's cgroups do the fencing.
+    CPU and memory are Karpenter's modelled allocatable less a reserve for the node's DaemonSets
+    (:func:`slinkyml.cluster.addons.slurmd_request`): asking more means no instance type fits and
+    the pod stays Pending. Only resources Karpenter models are requested (no hugepages: they exist
+    only through its alpha NodeOverlay). Extended resources have requests == limits; CPU has no
+    limit so Slurm's cgroups do the fencing.
     """
     itype = get_instance_type(ns.instance_type)
-    cpu = max(1, int(itype.vcpus * 0.9))
-    mem_gib = max(1, int(itype.memory_gib * 0.85))
-    requests: dict[str, Any] = {"cpu": str(cpu), "memory": f"{mem_gib}Gi"}
-    limits: dict[str, Any] = {"memory": f"{mem_gib}Gi"}
+    cpu_millis, memory_mib = addons.slurmd_request(itype)
+    requests: dict[str, Any] = {"cpu": f"{cpu_millis}m", "memory": f"{memory_mib}Mi"}
+    limits: dict[str, Any] = {"memory": f"{memory_mib}Mi"}
     n = accelerator_count(ns)
     if itype.accelerator and n:
         requests[itype.accelerator.resource] = n
@@ -115,14 +118,23 @@ def slurmd_resources(ns: SlurmNodeSet) -> dict[str, Any]:
     if ns.efa:
         for d in (requests, limits):
             d["vpc.amazonaws.com/efa"] = itype.efa_interfaces
-            d["hugepages-2Mi"] = EFA_HUGEPAGES
     return {"requests": requests, "limits": limits}
 
 
 def worker_tolerations(ns: SlurmNodeSet) -> list[dict[str, str]]:
-    from slinkyml.cluster.karpenter import taints
+    return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in karpenter.taints(ns)]
 
-    return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in taints(ns)]
+
+def device_plugin_values(c: SlurmCluster) -> dict[str, dict[str, Any]]:
+    """Helm values for each device plugin some node set needs, tolerating its NodePools' taints."""
+    taints_by_plugin: dict[str, list[dict[str, str]]] = {}
+    for ns in c.node_sets:
+        for resource in slurmd_resources(ns)["requests"]:
+            plugin = addons.plugin_for_resource(resource)
+            if plugin is not None:
+                taints_by_plugin.setdefault(plugin, []).extend(karpenter.taints(ns))
+    return {name: addons.plugin_values(name, taints_by_plugin[name])
+            for name in addons.device_plugins() if name in taints_by_plugin}
 
 
 def _fsx_volume(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -137,8 +149,28 @@ def _system_pod_spec() -> dict[str, Any]:
     return {"nodeSelector": {"kubernetes.io/os": "linux"}}
 
 
-def gres_conf(c: SlurmCluster) -> str | None:
-    """gres.conf: NVML autodetection for GPUs; explicit device files for Neuron devices."""
+def operator_hostname_prefix(c: SlurmCluster, ns: SlurmNodeSet) -> str:
+    """Slurm node names of an operator NodeSet: the pod name ``<NodeSet>-<ordinal>``.
+
+    slurm-operator internal/controller/nodeset/utils/utils.go (initIdentity, GetOrdinalPodName,
+    GetSlurmNodeName): with scalingMode StatefulSet and no template hostname, hostname = pod name.
+    """
+    return f"{names.nodeset(c, ns)}-"
+
+
+def chart_hostname_prefix(c: SlurmCluster, ns: SlurmNodeSet) -> str:
+    """Slurm node names on the Helm path: the chart sets ``podSpec.hostname`` to ``<key>-``
+    (helm/slurm/templates/nodeset/nodeset-cr.yaml), and the operator appends the ordinal."""
+    return f"{ns.name}-"
+
+
+def gres_conf(c: SlurmCluster, hostname_prefix: Any = operator_hostname_prefix) -> str | None:
+    """gres.conf: NVML autodetection for GPUs; explicit device files for Neuron devices.
+
+    Neuron lines name their nodes by the node set's hostname prefix and every ordinal a node set
+    may have (``[0-MAX_NODES-1]``): scaling the NodeSet needs no new gres.conf. Slurm matches a
+    node against the range without expanding it (gres.c ``_parse_gres_config_node``: hostlist_find).
+    """
     lines = ["# Generated by slinkyml from the cluster spec; do not edit."]
     nvidia = False
     for ns in c.node_sets:
@@ -150,7 +182,7 @@ def gres_conf(c: SlurmCluster) -> str | None:
             nvidia = True
         else:
             n = accelerator_count(ns)
-            hosts = f"{names.nodeset(c, ns)}-[0-{max(ns.count, 1) - 1}]"
+            hosts = f"{hostname_prefix(c, ns)}[0-{MAX_NODES - 1}]"
             lines.append(f"NodeName={hosts} Name=neuron Type={acc.gres_type} File=/dev/neuron[0-{n - 1}]")
     if nvidia:
         lines.insert(1, "AutoDetect=nvidia")
@@ -195,6 +227,8 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
             "image": default_image("slurmctld", c.slurm_version),
             "resources": {"requests": {"cpu": c.controller.cpu, "memory": c.controller.memory}},
         },
+        # The operator always adds this sidecar and takes its image only from here (no default).
+        "logfile": {"image": default_image("slurmctld", c.slurm_version)},
         "persistence": {
             "enabled": True,
             "accessModes": ["ReadWriteOnce"],
@@ -214,10 +248,8 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
 
 def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     vols, mounts = _fsx_volume(c)
-    slurmd: dict[str, Any] = {
-        "image": ns.image or default_image("slurmd", c.slurm_version),
-        "resources": slurmd_resources(ns),
-    }
+    slurmd_image = ns.image or default_image("slurmd", c.slurm_version)
+    slurmd: dict[str, Any] = {"image": slurmd_image, "resources": slurmd_resources(ns)}
     if mounts:
         slurmd["volumeMounts"] = mounts
     pod_spec: dict[str, Any] = {
@@ -240,6 +272,7 @@ def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
         "partition": {"enabled": False},  # partitions are declared in the Controller's extraConf
         "extraConf": slurmd_conf(ns),
         "slurmd": slurmd,
+        "logfile": {"image": slurmd_image},  # always added by the operator; no default image
         "template": {
             "metadata": {
                 # Karpenter never voluntarily disrupts a node running this pod (training jobs).
@@ -257,7 +290,8 @@ def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
 
 def render_loginset(c: SlurmCluster) -> dict[str, Any]:
     vols, mounts = _fsx_volume(c)
-    login: dict[str, Any] = {"image": c.login.image or default_image("login", c.slurm_version)}
+    login_image = c.login.image or default_image("login", c.slurm_version)
+    login: dict[str, Any] = {"image": login_image}
     if mounts:
         login["volumeMounts"] = mounts
     pod_spec = _system_pod_spec()
@@ -268,6 +302,7 @@ def render_loginset(c: SlurmCluster) -> dict[str, Any]:
         "replicas": c.login.replicas,
         "sssdConfRef": {"name": names.sssd_conf(c), "key": "sssd.conf"},
         "login": login,
+        "initconf": {"image": login_image},  # always added by the operator; no default image
         "service": {"spec": {"type": c.login.service_type}},
         "template": {"spec": pod_spec},
     }
@@ -358,7 +393,7 @@ def render_sssd_secret(c: SlurmCluster) -> dict[str, Any]:
 
 def render(c: SlurmCluster) -> Rendered:
     """All objects for a cluster, in an order that applies cleanly (references first)."""
-    from slinkyml.cluster import helm, karpenter, storage
+    from slinkyml.cluster import helm  # lazy: helm imports this module
 
     objs: list[dict[str, Any]] = [render_namespace(c), render_sssd_secret(c), *render_config_maps(c)]
     objs += storage.render_fsx(c)
@@ -380,4 +415,5 @@ def render(c: SlurmCluster) -> Rendered:
     dra = storage.data_repository_association(c)
     if dra is not None:
         files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
-    return Rendered(objects=objs, helm_values=helm.render_values(c), files=files)
+    return Rendered(objects=objs, helm_values=helm.render_values(c), files=files,
+                    plugin_values=device_plugin_values(c))

@@ -31,6 +31,7 @@ ZONE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")
 QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 SECRET_REF = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[-._a-zA-Z0-9]+)?$")
 FSX_THROUGHPUTS = (125, 250, 500, 1000)  # PERSISTENT_2 MB/s/TiB
+MAX_NODES = 10000  # most nodes one node set may have (gres.conf host ranges cover all of them)
 
 
 def image_tag(slurm_version: str) -> str:
@@ -59,6 +60,7 @@ class SlurmNodeSet:
     accelerators: int | None = None  # default: all of the instance's
     partition_config: str = ""  # extra options for the partition line (MaxTime=...)
     root_volume_gib: int = 200
+    spare_nodes: int = 1  # NodePool limits leave room for this many replacement nodes
 
 
 @dataclass
@@ -251,7 +253,7 @@ def _node_set(raw: Any, path: str) -> SlurmNodeSet:
     name = _dns_label(_get(raw, path, "name", str, None, required=True), _join(path, "name"), 40)
     itype_name = _get(raw, path, "instance_type", str, None, required=True)
     itype = get_instance_type(itype_name, field_path=_join(path, "instance_type"))
-    count = _positive(_get(raw, path, "count", int, 1), _join(path, "count"), 0, 10000)
+    count = _positive(_get(raw, path, "count", int, 1), _join(path, "count"), 0, MAX_NODES)
     partition = _get(raw, path, "partition", str, None)
     if partition is not None and not SLURM_PARTITION.match(partition):
         raise SpecError(_join(path, "partition"), f"'{partition}' is not a valid Slurm partition name")
@@ -293,7 +295,8 @@ def _node_set(raw: Any, path: str) -> SlurmNodeSet:
         partition_config=_one_line(_get(raw, path, "partition_config", str, ""),
                                    _join(path, "partition_config")),
         root_volume_gib=_positive(_get(raw, path, "root_volume_gib", int, 200),
-                                  _join(path, "root_volume_gib"), 20, 16384))
+                                  _join(path, "root_volume_gib"), 20, 16384),
+        spare_nodes=_positive(_get(raw, path, "spare_nodes", int, 1), _join(path, "spare_nodes"), 0, 100))
 
 
 def _simple(raw: Any, path: str, cls: type) -> Any:

@@ -13,17 +13,20 @@ What is checked, per kind:
 - across objects: references resolve (controllerRef, accountingRef, configFileRefs, PVCs,
   nodeClassRef, node pools), Slurm partitions are unique, requested accelerators and EFA
   interfaces fit the instance type, EFA node sets are pinned to one zone, names are DNS-1123.
+- at run time (:mod:`.runtime_checks`): what the operator, Karpenter, the device plugins and the
+  FSx CSI driver would do with the objects (sidecar images, modelled allocatable, taints, GRES names).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from slinkyml.cluster.issues import Issue, describe
+from slinkyml.cluster.runtime_checks import runtime_issues
 from slinkyml.errors import SlinkyError
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
@@ -47,27 +50,6 @@ DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 LABEL_NAMED = {"Namespace", "Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "MariaDB"}
 CLUSTER_SCOPED = {"Namespace", "StorageClass", "NodePool", "EC2NodeClass", "PersistentVolume",
                   "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One validation error: which object, which field, why."""
-
-    obj: str
-    path: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.obj}: {self.path or '<root>'}: {self.reason}"
-
-
-def describe(obj: Any) -> str:
-    if not isinstance(obj, dict):
-        return "<not an object>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    name = meta.get("name", "<unnamed>")
-    ns = meta.get("namespace")
-    return f"{obj.get('kind', '<no kind>')} {ns + '/' if isinstance(ns, str) else ''}{name}"
 
 
 def _fmt_path(parts: Any) -> str:
@@ -459,12 +441,18 @@ def _partition_checks(objs: list[dict[str, Any]]) -> list[Issue]:
 
 def validate_objects(objs: list[Any], *, operator_version: str | None = None,
                      kube_version: str = DEFAULT_KUBERNETES_VERSION,
-                     notes: list[str] | None = None) -> list[Issue]:
-    """All per-object and cross-object issues; an empty list means valid."""
+                     notes: list[str] | None = None,
+                     plugin_values: dict[str, dict[str, Any]] | None = None) -> list[Issue]:
+    """All per-object, cross-object and run-time issues; an empty list means valid.
+
+    ``plugin_values``: device plugin -> the Helm values it is installed with (the render's
+    ``helm/device-plugins/``); without them the charts' default tolerations are assumed.
+    """
     issues: list[Issue] = []
     for obj in objs:
         issues += validate_object(obj, operator_version=operator_version, kube_version=kube_version, notes=notes)
     issues += cross_check([o for o in objs if isinstance(o, dict)])
+    issues += runtime_issues([o for o in objs if isinstance(o, dict)], plugin_values)
     return issues
 
 

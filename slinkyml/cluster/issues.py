@@ -1,0 +1,28 @@
+"""One validation finding (:class:`Issue`) and how objects are named in it; shared by the schema
+checks (:mod:`.validate`) and the run-time rules (:mod:`.runtime_checks`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One validation error: which object, which field, why."""
+
+    obj: str
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.obj}: {self.path or '<root>'}: {self.reason}"
+
+
+def describe(obj: Any) -> str:
+    if not isinstance(obj, dict):
+        return "<not an object>"
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name", "<unnamed>")
+    ns = meta.get("namespace")
+    return f"{obj.get('kind', '<no kind>')} {ns + '/' if isinstance(ns, str) else ''}{name}"

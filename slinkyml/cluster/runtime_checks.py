@@ -1,0 +1,365 @@
+"""Rules the slurm-operator, Karpenter, the device plugins and the FSx CSI driver apply at run time.
+
+A schema cannot say that a pod with no sidecar image is rejected, or that a pod asking one MiB
+more than Karpenter's model of an instance never gets a node. Each rule below names the upstream
+file it mirrors; ``slinkyml cluster validate`` runs them beside the schema checks, and
+``tests/test_cluster_runtime.py`` has a manifest breaking each one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from slinkyml.cluster import addons
+from slinkyml.cluster.issues import Issue, describe
+from slinkyml.instances import InstanceType, load_instance_types
+
+#: kind -> the sidecar/init containers the operator always adds, whose image it takes only from spec.
+REQUIRED_SIDECARS = {
+    # slurm-operator internal/builder/controllerbuilder/controller_app.go (LogfileContainer)
+    "Controller": ("logfile",),
+    # slurm-operator internal/builder/workerbuilder/worker_app.go (LogfileContainer)
+    "NodeSet": ("logfile",),
+    # slurm-operator internal/builder/loginbuilder/login_app.go (InitconfContainer)
+    "LoginSet": ("initconf",),
+}
+#: slurm-operator pkg/taints/taints.go: every slurmd pod gets this toleration from the operator.
+OPERATOR_WORKER_TOLERATION = {"key": "nodeset.slinky.slurm.net/worker", "operator": "Equal",
+                              "effect": "NoExecute"}
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+_BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50,
+           "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15}
+
+
+def quantity(value: Any) -> float | None:
+    """A Kubernetes quantity as a number (cores for ``m``, bytes for memory units); None if invalid."""
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        return None
+    number, unit = float(m.group(1)), m.group(2)
+    if unit == "m":
+        return number / 1000
+    return number * _BINARY.get(unit or "", 1)
+
+
+def _dig(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The mappings of a list field (malformed entries are the schema check's finding)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _replicas(value: Any) -> int:
+    """A replicas field as the API server would take it; malformed ones are the schema's finding."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 1
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """One line of the requests-vs-allocatable table."""
+
+    nodeset: str
+    instance_type: str
+    allocatable_cpu: float
+    allocatable_memory_mib: int
+    max_pods: int
+    requested_cpu: float
+    requested_memory_mib: float
+    reserve_cpu: float
+    reserve_memory_mib: int
+
+    @property
+    def fits(self) -> bool:
+        return (self.requested_cpu + self.reserve_cpu <= self.allocatable_cpu
+                and self.requested_memory_mib + self.reserve_memory_mib <= self.allocatable_memory_mib)
+
+
+def _nodeset_pool_and_type(ns_obj: dict[str, Any], pools: dict[str, Any],
+                           types: dict[str, InstanceType]) -> tuple[dict[str, Any] | None, InstanceType | None]:
+    selector = _dig(ns_obj, "spec", "template", "spec", "nodeSelector") or {}
+    pool = pools.get(selector.get("karpenter.sh/nodepool")) if isinstance(selector, dict) else None
+    name = selector.get("node.kubernetes.io/instance-type") if isinstance(selector, dict) else None
+    if name is None and pool is not None:
+        for req in _dig(pool, "spec", "template", "spec", "requirements") or []:
+            if isinstance(req, dict) and req.get("key") == "node.kubernetes.io/instance-type" \
+                    and req.get("operator") == "In" and len(req.get("values") or []) == 1:
+                name = req["values"][0]
+    return pool, types.get(name) if isinstance(name, str) else None
+
+
+def fit_table(objs: list[dict[str, Any]]) -> list[FitRow]:
+    """Requests of each NodeSet's slurmd pod against Karpenter's allocatable for its instance type."""
+    pools = {_dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    types = load_instance_types()
+    k = addons.addons()["karpenter"]
+    rows = []
+    for o in objs:
+        if o.get("kind") != "NodeSet":
+            continue
+        _, itype = _nodeset_pool_and_type(o, pools, types)
+        if itype is None:
+            continue
+        requests = _dig(o, "spec", "slurmd", "resources", "requests")
+        if not isinstance(requests, dict):
+            continue
+        cpu = quantity(requests.get("cpu", 0)) or 0.0
+        memory = (quantity(requests.get("memory", 0)) or 0.0) / 2 ** 20
+        alloc = addons.karpenter_allocatable(itype)
+        rows.append(FitRow(describe(o), itype.name, alloc.cpu_millis / 1000, alloc.memory_mib, alloc.max_pods,
+                           cpu, memory, k["daemonset_reserve_cpu_millis"] / 1000, k["daemonset_reserve_memory_mib"]))
+    return rows
+
+
+def format_fit_table(rows: list[FitRow]) -> str:
+    head = ("NodeSet", "instance", "alloc cpu", "alloc MiB", "pods", "req cpu", "req MiB", "left cpu", "left MiB", "")
+    body = [(r.nodeset, r.instance_type, f"{r.allocatable_cpu:g}", str(r.allocatable_memory_mib), str(r.max_pods),
+             f"{r.requested_cpu:g}", f"{r.requested_memory_mib:.0f}", f"{r.allocatable_cpu - r.requested_cpu:g}",
+             f"{r.allocatable_memory_mib - r.requested_memory_mib:.0f}", "ok" if r.fits else "DOES NOT FIT")
+            for r in rows]
+    widths = [max(len(x[i]) for x in (head, *body)) for i in range(len(head))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in (head, *body))
+
+
+# ---------------------------------------------------------------- the rules
+
+
+def sidecar_issues(o: dict[str, Any]) -> list[Issue]:
+    """slurm-operator internal/builder/common/common.go: LogfileContainer/InitconfContainer merge the
+    spec's container over a base with no image; a pod with an image-less container is rejected."""
+    out = []
+    for field_name in REQUIRED_SIDECARS.get(str(o.get("kind")), ()):
+        if not _dig(o, "spec", field_name, "image"):
+            out.append(Issue(describe(o), f"spec.{field_name}.image", "required at run time: the operator always "
+                             f"adds the {field_name} container and has no default image for it"))
+    if o.get("kind") == "Controller" and _dig(o, "spec", "inplaceReconfigure") and not _dig(
+            o, "spec", "reconfigure", "image"):
+        # controller_app.go: reconfigureContainer is added when inplaceReconfigure is on
+        out.append(Issue(describe(o), "spec.reconfigure.image", "required when inplaceReconfigure is on"))
+    return out
+
+
+def unmodelled_resource_issues(o: dict[str, Any]) -> list[Issue]:
+    """karpenter-provider-aws pkg/providers/instancetype/types.go computeCapacity: an instance
+    type's capacity has only these resources, so a pod asking another one fits no instance type."""
+    if o.get("kind") != "NodeSet" or not _dig(o, "spec", "template", "spec", "nodeSelector", "karpenter.sh/nodepool"):
+        return []
+    known = addons.karpenter_resources()
+    out = []
+    for part in ("requests", "limits"):
+        asked = _dig(o, "spec", "slurmd", "resources", part)
+        for resource in asked if isinstance(asked, dict) else {}:
+            if resource not in known:
+                out.append(Issue(describe(o), f"spec.slurmd.resources.{part}.{resource}", "Karpenter does not "
+                                 "model this resource on any instance type, so the pod never gets a node"))
+    return out
+
+
+def fit_issues(objs: list[dict[str, Any]]) -> list[Issue]:
+    """karpenter-provider-aws types.go (memory, kubeReservedResources, evictionThreshold) and karpenter
+    core scheduling (DaemonSet overhead): requests must fit the modelled allocatable less the reserve."""
+    return [Issue(r.nodeset, "spec.slurmd.resources.requests",
+                  f"asks {r.requested_cpu:g} CPU / {r.requested_memory_mib:.0f} MiB but Karpenter models "
+                  f"{r.instance_type} as {r.allocatable_cpu:g} CPU / {r.allocatable_memory_mib} MiB allocatable, "
+                  f"less {r.reserve_cpu:g} CPU / {r.reserve_memory_mib} MiB for DaemonSets")
+            for r in fit_table(objs) if not r.fits]
+
+
+def taint_issues(objs: list[dict[str, Any]], plugin_values: dict[str, dict[str, Any]] | None) -> list[Issue]:
+    """What runs on a NodePool's nodes must tolerate its taints: the slurmd pods (their own
+    tolerations plus the operator's, pkg/taints/taints.go) and the device plugin of every extended
+    resource they request (NVIDIA deployments/helm/nvidia-device-plugin/values.yaml, eks-charts
+    stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml, neuron-helm-charts values.yaml)."""
+    pools = {_dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    out = []
+    for o in objs:
+        if o.get("kind") != "NodeSet":
+            continue
+        pool, _ = _nodeset_pool_and_type(o, pools, {})
+        if pool is None:
+            continue
+        taints = _dicts(_dig(pool, "spec", "template", "spec", "taints"))
+        pod_tolerations = [*_dicts(_dig(o, "spec", "template", "spec", "tolerations")), OPERATOR_WORKER_TOLERATION]
+        for t in addons.untolerated(taints, pod_tolerations):
+            out.append(Issue(describe(o), "spec.template.spec.tolerations",
+                             f"does not tolerate taint {t.get('key')}:{t.get('effect')} of {describe(pool)}"))
+        requests = _dig(o, "spec", "slurmd", "resources", "requests")
+        for resource in requests if isinstance(requests, dict) else {}:
+            plugin = addons.plugin_for_resource(resource)
+            if plugin is None:
+                continue
+            given = (plugin_values or {}).get(plugin)
+            tolerations = addons.plugin_tolerations(plugin, given)
+            for t in addons.untolerated(taints, tolerations):
+                where = "its values in helm/device-plugins/" if given is not None else "the chart's default values"
+                out.append(Issue(describe(pool), "spec.template.spec.taints",
+                                 f"taint {t.get('key')}:{t.get('effect')} keeps the {plugin} device plugin off "
+                                 f"the nodes ({where} do not tolerate it), so they never advertise {resource} "
+                                 f"and {describe(o)} stays Pending"))
+    return out
+
+
+# ---------------------------------------------------------------- gres.conf node names
+
+
+def hostlist_matches(expr: str, host: str) -> bool:
+    """Does a Slurm hostlist (``a-[0-9,12]``, ``x1,x2``) name ``host``? No expansion of ranges."""
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", expr):
+        m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", item)
+        if m is None:
+            if item == host:
+                return True
+            continue
+        prefix, ranges, suffix = m.groups()
+        if not (host.startswith(prefix) and host.endswith(suffix)):
+            continue
+        digits = host[len(prefix):len(host) - len(suffix)]
+        if not digits.isdigit():
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            hi = hi or lo
+            width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
+            if (not width or len(digits) == width) and int(lo) <= int(digits) <= int(hi):
+                return True
+    return False
+
+
+def _gres_names(extra_conf: str) -> list[str]:
+    m = re.search(r"(?:^|\s)Gres=(\S+)", extra_conf)
+    return [g.split(":")[0] for g in m.group(1).split(",")] if m else []
+
+
+def gres_hostname_issues(where: str, gres_conf: str, nodesets: list[tuple[str, str, int, str]]) -> list[Issue]:
+    """slurm-operator internal/controller/nodeset/utils/utils.go (initIdentity, GetSlurmNodeName) names
+    each slurmd ``<hostname prefix><ordinal>``; gres.c ``_parse_gres_config_node`` skips gres.conf
+    lines whose NodeName does not match, so a Neuron node would register no devices. Checks every
+    ordinal up to one more than the replicas (the next scale-up).
+
+    ``nodesets``: (description, hostname prefix, replicas, slurmd extraConf).
+    """
+    autodetect_all = any(re.match(r"^\s*AutoDetect=\S+", line) for line in gres_conf.splitlines())
+    lines = [line for line in gres_conf.splitlines() if re.search(r"(?:^|\s)Name=", line)]
+    out = []
+    for desc, prefix, replicas, extra in nodesets:
+        for gres in _gres_names(extra):
+            if gres == "gpu" and autodetect_all:
+                continue
+            own = [line for line in lines if re.search(rf"(?:^|\s)Name={re.escape(gres)}(?:\s|$)", line)]
+            if not own:
+                continue
+            for ordinal in range(replicas + 1):
+                host = f"{prefix}{ordinal}"
+                if not any(hostlist_matches((re.search(r"NodeName=(\S+)", line) or [None, host])[1], host)
+                           for line in own):
+                    out.append(Issue(where, "gres.conf", f"no Name={gres} line names {host} ({desc}'s "
+                                     f"{'next' if ordinal == replicas else 'pod'} hostname)"))
+                    break
+    return out
+
+
+def operator_gres_issues(objs: list[dict[str, Any]]) -> list[Issue]:
+    """gres.conf from a Controller's configFileRefs vs its NodeSets' pod hostnames."""
+    configmaps = {(_dig(o, "metadata", "namespace"), _dig(o, "metadata", "name")): o
+                  for o in objs if o.get("kind") == "ConfigMap"}
+    out = []
+    for ctrl in (o for o in objs if o.get("kind") == "Controller"):
+        ns = _dig(ctrl, "metadata", "namespace")
+        for ref in _dig(ctrl, "spec", "configFileRefs") or []:
+            cm = configmaps.get((ns, _dig(ref, "name")))
+            gres = _dig(cm, "data", "gres.conf")
+            if not isinstance(gres, str):
+                continue
+            members = []
+            for o in objs:
+                if o.get("kind") == "NodeSet" and _dig(o, "metadata", "namespace") == ns \
+                        and _dig(o, "spec", "controllerRef", "name") == _dig(ctrl, "metadata", "name"):
+                    hostname = _dig(o, "spec", "template", "spec", "hostname")
+                    prefix = hostname if isinstance(hostname, str) and hostname else f"{_dig(o, 'metadata', 'name')}-"
+                    members.append((describe(o), prefix, _replicas(_dig(o, "spec", "replicas")),
+                                    str(_dig(o, "spec", "extraConf") or "")))
+            out += gres_hostname_issues(describe(cm), gres, members)
+    return out
+
+
+def chart_values_issues(source: str, values: dict[str, Any]) -> list[Issue]:
+    """The same check for the slurm chart's values: hostname ``<key>-`` (helm/slurm/templates/nodeset/
+    nodeset-cr.yaml) plus the ordinal."""
+    gres = _dig(values, "configFiles", "gres.conf")
+    if not isinstance(gres, str):
+        return []
+    members = [(f"nodesets.{key}", f"{key}-", _replicas(entry.get("replicas")), str(entry.get("extraConf") or ""))
+               for key, entry in _mapping(values.get("nodesets")).items() if isinstance(entry, dict)]
+    return gres_hostname_issues(f"{source}: configFiles", gres, members)
+
+
+# ---------------------------------------------------------------- FSx
+
+
+_GO_BOOLS = {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}
+
+
+def fsx_issues(o: dict[str, Any]) -> list[Issue]:
+    """kubernetes-sigs/aws-fsx-csi-driver pkg/driver/controller.go CreateVolume: the parameters it
+    reads, how it parses them (strconv.ParseInt/ParseBool) and the values FSx accepts; keys it does
+    not know are ignored silently, so a misspelt one is reported."""
+    if o.get("kind") != "StorageClass" or o.get("provisioner") != "fsx.csi.aws.com":
+        return []
+    f = addons.addons()["fsx_csi_driver"]
+    params = o.get("parameters") or {}
+    if not isinstance(params, dict):
+        return []  # the schema check reports it
+    name = describe(o)
+    known = {"subnetId", "securityGroupIds", "autoImportPolicy", "s3ImportPath", "s3ExportPath", "deploymentType",
+             "kmsKeyId", "perUnitStorageThroughput", "storageType", "driveCacheType", "automaticBackupRetentionDays",
+             "dailyAutomaticBackupStartTime", "copyTagsToBackups", "dataCompressionType", "weeklyMaintenanceStartTime",
+             "fileSystemTypeVersion", "extraTags", "efaEnabled", "metadataConfigurationMode", "metadataIops"}
+    out = [Issue(name, f"parameters.{key}", "not a parameter of the FSx CSI driver (it would be ignored)")
+           for key in params if key not in known]
+
+    def bad(key: str, why: str) -> None:
+        out.append(Issue(name, f"parameters.{key}", f"{params[key]!r}: {why}"))
+
+    if not re.fullmatch(r"subnet-[0-9a-f]{8,17}", str(params.get("subnetId", ""))):
+        out.append(Issue(name, "parameters.subnetId", "one subnet id is required (FSx takes exactly one)"))
+    groups = str(params.get("securityGroupIds", "")).split(",")
+    if not all(re.fullmatch(r"sg-[0-9a-f]{8,17}", g) for g in groups):
+        out.append(Issue(name, "parameters.securityGroupIds", "a comma-separated list of sg-... ids is required"))
+    deployment = params.get("deploymentType", "SCRATCH_1")
+    if "deploymentType" in params and deployment not in f["deployment_types"]:
+        bad("deploymentType", f"not one of {', '.join(f['deployment_types'])}")
+    for key in f["integer_parameters"]:
+        if key in params and not re.fullmatch(r"-?\d+", str(params[key])):
+            bad(key, "must be an integer string")
+    for key in f["boolean_parameters"]:
+        if key in params and str(params[key]) not in _GO_BOOLS:
+            bad(key, "must be true or false")
+    throughput = str(params.get("perUnitStorageThroughput", ""))
+    if deployment == "PERSISTENT_2" and throughput.isdigit() and int(throughput) not in f["persistent_2_throughputs"]:
+        bad("perUnitStorageThroughput", "PERSISTENT_2 takes " + ", ".join(map(str, f["persistent_2_throughputs"])))
+    if "dataCompressionType" in params and params["dataCompressionType"] not in f["data_compression_types"]:
+        bad("dataCompressionType", f"not one of {', '.join(f['data_compression_types'])}")
+    if "fileSystemTypeVersion" in params and str(params["fileSystemTypeVersion"]) not in f["file_system_type_versions"]:
+        bad("fileSystemTypeVersion", f"not one of {', '.join(f['file_system_type_versions'])}")
+    return out
+
+
+def runtime_issues(objs: list[dict[str, Any]],
+                   plugin_values: dict[str, dict[str, Any]] | None = None) -> list[Issue]:
+    """Every run-time rule over a set of objects (one cluster's render, or a folder of them)."""
+    objs = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
+    out: list[Issue] = []
+    for o in objs:
+        out += sidecar_issues(o) + unmodelled_resource_issues(o) + fsx_issues(o)
+    return out + fit_issues(objs) + taint_issues(objs, plugin_values) + operator_gres_issues(objs)
