@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from slinkyml.cluster import addons
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.instances import InstanceType, load_instance_types
+from slinkyml.slurm.hostlist import HostlistError, expand_hostlist
 
 #: kind -> the sidecar/init containers the operator always adds, whose image it takes only from spec.
 REQUIRED_SIDECARS = {
@@ -213,27 +215,17 @@ def taint_issues(objs: list[dict[str, Any]], plugin_values: dict[str, dict[str, 
 # ---------------------------------------------------------------- gres.conf node names
 
 
+@lru_cache(maxsize=64)
+def _hosts(expr: str) -> frozenset[str]:
+    try:
+        return frozenset(expand_hostlist(expr))
+    except HostlistError:
+        return frozenset()
+
+
 def hostlist_matches(expr: str, host: str) -> bool:
-    """Does a Slurm hostlist (``a-[0-9,12]``, ``x1,x2``) name ``host``? No expansion of ranges."""
-    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", expr):
-        m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", item)
-        if m is None:
-            if item == host:
-                return True
-            continue
-        prefix, ranges, suffix = m.groups()
-        if not (host.startswith(prefix) and host.endswith(suffix)):
-            continue
-        digits = host[len(prefix):len(host) - len(suffix)]
-        if not digits.isdigit():
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            hi = hi or lo
-            width = len(lo) if lo.startswith("0") and len(lo) > 1 else 0
-            if (not width or len(digits) == width) and int(lo) <= int(digits) <= int(hi):
-                return True
-    return False
+    """Does a Slurm hostlist (``a-[0-9,12]``, ``x1,x2``) name ``host``? (slinkyml.slurm.hostlist)"""
+    return host in _hosts(expr)
 
 
 def _gres_names(extra_conf: str) -> list[str]:
