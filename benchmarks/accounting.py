@@ -23,7 +23,8 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 
 from slinkyml.accounting import usage
-from slinkyml.accounting.sacct import FIELDS, SEP, parse_sacct
+from slinkyml.accounting.sacct import FIELDS, SEP
+from slinkyml.accounting.sacct_arrow import parse_sacct
 
 USERS = [("alice", "physics"), ("bob", "physics"), ("carol", "bio"), ("dave", "ml"),
          ("erin", "ml"), ("frank", "bio")]

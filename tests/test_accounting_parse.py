@@ -11,7 +11,7 @@ import pytest
 
 from slinkyml.accounting import efficiency, fairshare, usage
 from slinkyml.accounting.cost import PartitionPrice, cost, load_prices
-from slinkyml.accounting.sacct import parse_sacct
+from slinkyml.accounting.sacct_arrow import parse_sacct
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.accounting.tres import alloc_tres, parse_duration, usage_tres
 from slinkyml.errors import SlinkyError, SpecError

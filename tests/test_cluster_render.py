@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slinkyml.cluster import EXAMPLES_DIR, load_spec, output_files, render_and_validate_example
+from slinkyml.cluster import EXAMPLES_DIR, load_spec, output_files
 from slinkyml.cluster.helm import check_key_paths
 from slinkyml.cluster.render import render
 from slinkyml.cluster.secrets import render_secrets, secret_values
@@ -150,5 +150,7 @@ def test_user_named_secrets_are_referenced_not_generated() -> None:
 
 
 def test_render_and_validate_example_summary() -> None:
-    text = render_and_validate_example("cpu-small")
+    from slinkyml.demo import cluster_example  # the demo package pulls in dev/, dispatch/, accounting/
+
+    text = cluster_example("cpu-small")
     assert "cpu-small" in text and "valid" in text and "m7i.8xlarge" in text

@@ -187,9 +187,6 @@ def test_cli_missing_package_is_one_line(tmp_path):
 
 
 # -- the real cluster -------------------------------------------------------------------------
-pytestmark_slurm = pytest.mark.slurm
-
-
 @pytest.mark.slurm
 def test_busy_port_is_refused_before_anything_starts(local_cluster, tmp_path):
     with socket.socket() as blocker:

@@ -55,7 +55,7 @@ def sleep_then(seconds: float, value):
 @needs_torch
 @pytest.mark.timeout(240)
 def test_two_nodes_two_tasks_allreduce_every_rank(slurm, shared_tmp, own):
-    from slinkyml.dispatch.demo import allreduce_task, expected_sum
+    from slinkyml.demo.allreduce import allreduce_task, expected_sum
 
     job = _executor(slurm, shared_tmp, nodes=2, tasks_per_node=2, mem="2G").submit(allreduce_task, 1.0)
     own.append(job.job_id)

@@ -13,12 +13,10 @@ default), so results are the same whichever one is used.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from slinkyml.accounting.timeparse import parse_when
 
 __all__ = ["load_jobs", "usage_report", "fairshare_report", "efficiency_report", "cost_report",
-           "demo_summary", "parse_when"]
+           "parse_when"]
 
 
 def _backend(backend, slurm):
@@ -96,22 +94,3 @@ def cost_report(since="1d", until="now", by=("account", "user"), *, prices=None,
     table = load_jobs(start, end, backend=backend, slurm=slurm)
     seconds = usage.overlap_seconds(table.jobs, start, end)
     return cost.cost(table.jobs, by=by, prices=cost.load_prices(prices), seconds=seconds)
-
-
-def demo_summary(slurm=None, since="1d") -> str:
-    """A short usage + fair-share table as plain text (printed at the end of ``make demo``)."""
-    from slinkyml.accounting.render import text_table
-
-    start = parse_when(since, "since")
-    report = usage_report(start, datetime.now(UTC), by=("account", "user"), slurm=slurm)
-    lines = [f"Usage since {start:%Y-%m-%d %H:%M} UTC (CPU-hours, pro-rated):"]
-    cols = ["account", "user", "jobs", "cpu_hours", "gpu_hours"] + \
-        (["cost_usd"] if "cost_usd" in report else [])
-    lines.append(text_table(report[cols] if len(report) else report.reindex(columns=cols)))
-    fs = fairshare_report(slurm=slurm)
-    users = fs[fs["is_user"]]
-    lines.append("")
-    lines.append(f"Fair-share ({fs.attrs['algorithm']}):")
-    lines.append(text_table(users[["account", "user", "raw_shares", "raw_usage", "level_fs",
-                                   "fairshare"]].sort_values("fairshare", ascending=False)))
-    return "\n".join(lines)

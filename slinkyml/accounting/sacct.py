@@ -67,32 +67,10 @@ def sacct_args(start: str, end: str, *, users: list[str] | None = None,
     return args
 
 
-def parse_sacct(text: str, sep: str = SEP, engine: str = "auto") -> SacctTable:
-    """Parse sacct output for :data:`FIELDS` (no header). Never raises on bad lines.
-
-    ``engine``: ``"auto"`` uses the pyarrow fast path (:mod:`.sacct_arrow`) when pyarrow is
-    installed and the text suits it, else pandas; ``"pandas"``/``"pyarrow"`` force one (tests
-    compare them). Both give the same frames.
-    """
-    if engine not in ("auto", "pandas", "pyarrow"):
-        raise ValueError(f"engine must be auto, pandas or pyarrow, not {engine!r}")
-    if engine != "pandas":
-        try:
-            from slinkyml.accounting import sacct_arrow
-        except ImportError:
-            if engine == "pyarrow":
-                raise
-        else:
-            try:
-                return sacct_arrow.parse(text, sep)
-            except sacct_arrow.FastPathUnavailable:
-                if engine == "pyarrow":
-                    raise
-    return _parse_pandas(text, sep)
-
-
-def _parse_pandas(text: str, sep: str) -> SacctTable:
-    """The reference path: pandas' C reader, then :func:`tidy`."""
+def parse_pandas(text: str, sep: str = SEP) -> SacctTable:
+    """The reference parser of sacct output for :data:`FIELDS` (no header): pandas' C reader, then
+    :func:`tidy`. Never raises on bad lines. :func:`slinkyml.accounting.sacct_arrow.parse_sacct`
+    is the fast path with the same output, and falls back to this one."""
     good, bad = _split_good_lines(text, sep)
     if good is None:
         raw = _empty_frame()

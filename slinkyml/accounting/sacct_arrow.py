@@ -1,4 +1,5 @@
-"""pyarrow fast path of :func:`slinkyml.accounting.sacct.parse_sacct` (same output, ~10x faster).
+"""The sacct parser, :func:`parse_sacct`: a pyarrow fast path over :mod:`.sacct`'s reference
+(pandas) path, same output, ~10x faster. (The fast path imports :mod:`.sacct`, never the reverse.)
 
 Why a second implementation: pandas' reader turns every field into a Python string (≈4 s per
 million rows before any conversion), so the pandas path cannot reach 200,000 rows/s on two cores.
@@ -37,8 +38,26 @@ class FastPathUnavailable(Exception):
     """The input needs the pandas path (an Arrow error, or a value only pandas handles)."""
 
 
+def parse_sacct(text: str, sep: str = sacct.SEP, engine: str = "auto") -> sacct.SacctTable:
+    """Parse sacct output for :data:`~.sacct.FIELDS` (no header). Never raises on bad lines.
+
+    ``engine``: ``"auto"`` uses the pyarrow fast path when the text suits it, else pandas
+    (:func:`.sacct.parse_pandas`); ``"pandas"``/``"pyarrow"`` force one (tests compare them).
+    Both give the same frames.
+    """
+    if engine not in ("auto", "pandas", "pyarrow"):
+        raise ValueError(f"engine must be auto, pandas or pyarrow, not {engine!r}")
+    if engine != "pandas":
+        try:
+            return parse(text, sep)
+        except FastPathUnavailable:
+            if engine == "pyarrow":
+                raise
+    return sacct.parse_pandas(text, sep)
+
+
 def parse(text: str, sep: str) -> sacct.SacctTable:
-    """Same contract as :func:`sacct.parse_sacct`; raises :class:`FastPathUnavailable` instead of
+    """Same contract as :func:`parse_sacct`; raises :class:`FastPathUnavailable` instead of
     guessing when Arrow cannot read the text."""
     try:
         table, bad = _read(text, sep)

@@ -37,14 +37,10 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse prints usage + error already on one line; keep exit status 2."""
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; given the sub-command about to run, only its module is imported and registered
     (the others cost ~15 ms of argparse set-up); ``--help`` and unknown words get them all."""
-    parser = _Parser(
+    parser = argparse.ArgumentParser(
         prog="slinkyml",
         description="Batch training on Slurm-on-Kubernetes (Slinky): local dev cluster, cluster "
         "manifests, sbatch and notebook jobs, accounting reports and parallelism planning.",

@@ -17,6 +17,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from slinkyml.demo import main
+    from slinkyml.errors import SlinkyError
 
+    try:
+        from slinkyml.demo import main
+    except ImportError as exc:  # a part of the product missing from this install
+        raise SlinkyError(f"demo step unavailable: {exc}") from None
     return main(args.nodes, args.workdir)

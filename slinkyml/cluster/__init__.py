@@ -13,7 +13,7 @@ from typing import Any
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, load_spec, loads_spec
 
 __all__ = ["SlurmCluster", "SlurmNodeSet", "load_spec", "loads_spec", "dump_yaml", "write_output",
-           "render_and_validate_example", "EXAMPLES_DIR"]
+           "EXAMPLES_DIR"]
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -67,31 +67,3 @@ def write_output(rendered: Any, outdir: str | Path) -> list[Path]:
         path.write_text(text)
         written.append(path)
     return written
-
-
-def render_and_validate_example(name: str = "cpu-small") -> str:
-    """Render + validate ``manifests/<name>/cluster.yaml``; a one-paragraph summary for demos.
-
-    Raises :class:`~slinkyml.errors.SlinkyError` if the example does not validate.
-    """
-    from collections import Counter
-
-    from slinkyml.cluster.helm import check_key_paths
-    from slinkyml.cluster.render import render
-    from slinkyml.cluster.validate import validate_objects
-    from slinkyml.errors import SlinkyError
-
-    spec_path = EXAMPLES_DIR / name / "cluster.yaml"
-    cluster = load_spec(spec_path)
-    rendered = render(cluster)
-    issues = validate_objects(rendered.objects, plugin_values=rendered.plugin_values)
-    bad_keys = check_key_paths(rendered.helm_values)
-    if issues or bad_keys:
-        first = str(issues[0]) if issues else f"helm values: unknown key {bad_keys[0]}"
-        raise SlinkyError(f"example {name}: {len(issues) + len(bad_keys)} problem(s); first: {first}")
-    kinds = Counter(o["kind"] for o in rendered.objects)
-    nodes = ", ".join(f"{ns.count} x {ns.instance_type} ({ns.partition or ns.name})" for ns in cluster.node_sets)
-    return (f"cluster {cluster.name} (Slurm {cluster.slurm_version}, namespace {cluster.namespace}): "
-            f"{len(rendered.objects)} objects valid against the Slinky v1beta1 CRDs and Kubernetes schemas "
-            f"[{', '.join(f'{k} x{v}' for k, v in sorted(kinds.items()))}]; node sets: {nodes}; "
-            f"Helm values: all key paths exist in the slurm chart")

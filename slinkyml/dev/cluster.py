@@ -594,11 +594,6 @@ class LocalCluster:
                 return part.split("=", 1)[1]
         raise SlinkyError("scontrol token printed no SLURM_JWT")
 
-    def with_nodes(self, nodes: int) -> LocalCluster:
-        clone = LocalCluster.__new__(LocalCluster)
-        clone.__dict__.update(self.__dict__)
-        clone.spec = replace(self.spec, nodes=nodes)
-        return clone
 
 
 def _saved_identity(state_dir: Path) -> dict:

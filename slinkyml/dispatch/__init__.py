@@ -49,13 +49,6 @@ def map_array(fn: Any, *iterables: Any, **kwargs: Any) -> ArrayJob:
     return Executor(**kwargs).map_array(fn, *iterables, **array_opts)
 
 
-def demo_allreduce(**kwargs: Any) -> str:
-    """The 2-node × 2-task all-reduce, submitted from Python; a one-line summary (``make demo``)."""
-    from slinkyml.dispatch.demo import demo_allreduce as run
-
-    return run(**kwargs)
-
-
 __all__ = ["ArrayJob", "Checkpointable", "Executor", "Job", "JobError", "JobFailed", "JobInfo", "Preempted",
-           "Tracker", "TrainingJob", "demo_allreduce", "launch", "map_array", "submit"]
+           "Tracker", "TrainingJob", "launch", "map_array", "submit"]
 

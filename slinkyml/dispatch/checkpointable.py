@@ -51,10 +51,6 @@ def install_handlers() -> None:
     signal.signal(signal.SIGCONT, signal.SIG_IGN)
 
 
-def local_stop_level() -> int:
-    return _STOP["level"]
-
-
 class Checkpointable:
     """Base class for resumable callables (submitit's Checkpointable protocol, multi-rank safe).
 

@@ -142,14 +142,6 @@ class Tracker:
                 if entry and not entry.info.terminal:
                     entry.next_check, entry.interval = now, self.initial_interval
 
-    def forget_terminal(self, job_id: str | int) -> None:
-        """A requeued job comes back: forget a cached terminal state that is no longer true."""
-        with self._lock:
-            entry = self._jobs.get(str(job_id))
-            if entry:
-                entry.info = replace(entry.info, state="REQUEUED")
-                entry.next_check, entry.interval = time.monotonic(), self.initial_interval
-
     @property
     def controller_down_for(self) -> float:
         """Seconds slurmctld has been unreachable (0 when it answers)."""

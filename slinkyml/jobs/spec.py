@@ -168,8 +168,6 @@ class JobSpec:
                             "script or a module (or use launcher: srun)")
         if self.launcher == "neuron" and not self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "the neuron launcher needs ≥ 1 device per node")
-        if self.launcher == "deepspeed" and self.deepspeed_config is None:
-            pass  # filled in by the renderer (plan.deepspeed_config) when absent
         if self.uses_deepspeed_launcher:
             # DeepSpeed's launcher runs on the batch node and starts every rank as an srun task of
             # its own: the allocation must hold one Slurm task per rank, and the ranks run the

@@ -217,13 +217,6 @@ class Slurm:
             raise self._classify(command, result)
         return result
 
-    def popen(self, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
-              **kwargs) -> subprocess.Popen:
-        """Start a long-running Slurm command (``srun`` streaming output, ``sattach``)."""
-        self.calls += 1
-        return subprocess.Popen([self.executable(command), *map(str, args)],
-                                env=self._command_env(command, env), **kwargs)
-
     @staticmethod
     def _is_transient(command: str, stderr: str) -> bool:
         if command in _ACCOUNTING_COMMANDS and any(p in stderr for p in _ACCOUNTING_PATTERNS):

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from slinkyml.accounting import fairshare
-from slinkyml.accounting.sacct import SacctTable, parse_sacct, sacct_args
+from slinkyml.accounting.sacct import SacctTable, sacct_args
+from slinkyml.accounting.sacct_arrow import parse_sacct
 from slinkyml.slurm.runner import Slurm
 
 

@@ -10,7 +10,8 @@ import time
 from datetime import UTC, datetime
 
 from slinkyml.accounting.backends.cli import CliBackend
-from slinkyml.accounting.sacct import FIELDS, SEP, SacctTable, parse_sacct
+from slinkyml.accounting.sacct import FIELDS, SEP, SacctTable
+from slinkyml.accounting.sacct_arrow import parse_sacct
 from slinkyml.slurm.rest import RestClient, api_version
 from slinkyml.slurm.runner import Slurm
 

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
+from slinkyml.dispatch.distributed import init_process_group
+from slinkyml.dispatch.executor import Executor
+from slinkyml.errors import SlinkyError
+
 
 def allreduce_task(offset: float = 1.0) -> dict[str, Any]:
     """Runs on every task: init torch.distributed from the Slurm env, all-reduce rank+offset."""
-    import socket
-
-    import torch
+    import torch  # lazy: runs on the tasks only; torch costs ~1 s to import where the demo starts
     import torch.distributed as dist
-
-    from slinkyml.dispatch.distributed import init_process_group
 
     init_process_group()
     value = torch.tensor([float(dist.get_rank()) + offset])
@@ -34,9 +35,6 @@ def expected_sum(world_size: int, offset: float = 1.0) -> float:
 def demo_allreduce(nodes: int = 2, tasks_per_node: int = 2, *, folder: str | os.PathLike[str] | None = None,
                    mem: str = "2G", timeout: float = 300.0, **options: Any) -> str:
     """Submit the all-reduce from Python, wait, check every rank's sum; return a one-line summary."""
-    from slinkyml.dispatch.executor import Executor
-    from slinkyml.errors import SlinkyError
-
     folder = Path(folder) if folder is not None else Path.cwd() / ".slinkyml" / "submitit"
     start = time.monotonic()
     job = Executor(folder, nodes=nodes, tasks_per_node=tasks_per_node, mem=mem, **options).submit(

@@ -6,10 +6,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from slinkyml.errors import SlinkyError
+from slinkyml.jobs.follow import wait
 from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.submit import SbatchBackend, submit
+from slinkyml.slurm.runner import Slurm
+from slinkyml.train import FINAL_FILE
 
 
 def demo_spec(workdir: str | os.PathLike[str], *, steps: int = 8, nodes: int = 2,
@@ -25,13 +28,9 @@ def demo_spec(workdir: str | os.PathLike[str], *, steps: int = 8, nodes: int = 2
     })
 
 
-def run_demo_training(slurm: Any, workdir: str | os.PathLike[str], *, steps: int = 8,
+def run_demo_training(slurm: Slurm, workdir: str | os.PathLike[str], *, steps: int = 8,
                       timeout: float = 300.0) -> str:
     """Render + submit the 2-node job, wait, and return a short summary (steps, loss, all-reduce)."""
-    from slinkyml.jobs.follow import wait
-    from slinkyml.jobs.submit import SbatchBackend, submit
-    from slinkyml.train import FINAL_FILE
-
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     spec = demo_spec(work, steps=steps)
