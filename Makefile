@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
-                libslurm-dev iproute2 util-linux shellcheck
+                libslurm-dev iproute2 util-linux shellcheck chromium
 PYTEST_ARGS ?=
 
 .PHONY: setup apt venv bytecode demo test lint bench down

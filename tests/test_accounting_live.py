@@ -300,7 +300,7 @@ def test_cli_reports(workload, cli, tmp_path):
                          "--csv", "--png", str(tmp_path / "e.png"))
     assert code == 0 and "COMPLETED" in out
     code, out, err = cli("report", "--since", since, "--html", str(tmp_path / "r.html"))
-    assert code == 0 and "<h2>Fair-share</h2>" in (tmp_path / "r.html").read_text()
+    assert code == 0 and '<section id="fairshare">' in (tmp_path / "r.html").read_text()
     for name in ("u.png", "f.png", "e.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 
-def _common(p: argparse.ArgumentParser, window: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, window: bool = True, formats: bool = True) -> None:
     if window:
         p.add_argument("--since", default="1d", help="window start: 2026-01-31[T12:00], now, "
                        "or 7d/12h/30m ago (default 1d)")
@@ -19,6 +19,8 @@ def _common(p: argparse.ArgumentParser, window: bool = True) -> None:
         p.add_argument("--account", action="append", help="only this account (repeatable)")
     p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"),
                    help="where to read accounting from (default: the Slurm CLIs; rest = restapi)")
+    if not formats:
+        return
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON records")
     fmt.add_argument("--csv", action="store_true", help="print CSV")
@@ -57,11 +59,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", action="store_true", help="one row per user instead of per run")
     p.set_defaults(handler=_efficiency)
 
-    p = subparsers.add_parser("report", help="HTML accounting report with plots")
-    p.add_argument("--since", default="1d")
-    p.add_argument("--until", default="now")
-    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"))
-    p.add_argument("--html", required=True, help="output file")
+    p = subparsers.add_parser(
+        "report", help="the accounting dashboard: one self-contained HTML page",
+        description="Usage over time, usage and cost by account/user/partition, the fair-share tree "
+        "(slinkyml's recomputation beside sshare's), efficiency distributions and lost hours, queue waits "
+        "and the pending queue, top jobs with their segments — one HTML file with no network fetches "
+        "(inline SVG/CSS/JS), or served on 127.0.0.1 with --serve.")
+    _common(p, formats=False)
+    p.add_argument("--partition", action="append", help="only this partition (repeatable)")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--html", metavar="FILE", help="write the page here")
+    out.add_argument("--serve", action="store_true", help="serve the page on 127.0.0.1 (rebuilt on each load)")
+    p.add_argument("--port", type=int, default=8765, help="port for --serve (default 8765)")
     p.set_defaults(handler=_report)
 
 
@@ -201,11 +210,22 @@ def _efficiency(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from slinkyml.accounting import load_jobs, parse_when, report
-    from slinkyml.accounting.backends.cli import CliBackend
+    from slinkyml.accounting import dashboard
 
-    start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
-    table = load_jobs(start, end, backend=args.backend)
-    path = report.build_html(table, CliBackend().shares(), start, end, args.html)
+    if args.serve:
+        return dashboard.serve(lambda: _dashboard(args), port=args.port)
+    path = dashboard.write(_dashboard(args), args.html)
     print(f"wrote {path}")
     return 0
+
+
+def _dashboard(args: argparse.Namespace):
+    from slinkyml.accounting import dashboard, fairshare_report, load_jobs, parse_when
+    from slinkyml.slurm import Slurm
+
+    start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
+    table = load_jobs(start, end, users=args.user, accounts=args.account, backend=args.backend)
+    shares = fairshare_report(backend=args.backend)
+    slurm = Slurm()
+    return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm),
+                             partitions=args.partition, algorithm=shares.attrs.get("algorithm", "fair_tree"))
