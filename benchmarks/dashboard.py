@@ -22,7 +22,7 @@ from accounting import synthesise  # noqa: E402 - the sibling benchmark's genera
 
 from slinkyml.accounting import dashboard  # noqa: E402
 from slinkyml.accounting.fairshare import parse_sshare  # noqa: E402
-from slinkyml.accounting.sacct import parse_sacct  # noqa: E402
+from slinkyml.accounting.sacct_arrow import parse_sacct  # noqa: E402
 
 SSHARE = Path(__file__).resolve().parent.parent / "tests" / "data" / "accounting" / "sshare_fairtree_2205.txt"
 

@@ -19,7 +19,7 @@ import pytest
 
 from slinkyml.accounting import dashboard, usage
 from slinkyml.accounting.fairshare import parse_sshare
-from slinkyml.accounting.sacct import parse_sacct
+from slinkyml.accounting.sacct_arrow import parse_sacct
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "accounting"
