@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from slinkyml.cluster import load_spec
+from slinkyml.dev import throwaway
 from slinkyml.dev.process import is_alive
-from slinkyml.jobs import shapecheck
 from slinkyml.jobs.shapecheck import ThrowawayController, check_scripts, parse_test_only, render_slurm_conf
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def spy(monkeypatch):
     def start(self):
         original(self)
         ctld = next(d for d in self._daemons if d.name == "slurmctld")
-        seen.append((self.dir, ctld.pid, [d.pid for d in self._daemons] + shapecheck._children(ctld.pid)))
+        seen.append((self.dir, ctld.pid, [d.pid for d in self._daemons] + throwaway._children(ctld.pid)))
 
     monkeypatch.setattr(ThrowawayController, "start", start)
     return seen
@@ -189,7 +189,7 @@ def test_interrupt_stops_the_controller_and_removes_its_directory(sig):
 
 
 def test_conf_declares_the_rendered_node_sets(tmp_path):
-    from slinkyml.cluster.render import slurmd_resources
+    from slinkyml.cluster.workers import slurmd_resources
     from slinkyml.instances import get_instance_type
 
     spec = load_spec(H100)
@@ -199,9 +199,9 @@ def test_conf_declares_the_rendered_node_sets(tmp_path):
     gpu = next(x for x in lines if x.startswith("NodeName=llm-h100-[0-3] "))
     p5 = get_instance_type("p5.48xlarge")
     # all vCPUs (the rendered slurmd has no CPU limit); memory: the rendered container's limit
-    limit_gib = int(slurmd_resources(spec.node_sets[0])["limits"]["memory"].removesuffix("Gi"))
-    assert f"CPUs={p5.vcpus} " in gpu and f"RealMemory={limit_gib * 1024} " in gpu
-    assert limit_gib < p5.memory_gib
+    limit_mib = int(slurmd_resources(spec.node_sets[0])["limits"]["memory"].removesuffix("Mi"))
+    assert f"CPUs={p5.vcpus} " in gpu and f"RealMemory={limit_mib} " in gpu
+    assert limit_mib < p5.memory_gib * 1024
     assert "Gres=gpu:h100:8" in gpu and "Features=h100,nvlink,p5_48xlarge,efa" in gpu
     assert gpu.endswith("State=CLOUD")
     assert "NodeSet=llm-h100 Nodes=llm-h100-[0-3]" in lines

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slinkyml.cluster import names
+from slinkyml.cluster import names, storage, workers
 from slinkyml.cluster.spec import SlurmCluster, default_image
 
 VALUES_FILE = Path(__file__).resolve().parent.parent / "data" / "helm" / "slurm-values.yaml"
@@ -41,20 +41,20 @@ def split_image(image: str) -> dict[str, str]:
 
 
 def render_values(c: SlurmCluster) -> dict[str, Any]:
-    from slinkyml.cluster import render
-
     slurm_key = names.secret_ref(c, "slurm_key")
     jwt_key = names.secret_ref(c, "jwt_key")
-    vols, mounts = render._fsx_volume(c)
+    vols, mounts = storage.fsx_volume(c)
     values: dict[str, Any] = {
         "clusterName": c.name,
         "slurmKey": {"create": False, "secretRef": slurm_key.ref()},
         "jwtKey": {"create": False, "secretRef": jwt_key.ref()},
     }
-    gres = render.gres_conf(c, render.chart_hostname_prefix)
+    gres = workers.gres_conf(c, workers.chart_hostname_prefix)
     if gres:
         values["configFiles"] = {"gres.conf": gres}
-    extra = [line for line in render.slurm_conf_extra(c).splitlines() if not line.startswith("PartitionName=")]
+    conf = workers.slurm_conf(c)
+    # partitions go to the chart's own `partitions` (below); everything else stays extraConf
+    extra = conf.select(lambda line: line.key.lower() != "partitionname").text()
     controller: dict[str, Any] = {
         "slurmctld": {"image": split_image(default_image("slurmctld", c.slurm_version)),
                       "resources": {"requests": {"cpu": c.controller.cpu, "memory": c.controller.memory}}},
@@ -64,7 +64,7 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
     if c.controller.storage_class:
         controller["persistence"]["storageClassName"] = c.controller.storage_class
     if extra:
-        controller["extraConf"] = "\n".join(extra) + "\n"
+        controller["extraConf"] = extra
     values["controller"] = controller
     values["restapi"] = {"replicas": c.rest_api.replicas if c.rest_api.enabled else 0,
                          "slurmrestd": {"image": split_image(default_image("slurmrestd", c.slurm_version))}}
@@ -93,31 +93,34 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
         values["loginsets"] = {"login": login}
     nodesets: dict[str, Any] = {}
     for ns in c.node_sets:
-        obj = render.render_nodeset(c, ns)["spec"]
+        template = workers.nodeset_pod_template(c, ns)
+        image = split_image(workers.slurmd_image(c, ns))
         entry: dict[str, Any] = {
             "enabled": True,
             "replicas": ns.count,
-            "slurmd": {"image": split_image(obj["slurmd"]["image"]), "resources": obj["slurmd"]["resources"]},
-            "logfile": {"image": split_image(obj["logfile"]["image"])},
-            "extraConf": obj["extraConf"],
+            "slurmd": {"image": image, "resources": workers.slurmd_resources(ns)},
+            "logfile": {"image": split_image(workers.slurmd_image(c, ns))},
+            "extraConf": workers.slurmd_conf(ns),
             "partition": {"enabled": False},
             "updateStrategy": {"type": "OnDelete"},
-            "metadata": {"annotations": obj["template"]["metadata"]["annotations"]},
-            "podSpec": obj["template"]["spec"],
+            "metadata": {"annotations": template["metadata"]["annotations"]},
+            "podSpec": template["spec"],
         }
         if mounts:
             entry["slurmd"]["volumeMounts"] = mounts
         nodesets[ns.name] = entry
     values["nodesets"] = nodesets
     parts: dict[str, Any] = {"all": {"enabled": False}}
-    for i, (part, (members, cfg)) in enumerate(render.partitions(c).items()):
-        # chart nodeset names are the map keys (it prefixes the release name itself)
-        keys = [ns.name for ns in c.node_sets if names.nodeset(c, ns) in members]
-        entry = {"enabled": True, "nodesets": keys}
-        conf = ("Default=YES " if i == 0 and "Default=" not in cfg else "") + cfg
-        if conf.strip():
-            entry["config"] = conf.strip()
-        parts[part] = entry
+    keys = {names.nodeset(c, ns): ns.name for ns in c.node_sets}  # the chart names node sets by key
+    for record in conf.partitions():
+        if record.raw is not None:
+            continue  # a user's own PartitionName line: not ours to translate
+        members = (record.param("Nodes") or "").split(",")
+        entry = {"enabled": True, "nodesets": [keys[m] for m in members if m in keys]}
+        conf_text = " ".join([*(f"{k}={v}" for k, v in record.params if k != "Nodes"), record.options])
+        if conf_text.strip():
+            entry["config"] = conf_text.strip()
+        parts[record.value] = entry
     values["partitions"] = parts
     return values
 

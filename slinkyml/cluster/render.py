@@ -12,9 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from slinkyml.cluster import addons, karpenter, names, storage
-from slinkyml.cluster.spec import MAX_NODES, SlurmCluster, SlurmNodeSet, default_image
-from slinkyml.instances import InstanceType, get_instance_type
+from slinkyml.cluster import helm, karpenter, names, storage, workers
+from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
 
@@ -70,152 +69,8 @@ def _obj(api: str, kind: str, meta: dict[str, Any], **body: Any) -> dict[str, An
     return {"apiVersion": api, "kind": kind, "metadata": meta, **body}
 
 
-def _gres(itype: InstanceType, count: int) -> str | None:
-    acc = itype.accelerator
-    if acc is None or count == 0:
-        return None
-    gres_name = "gpu" if acc.kind == "nvidia" else "neuron"
-    return f"{gres_name}:{acc.gres_type}:{count}"
-
-
-def accelerator_count(ns: SlurmNodeSet) -> int:
-    itype = get_instance_type(ns.instance_type)
-    return itype.accelerator_count if ns.accelerators is None else ns.accelerators
-
-
-def slurmd_conf(ns: SlurmNodeSet) -> str:
-    """The NodeSet ``extraConf`` (slurmd ``--conf``): Gres, Features, then the user's extras."""
-    itype = get_instance_type(ns.instance_type)
-    parts = []
-    gres = _gres(itype, accelerator_count(ns))
-    if gres:
-        parts.append(f"Gres={gres}")
-    features = list(dict.fromkeys([*ns.features, ns.instance_type.replace(".", "_")]
-                                  + (["efa"] if ns.efa else [])))
-    parts.append("Features=" + ",".join(features))
-    if ns.extra_slurmd_conf:
-        parts.append(ns.extra_slurmd_conf)
-    return " ".join(parts)
-
-
-def slurmd_resources(ns: SlurmNodeSet) -> dict[str, Any]:
-    """Requests/limits that give one slurmd pod the whole instance, as Karpenter models it.
-
-    CPU and memory are Karpenter's modelled allocatable less a reserve for the node's DaemonSets
-    (:func:`slinkyml.cluster.addons.slurmd_request`): asking more means no instance type fits and
-    the pod stays Pending. Only resources Karpenter models are requested (no hugepages: they exist
-    only through its alpha NodeOverlay). Extended resources have requests == limits; CPU has no
-    limit so Slurm's cgroups do the fencing.
-    """
-    itype = get_instance_type(ns.instance_type)
-    cpu_millis, memory_mib = addons.slurmd_request(itype)
-    requests: dict[str, Any] = {"cpu": f"{cpu_millis}m", "memory": f"{memory_mib}Mi"}
-    limits: dict[str, Any] = {"memory": f"{memory_mib}Mi"}
-    n = accelerator_count(ns)
-    if itype.accelerator and n:
-        requests[itype.accelerator.resource] = n
-        limits[itype.accelerator.resource] = n
-    if ns.efa:
-        for d in (requests, limits):
-            d["vpc.amazonaws.com/efa"] = itype.efa_interfaces
-    return {"requests": requests, "limits": limits}
-
-
-def worker_tolerations(ns: SlurmNodeSet) -> list[dict[str, str]]:
-    return [{"key": t["key"], "operator": "Exists", "effect": t["effect"]} for t in karpenter.taints(ns)]
-
-
-def device_plugin_values(c: SlurmCluster) -> dict[str, dict[str, Any]]:
-    """Helm values for each device plugin some node set needs, tolerating its NodePools' taints."""
-    taints_by_plugin: dict[str, list[dict[str, str]]] = {}
-    for ns in c.node_sets:
-        for resource in slurmd_resources(ns)["requests"]:
-            plugin = addons.plugin_for_resource(resource)
-            if plugin is not None:
-                taints_by_plugin.setdefault(plugin, []).extend(karpenter.taints(ns))
-    return {name: addons.plugin_values(name, taints_by_plugin[name])
-            for name in addons.device_plugins() if name in taints_by_plugin}
-
-
-def _fsx_volume(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    if not c.storage.enabled:
-        return [], []
-    vol = [{"name": "fsx", "persistentVolumeClaim": {"claimName": names.fsx_pvc(c)}}]
-    mount = [{"name": "fsx", "mountPath": c.storage.mount_path}]
-    return vol, mount
-
-
 def _system_pod_spec() -> dict[str, Any]:
     return {"nodeSelector": {"kubernetes.io/os": "linux"}}
-
-
-def operator_hostname_prefix(c: SlurmCluster, ns: SlurmNodeSet) -> str:
-    """Slurm node names of an operator NodeSet: the pod name ``<NodeSet>-<ordinal>``.
-
-    slurm-operator internal/controller/nodeset/utils/utils.go (initIdentity, GetOrdinalPodName,
-    GetSlurmNodeName): with scalingMode StatefulSet and no template hostname, hostname = pod name.
-    """
-    return f"{names.nodeset(c, ns)}-"
-
-
-def chart_hostname_prefix(c: SlurmCluster, ns: SlurmNodeSet) -> str:
-    """Slurm node names on the Helm path: the chart sets ``podSpec.hostname`` to ``<key>-``
-    (helm/slurm/templates/nodeset/nodeset-cr.yaml), and the operator appends the ordinal."""
-    return f"{ns.name}-"
-
-
-def gres_conf(c: SlurmCluster, hostname_prefix: Any = operator_hostname_prefix) -> str | None:
-    """gres.conf: NVML autodetection for GPUs; explicit device files for Neuron devices.
-
-    Neuron lines name their nodes by the node set's hostname prefix and every ordinal a node set
-    may have (``[0-MAX_NODES-1]``): scaling the NodeSet needs no new gres.conf. Slurm matches a
-    node against the range without expanding it (gres.c ``_parse_gres_config_node``: hostlist_find).
-    """
-    lines = ["# Generated by slinkyml from the cluster spec; do not edit."]
-    nvidia = False
-    for ns in c.node_sets:
-        itype = get_instance_type(ns.instance_type)
-        acc = itype.accelerator
-        if acc is None or accelerator_count(ns) == 0:
-            continue
-        if acc.kind == "nvidia":
-            nvidia = True
-        else:
-            n = accelerator_count(ns)
-            hosts = f"{hostname_prefix(c, ns)}[0-{MAX_NODES - 1}]"
-            lines.append(f"NodeName={hosts} Name=neuron Type={acc.gres_type} File=/dev/neuron[0-{n - 1}]")
-    if nvidia:
-        lines.insert(1, "AutoDetect=nvidia")
-    return "\n".join(lines) + "\n" if len(lines) > 1 else None
-
-
-def partitions(c: SlurmCluster) -> dict[str, tuple[list[str], str]]:
-    """Slurm partition -> (NodeSet names, extra partition options), in spec order."""
-    out: dict[str, tuple[list[str], str]] = {}
-    for ns in c.node_sets:
-        part = ns.partition or ns.name
-        members, cfg = out.get(part, ([], ns.partition_config))
-        members.append(names.nodeset(c, ns))
-        out[part] = (members, cfg or ns.partition_config)
-    return out
-
-
-def slurm_conf_extra(c: SlurmCluster) -> str:
-    """Controller ``extraConf``: GRES types, one partition line per partition, user extras."""
-    lines = []
-    kinds = sorted({("gpu" if get_instance_type(ns.instance_type).accelerator.kind == "nvidia" else "neuron")
-                    for ns in c.node_sets
-                    if get_instance_type(ns.instance_type).accelerator and accelerator_count(ns)})
-    if kinds:
-        lines.append("GresTypes=" + ",".join(kinds))
-    for i, (part, (members, cfg)) in enumerate(partitions(c).items()):
-        line = f"PartitionName={part} Nodes={','.join(members)}"
-        line += " Default=YES" if i == 0 and "Default=" not in cfg else ""
-        line += f" {cfg}" if cfg else ""
-        lines.append(line)
-    if c.controller.extra_conf.strip():
-        lines.append(c.controller.extra_conf.strip())
-    return "\n".join(lines) + "\n"
 
 
 def render_controller(c: SlurmCluster) -> dict[str, Any]:
@@ -234,53 +89,34 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": c.controller.persistence_size}},
         },
-        "extraConf": slurm_conf_extra(c),
+        "extraConf": workers.slurm_conf_extra(c),
         "template": {"spec": _system_pod_spec()},
     }
     if c.controller.storage_class:
         spec["persistence"]["storageClassName"] = c.controller.storage_class
     if c.accounting.enabled:
         spec["accountingRef"] = {"name": names.accounting(c)}
-    if gres_conf(c):
+    if workers.gres_conf(c):
         spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
     return _obj(SLINKY_API, "Controller", _meta(c, names.controller(c), "controller"), spec=spec)
 
 
 def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
-    vols, mounts = _fsx_volume(c)
-    slurmd_image = ns.image or default_image("slurmd", c.slurm_version)
-    slurmd: dict[str, Any] = {"image": slurmd_image, "resources": slurmd_resources(ns)}
+    _, mounts = storage.fsx_volume(c)
+    image = workers.slurmd_image(c, ns)
+    slurmd: dict[str, Any] = {"image": image, "resources": workers.slurmd_resources(ns)}
     if mounts:
         slurmd["volumeMounts"] = mounts
-    pod_spec: dict[str, Any] = {
-        "nodeSelector": {
-            "karpenter.sh/nodepool": names.nodepool(c, ns),
-            "node.kubernetes.io/instance-type": ns.instance_type,
-        },
-        "tolerations": worker_tolerations(ns),
-    }
-    if ns.zone:
-        pod_spec["nodeSelector"]["topology.kubernetes.io/zone"] = ns.zone
-    if vols:
-        pod_spec["volumes"] = vols
-    labels = names.labels(c, "worker") | {names.LABEL_NODESET: ns.name}
     spec = {
         "controllerRef": {"name": names.controller(c)},
         "replicas": ns.count,
         "scalingMode": "StatefulSet",
         "workloadDisruptionProtection": True,
         "partition": {"enabled": False},  # partitions are declared in the Controller's extraConf
-        "extraConf": slurmd_conf(ns),
+        "extraConf": workers.slurmd_conf(ns),
         "slurmd": slurmd,
-        "logfile": {"image": slurmd_image},  # always added by the operator; no default image
-        "template": {
-            "metadata": {
-                # Karpenter never voluntarily disrupts a node running this pod (training jobs).
-                "annotations": {"karpenter.sh/do-not-disrupt": "true"},
-                "labels": labels,
-            },
-            "spec": pod_spec,
-        },
+        "logfile": {"image": image},  # always added by the operator; no default image
+        "template": workers.nodeset_pod_template(c, ns),
         "updateStrategy": {"type": "OnDelete"},  # image changes never restart running jobs' pods
     }
     meta = _meta(c, names.nodeset(c, ns), "worker")
@@ -289,7 +125,7 @@ def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
 
 
 def render_loginset(c: SlurmCluster) -> dict[str, Any]:
-    vols, mounts = _fsx_volume(c)
+    vols, mounts = storage.fsx_volume(c)
     login_image = c.login.image or default_image("login", c.slurm_version)
     login: dict[str, Any] = {"image": login_image}
     if mounts:
@@ -379,7 +215,7 @@ def render_namespace(c: SlurmCluster) -> dict[str, Any]:
 
 
 def render_config_maps(c: SlurmCluster) -> list[dict[str, Any]]:
-    gres = gres_conf(c)
+    gres = workers.gres_conf(c)
     if not gres:
         return []
     return [_obj("v1", "ConfigMap", _meta(c, names.slurm_config(c), "controller"), data={"gres.conf": gres})]
@@ -393,8 +229,6 @@ def render_sssd_secret(c: SlurmCluster) -> dict[str, Any]:
 
 def render(c: SlurmCluster) -> Rendered:
     """All objects for a cluster, in an order that applies cleanly (references first)."""
-    from slinkyml.cluster import helm  # lazy: helm imports this module
-
     objs: list[dict[str, Any]] = [render_namespace(c), render_sssd_secret(c), *render_config_maps(c)]
     objs += storage.render_fsx(c)
     if c.accounting.enabled and c.accounting.mariadb:
@@ -416,4 +250,4 @@ def render(c: SlurmCluster) -> Rendered:
     if dra is not None:
         files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
     return Rendered(objects=objs, helm_values=helm.render_values(c), files=files,
-                    plugin_values=device_plugin_values(c))
+                    plugin_values=workers.device_plugin_values(c))

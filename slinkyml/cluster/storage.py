@@ -16,6 +16,15 @@ from slinkyml.cluster import names
 from slinkyml.cluster.spec import SlurmCluster
 
 
+def fsx_volume(c: SlurmCluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, container volume mounts) for the FSx claim; empty when storage is off."""
+    if not c.storage.enabled:
+        return [], []
+    vol = [{"name": "fsx", "persistentVolumeClaim": {"claimName": names.fsx_pvc(c)}}]
+    mount = [{"name": "fsx", "mountPath": c.storage.mount_path}]
+    return vol, mount
+
+
 def render_storage_class(c: SlurmCluster) -> dict[str, Any]:
     s = c.storage
     return {

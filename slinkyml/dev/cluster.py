@@ -28,7 +28,7 @@ from slinkyml.dev.config import (
     render_slurm_conf,
     render_slurmdbd_conf,
 )
-from slinkyml.dev.process import Daemon, cmdline
+from slinkyml.dev.process import Daemon, cmdline, unix_connectable
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmError
 from slinkyml.slurm.version import SlurmVersion
@@ -234,7 +234,7 @@ class LocalCluster:
                 self._check_claims(network.claims())  # again, now that no other `up` can write one
                 network.install_hosts(self.spec)
             network.ensure_network(self.spec)
-            self._start(daemons["munged"], lambda: _unix_connectable(self.spec.munge_socket))
+            self._start(daemons["munged"], lambda: unix_connectable(self.spec.munge_socket))
             self._start_mariadb(daemons["mariadb"])
             self._start(daemons["slurmdbd"], lambda: _port_open(self.spec.controller_addr,
                                                                   self.spec.slurmdbd_port))
@@ -244,7 +244,7 @@ class LocalCluster:
                 self._start(daemons[f"slurmd-{node}"], lambda: True)
             self._wait_nodes(daemons)
             if "slurmrestd-unix" in daemons:
-                self._start(daemons["slurmrestd-unix"], lambda: _unix_connectable(self.spec.restd_socket))
+                self._start(daemons["slurmrestd-unix"], lambda: unix_connectable(self.spec.restd_socket))
             self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
             self._link_system_conf()
         except BaseException:
@@ -340,7 +340,7 @@ class LocalCluster:
         ``--force`` would let ours take a socket whose daemon it believes dead; a live one belongs
         to another cluster or to the system's munge service, and both need their own key.
         """
-        if munged.running or not _unix_connectable(self.spec.munge_socket):
+        if munged.running or not unix_connectable(self.spec.munge_socket):
             return
         raise SlinkyError(f"munge socket {self.spec.munge_socket} is served by a munged that is not this "
                           f"cluster's (another key); stop it, or use another --state-dir (each gets its own "
@@ -611,17 +611,6 @@ def _port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _unix_connectable(path: Path) -> bool:
-    """A daemon listens on ``path`` (a stale socket file left by a killed daemon does not count)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def _port_in_use(port: int) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from slinkyml.dev import roots
 from slinkyml.errors import SpecError
+from slinkyml.slurm.conf import SlurmConfBuilder
 from slinkyml.slurm.version import SlurmVersion
 
 MAX_NODES = 64
@@ -289,76 +290,52 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
 
     ``plugin_dir``: a non-system Slurm's plugins (its compiled-in default is the machine's Slurm's).
     """
-    names = spec.node_names
-    gres_line = ""
-    node_gres = ""
+    conf = SlurmConfBuilder().comment("Written by `slinkyml dev up` — the local development cluster. "
+                                      "Regenerated on every start.")
+    conf.set_all([
+        ("ClusterName", spec.cluster_name),
+        ("SlurmctldHost", f"{spec.controller_host}({spec.controller_addr})"),
+        ("SlurmctldPort", spec.slurmctld_port), ("SlurmdPort", spec.slurmd_port),
+        ("SlurmUser", "root"), ("SlurmdUser", "root"), ("AuthType", "auth/munge"),
+        # connections to slurmdbd take the socket from AccountingStoragePass, not AuthInfo (slurm.conf(5))
+        ("AuthInfo", f"socket={spec.munge_socket}"), ("AccountingStoragePass", spec.munge_socket),
+        ("AuthAltTypes", "auth/jwt"), ("AuthAltParameters", f"jwt_key={spec.jwt_key}"),
+    ])
+    if plugin_dir:
+        conf.set("PluginDir", plugin_dir)
+    conf.set_all([
+        ("StateSaveLocation", f"{spec.spool}/slurmctld"), ("SlurmdSpoolDir", f"{spec.spool}/slurmd-%n"),
+        ("SlurmctldPidFile", f"{spec.run}/slurmctld.pid"), ("SlurmdPidFile", f"{spec.run}/slurmd-%n.pid"),
+        ("SlurmctldLogFile", f"{spec.log}/slurmctld.log"), ("SlurmdLogFile", f"{spec.log}/slurmd-%n.log"),
+        ("SlurmctldDebug", "info"), ("SlurmdDebug", "info"), ("SlurmdParameters", "config_overrides"),
+        ("ProctrackType", "proctrack/linuxproc"), ("TaskPlugin", "task/none"), ("MpiDefault", "none"),
+        ("SelectType", "select/cons_tres"), ("SelectTypeParameters", "CR_Core_Memory"), ("DefMemPerCPU", 512),
+        ("PriorityType", "priority/multifactor"), ("PriorityWeightFairshare", 10000),
+        ("PriorityWeightAge", 1000), ("PriorityWeightJobSize", 0), ("PriorityDecayHalfLife", "7-0"),
+        ("PriorityCalcPeriod", 1), ("JobAcctGatherType", "jobacct_gather/linux"),
+        ("JobAcctGatherFrequency", "task=1"), ("AccountingStorageType", "accounting_storage/slurmdbd"),
+        ("AccountingStorageHost", spec.controller_addr), ("AccountingStoragePort", spec.slurmdbd_port),
+        ("AccountingStorageEnforce", "associations,limits,qos"),
+    ])
+    node_gres: list[tuple[str, object]] = []
     if spec.gpus:
-        gres_line = "GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n"
-        node_gres = f" Gres=gpu:{gpus_per_node(spec)}"
-    nodes = "\n".join(
-        f"NodeName={name} NodeAddr={spec.node_addr(i)} NodeHostname={name} CPUs={spec.cpus_per_node} "
-        f"RealMemory={spec.memory_mb_per_node}{node_gres} State=UNKNOWN"
-        for i, name in enumerate(names, start=1)
-    )
-    node_list = ",".join(names)
-    # connections to slurmdbd take the socket from AccountingStoragePass, not AuthInfo (slurm.conf(5))
-    auth = f"AuthInfo=socket={spec.munge_socket}\nAccountingStoragePass={spec.munge_socket}"
-    plugstack = f"PlugStackConfig={spec.plugstack_conf}\n" if spec.spank_plugins else ""
-    plugins = f"PluginDir={plugin_dir}\n" if plugin_dir else ""
-    lines = f"""\
-# Written by `slinkyml dev up` — the local development cluster. Regenerated on every start.
-ClusterName={spec.cluster_name}
-SlurmctldHost={spec.controller_host}({spec.controller_addr})
-SlurmctldPort={spec.slurmctld_port}
-SlurmdPort={spec.slurmd_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-{auth}
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key={spec.jwt_key}
-{plugins}StateSaveLocation={spec.spool}/slurmctld
-SlurmdSpoolDir={spec.spool}/slurmd-%n
-SlurmctldPidFile={spec.run}/slurmctld.pid
-SlurmdPidFile={spec.run}/slurmd-%n.pid
-SlurmctldLogFile={spec.log}/slurmctld.log
-SlurmdLogFile={spec.log}/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=512
-PriorityType=priority/multifactor
-PriorityWeightFairshare=10000
-PriorityWeightAge=1000
-PriorityWeightJobSize=0
-PriorityDecayHalfLife=7-0
-PriorityCalcPeriod=1
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=1
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost={spec.controller_addr}
-AccountingStoragePort={spec.slurmdbd_port}
-AccountingStorageEnforce=associations,limits,qos
-{gres_line}{plugstack}JobCompType=jobcomp/none
-SchedulerParameters=batch_sched_delay=0
-ReturnToService=2
-SlurmdTimeout=60
-KillWait=10
-InactiveLimit=0
-MinJobAge=300
-MaxArraySize=1001
-{nodes}
-PartitionName=debug Nodes={node_list} Default=YES MaxTime=INFINITE State=UP
-PartitionName=short Nodes={node_list} MaxTime=00:30:00 State=UP
-"""
+        conf.set("GresTypes", "gpu").set("AccountingStorageTRES", "gres/gpu")
+        node_gres = [("Gres", f"gpu:{gpus_per_node(spec)}")]
+    if spec.spank_plugins:
+        conf.set("PlugStackConfig", spec.plugstack_conf)
+    conf.set_all([
+        ("JobCompType", "jobcomp/none"), ("SchedulerParameters", "batch_sched_delay=0"), ("ReturnToService", 2),
+        ("SlurmdTimeout", 60), ("KillWait", 10), ("InactiveLimit", 0), ("MinJobAge", 300), ("MaxArraySize", 1001),
+    ])
+    for i, name in enumerate(spec.node_names, start=1):
+        conf.node(name, [("NodeAddr", spec.node_addr(i)), ("NodeHostname", name), ("CPUs", spec.cpus_per_node),
+                         ("RealMemory", spec.memory_mb_per_node), *node_gres, ("State", "UNKNOWN")])
+    node_list = ",".join(spec.node_names)
+    conf.partition("debug", [("Nodes", node_list), ("Default", "YES"), ("MaxTime", "INFINITE"), ("State", "UP")])
+    conf.partition("short", [("Nodes", node_list), ("MaxTime", "00:30:00"), ("State", "UP")])
     if spec.extra_slurm_conf:
-        lines += "# extra configuration\n" + spec.extra_slurm_conf.rstrip() + "\n"
-    return lines
+        conf.comment("extra configuration").extra(spec.extra_slurm_conf.rstrip())
+    return conf.build().text()
 
 
 def render_slurmdbd_conf(spec: DevClusterSpec, db_password: str, plugin_dir: Path | None = None) -> str:

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+
+def unix_connectable(path: Path) -> bool:
+    """A daemon listens on ``path`` (a stale socket file left by a killed daemon does not count)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 def read_pid(pid_file: Path) -> int | None:

@@ -16,7 +16,7 @@ How the throw-away slurmctld is configured, and why:
 - Nodes: ``<cluster>-<nodeset>-0..count-1`` (the pod names the Slinky NodeSet creates), grouped by
   ``NodeSet=<cluster>-<nodeset> Nodes=...`` so the rendered partition lines (``Nodes=<nodeset>``)
   are used verbatim. ``CPUs`` and ``RealMemory`` are what the rendered slurmd container gets: its
-  memory *limit* (the renderer keeps 15 % of the instance for the node) and all vCPUs, since the
+  memory *limit* (Karpenter's modelled allocatable less a DaemonSet reserve) and all vCPUs, since the
   renderer sets a CPU request but no CPU limit (slurmd in the pod sees every CPU). ``Gres`` and
   ``Features`` (and any ``extra_slurmd_conf``) are the NodeSet's ``extraConf``.
 - ``GresTypes``, partitions (which one is ``Default``, ``partition_config``) and
@@ -32,8 +32,8 @@ How the throw-away slurmctld is configured, and why:
   its own temporary state directory, ports free at run time, the current user as ``SlurmUser``,
   and munge through the running munged's socket (or a munged of its own when none answers).
 
-The slurmctld (and a munged it started) is stopped and the temporary directory removed on every
-way out: success, errors, Ctrl-C and SIGTERM.
+The daemon's lifecycle (temporary directory, ports, munge, stopping on every way out) is
+:class:`slinkyml.dev.throwaway.ThrowawaySlurmctld`; this module configures and asks it.
 """
 
 from __future__ import annotations
@@ -41,22 +41,17 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import secrets
 import shutil
-import signal
 import socket
-import tempfile
-import threading
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slinkyml.cluster import SlurmCluster, load_spec
+from slinkyml.cluster import SlurmCluster, load_spec, names, workers
+from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
 from slinkyml.errors import SlinkyError, SpecError
-
-DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+from slinkyml.instances import get_instance_type
+from slinkyml.slurm.conf import Line, SlurmConfBuilder
 
 #: slurm.conf keys this module must own: they point the daemon at ports, files, credentials or
 #: services; a cluster's ``controller.extra_conf`` setting them is ignored here.
@@ -74,9 +69,6 @@ OWNED_KEYS = frozenset(k.lower() for k in (
     "EpilogSlurmctld", "TmpFS", "JobCredentialPrivateKey", "JobCredentialPublicCertificate",
     "AccountingStorageTRES", "AccountingStoreFlags",
 ))
-#: lines whose first key names a record (several keys on one line), kept whole.
-RECORD_KEYS = frozenset(k.lower() for k in ("PartitionName", "NodeName", "NodeSet", "DownNodes",
-                                             "FrontendName", "SwitchName"))
 
 _ACCEPTED = re.compile(r"Job \d+ to start at (?P<start>\S+) using (?P<cpus>\d+) processors? on nodes? "
                        r"(?P<nodes>\S+) in partition (?P<partition>\S+)")
@@ -107,12 +99,10 @@ class ShapeResult:
 
 def node_names(cluster: SlurmCluster, ns) -> str | None:
     """The node set's Slurm node names as a host list (the StatefulSet's pod names), None if empty."""
-    from slinkyml.cluster import names
-
-    base = names.nodeset(cluster, ns)
+    base = workers.operator_hostname_prefix(cluster, ns)
     if ns.count <= 0:
         return None
-    return f"{base}-0" if ns.count == 1 else f"{base}-[0-{ns.count - 1}]"
+    return f"{base}0" if ns.count == 1 else f"{base}[0-{ns.count - 1}]"
 
 
 def _quantity_mib(text: str) -> int:
@@ -135,78 +125,71 @@ def _tokens(text: str) -> dict[str, str]:
     return out
 
 
-def node_line(cluster: SlurmCluster, ns) -> str | None:
-    """``NodeName=...`` for one node set, as the rendered slurmd would register it."""
-    from slinkyml.cluster.render import slurmd_conf, slurmd_resources
-    from slinkyml.instances import get_instance_type
-
-    hosts = node_names(cluster, ns)
-    if hosts is None:
+def node_params(cluster: SlurmCluster, ns) -> list[tuple[str, str]] | None:
+    """``NodeName`` parameters for one node set, as the rendered slurmd would register it."""
+    if node_names(cluster, ns) is None:
         return None
     itype = get_instance_type(ns.instance_type)
-    limits = slurmd_resources(ns)["limits"]
+    limits = workers.slurmd_resources(ns)["limits"]
     cpus = int(float(limits["cpu"])) if "cpu" in limits else itype.vcpus
     fields: dict[str, str] = {"CPUs": str(cpus), "RealMemory": str(_quantity_mib(limits["memory"]))}
-    for key, value in _tokens(slurmd_conf(ns)).items():
+    for key, value in _tokens(workers.slurmd_conf(ns)).items():
         known = {k.lower(): k for k in fields}
         if key.lower() == "state":
             continue
         fields.pop(known.get(key.lower(), key), None)
         fields[key] = value
     fields["State"] = "CLOUD"
-    return f"NodeName={hosts} " + " ".join(f"{k}={v}" for k, v in fields.items())
+    return list(fields.items())
+
+
+def node_line(cluster: SlurmCluster, ns) -> str | None:
+    """``NodeName=...`` for one node set (text of :func:`node_params`)."""
+    params = node_params(cluster, ns)
+    if params is None:
+        return None
+    return SlurmConfBuilder().node(str(node_names(cluster, ns)), params).build().text().rstrip("\n")
 
 
 def render_gres_conf(cluster: SlurmCluster) -> str | None:
     """gres.conf with counts only: no device files exist here (or need to)."""
-    from slinkyml.cluster.render import accelerator_count
-    from slinkyml.instances import get_instance_type
-
     lines = ["# slinkyml sbatch check: counts only (no slurmd, no devices)"]
     for ns in cluster.node_sets:
         acc = get_instance_type(ns.instance_type).accelerator
         hosts = node_names(cluster, ns)
-        if acc is None or hosts is None or not accelerator_count(ns):
+        count = workers.accelerator_count(ns)
+        if acc is None or hosts is None or not count:
             continue
         name = "gpu" if acc.kind == "nvidia" else "neuron"
-        lines.append(f"NodeName={hosts} Name={name} Type={acc.gres_type} Count={accelerator_count(ns)}")
+        lines.append(f"NodeName={hosts} Name={name} Type={acc.gres_type} Count={count}")
     return "\n".join(lines) + "\n" if len(lines) > 1 else None
 
 
-def controller_lines(cluster: SlurmCluster) -> tuple[dict[str, str], list[str], list[str]]:
-    """The rendered Controller ``extraConf`` split into (settings, record lines, ignored keys)."""
-    from slinkyml.cluster.render import slurm_conf_extra
-
+def controller_lines(cluster: SlurmCluster) -> tuple[dict[str, str], list[Line], list[str]]:
+    """The rendered Controller's slurm.conf records split into (settings, records, ignored keys)."""
     settings: dict[str, str] = {}
-    records: list[str] = []
+    records: list[Line] = []
     ignored: list[str] = []
-    for raw in slurm_conf_extra(cluster).splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+    for line in workers.slurm_conf(cluster).lines:
+        if line.is_comment:
             continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            continue
-        if key.strip().lower() in RECORD_KEYS:
+        if line.is_record:
             records.append(line)
-        elif key.strip().lower() in OWNED_KEYS:
-            ignored.append(key.strip())
+        elif line.key.lower() in OWNED_KEYS:
+            ignored.append(line.key)
         else:
-            settings[key.strip()] = value.strip()
+            settings[line.key] = line.value
     return settings, records, ignored
 
 
 def partition_names(cluster: SlurmCluster) -> list[str]:
     """Partitions the rendered Controller declares, in order."""
-    _settings, records, _ignored = controller_lines(cluster)
-    return [line.split()[0].partition("=")[2] for line in records if line.lower().startswith("partitionname=")]
+    return [line.value for line in workers.slurm_conf(cluster).partitions()]
 
 
 def render_slurm_conf(cluster: SlurmCluster, *, state_dir: Path, port: int, slurmd_port: int,
                       munge_socket: Path, user: str | None = None, host: str | None = None) -> str:
     """slurm.conf for the throw-away slurmctld (pure; see the module docstring for each choice)."""
-    from slinkyml.cluster import names
-
     user = user or pwd.getpwuid(os.geteuid()).pw_name
     host = host or socket.gethostname().split(".")[0]
     owned = {
@@ -242,70 +225,28 @@ def render_slurm_conf(cluster: SlurmCluster, *, state_dir: Path, port: int, slur
     settings, records, _ignored = controller_lines(cluster)
     lower = {k.lower() for k in settings}
     defaults = {k: v for k, v in defaults.items() if k.lower() not in lower}
-    lines = ["# Written by `slinkyml sbatch check`: a throw-away slurmctld for cluster "
-             f"{cluster.name!r}; no slurmd, nodes State=CLOUD."]
-    lines += [f"{k}={v}" for k, v in {**owned, **defaults, **settings}.items()]
+    conf = SlurmConfBuilder().comment("Written by `slinkyml sbatch check`: a throw-away slurmctld for cluster "
+                                      f"{cluster.name!r}; no slurmd, nodes State=CLOUD.")
+    conf.set_all({**owned, **defaults, **settings}.items())
     for ns in cluster.node_sets:
-        line = node_line(cluster, ns)
-        if line:
-            lines.append(line)
+        params = node_params(cluster, ns)
+        if params is not None:
+            conf.node(str(node_names(cluster, ns)), params)
     for ns in cluster.node_sets:
         hosts = node_names(cluster, ns)
         nodeset = names.nodeset(cluster, ns)
         # a node set scaled to 0 is an empty NodeSet (no node has that feature)
-        lines.append(f"NodeSet={nodeset} Nodes={hosts}" if hosts else f"NodeSet={nodeset} Feature={nodeset}")
-    lines += records
-    return "\n".join(lines) + "\n"
+        conf.nodeset(nodeset, [("Nodes", hosts)] if hosts else [("Feature", nodeset)])
+    # a user's record lines as Slurm reads them: comments and surrounding blanks dropped
+    conf.add(Line(r.key, r.value, r.params, r.options) for r in records)
+    return conf.build().text()
 
 
 # ------------------------------------------------------------------ the throw-away controller
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
-
-
-def _children(pid: int) -> list[int]:
-    """PIDs whose parent is ``pid`` (slurmctld forks slurmscriptd)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and fields[1] == str(pid):
-            out.append(int(entry))
-    return out
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt while the controller runs, so ``finally`` cleans up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def _raise(signum, frame):  # noqa: ANN001
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class ThrowawayController:
-    """A slurmctld for one cluster spec, in its own temporary directory. Use as a context manager.
+class ThrowawayController(ThrowawaySlurmctld):
+    """A throw-away slurmctld configured as the cluster in ``cluster`` (see the module docstring).
 
     >>> with ThrowawayController(load_spec("manifests/h100-efa/cluster.yaml")) as ctl:  # doctest: +SKIP
     ...     ctl.check("sbatch/nccl-allreduce.sbatch").line()
@@ -313,143 +254,12 @@ class ThrowawayController:
 
     def __init__(self, cluster: SlurmCluster, *, munge_socket: str | os.PathLike[str] = DEFAULT_MUNGE_SOCKET,
                  start_timeout: float = 30.0):
+        super().__init__(self._confs, munge_socket=munge_socket, start_timeout=start_timeout)
         self.cluster = cluster
-        self.munge_socket = Path(munge_socket)
-        self.start_timeout = start_timeout
-        self.dir: Path | None = None
-        self._daemons: list = []
 
-    @property
-    def slurm_conf(self) -> Path:
-        assert self.dir is not None
-        return self.dir / "etc" / "slurm.conf"
-
-    @property
-    def slurm(self):
-        from slinkyml.slurm import Slurm
-
-        return Slurm(self.slurm_conf, timeout=60, retries=1)
-
-    # -- lifecycle -----------------------------------------------------------------------
-    def __enter__(self) -> ThrowawayController:
-        self._guard = _sigterm_as_interrupt()
-        self._guard.__enter__()
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            self._guard.__exit__(None, None, None)
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.stop()
-        finally:
-            self._guard.__exit__(None, None, None)
-
-    def start(self) -> None:
-        for binary, package in (("slurmctld", "slurmctld"), ("sbatch", "slurm-client"), ("scontrol", "slurm-client")):
-            if not shutil.which(binary):
-                raise SlinkyError(f"{binary} not found: install the Debian package {package} (or slurm-wlm)")
-        self.dir = Path(tempfile.mkdtemp(prefix="slinkyml-sbatch-check-"))
-        for sub in ("etc", "state", "slurmd", "run"):
-            (self.dir / sub).mkdir(mode=0o755)
-        socket_path = self._ensure_munge()
-        gres = render_gres_conf(self.cluster)
-        if gres:
-            (self.dir / "etc" / "gres.conf").write_text(gres)
-        last_error = ""
-        for _attempt in range(3):  # a port picked as free can be taken before slurmctld binds it
-            port, slurmd_port = _free_port(), _free_port()
-            self.slurm_conf.write_text(render_slurm_conf(
-                self.cluster, state_dir=self.dir, port=port, slurmd_port=slurmd_port, munge_socket=socket_path))
-            daemon = self._daemon("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.slurm_conf)])
-            try:
-                self._start(daemon, self._controller_up)
-                return
-            except SlinkyError as exc:
-                last_error = str(exc)
-                daemon.stop(timeout=5)
-                self._daemons.remove(daemon)
-                if "Address already in use" not in daemon.log_tail(40):
-                    raise
-        raise SlinkyError(last_error)
-
-    def stop(self) -> None:
-        """Stop what was started here (by PID), then remove the temporary directory. Idempotent."""
-        from slinkyml.dev.process import is_alive
-
-        for daemon in reversed(self._daemons):
-            pid = daemon.pid
-            children = _children(pid) if pid else []
-            daemon.stop(timeout=10)
-            for child in children:  # slurmctld's slurmscriptd exits with it; make sure of it
-                deadline = time.monotonic() + 5
-                while is_alive(child) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if is_alive(child):
-                    try:
-                        os.kill(child, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-        self._daemons = []
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
-
-    # -- helpers -------------------------------------------------------------------------
-    def _daemon(self, name: str, argv: list[str]):
-        from slinkyml.dev.process import Daemon
-
-        assert self.dir is not None
-        daemon = Daemon(name, argv, pid_file=self.dir / "run" / f"{name}.pid",
-                        log_file=self.dir / f"{name}.out", env={**os.environ, "SLURM_CONF": str(self.slurm_conf)})
-        self._daemons.append(daemon)
-        return daemon
-
-    def _start(self, daemon, ready) -> None:
-        daemon.start()
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline and not daemon.exited_early():
-            try:
-                if ready():
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        why = "exited" if daemon.exited_early() else f"was not ready after {self.start_timeout:g} s"
-        tail = " | ".join(line.strip() for line in daemon.log_tail(6).splitlines() if line.strip())
-        raise SlinkyError(f"the throw-away {daemon.name} {why}: {tail}")
-
-    def _controller_up(self) -> bool:
-        result = self.slurm.run("scontrol", ["ping"], check=False, retries=0, timeout=5)
-        return "is UP" in result.stdout
-
-    def _ensure_munge(self) -> Path:
-        """The running munged's socket, or the socket of a munged started here for this check."""
-        from slinkyml.dev.cluster import _unix_connectable
-
-        if _unix_connectable(self.munge_socket):
-            return self.munge_socket
-        if not shutil.which("munged"):
-            raise SlinkyError(f"no munged answers on {self.munge_socket} and munged is not installed "
-                              "(Debian package munge)")
-        assert self.dir is not None
-        mdir = self.dir / "munge"
-        mdir.mkdir(mode=0o700)
-        key = mdir / "munge.key"
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(1024))
-        sock_dir = self.dir / "run" / "munge"
-        sock_dir.mkdir(mode=0o755)
-        sock = sock_dir / "munge.socket"
-        daemon = self._daemon("munged", ["munged", "-F", f"--socket={sock}", f"--key-file={key}",
-                                         f"--pid-file={mdir / 'munged.pid'}", f"--log-file={mdir / 'munged.log'}",
-                                         f"--seed-file={mdir / 'munged.seed'}", "--force", "--origin=127.0.0.1"])
-        self._start(daemon, lambda: _unix_connectable(sock))
-        return sock
+    def _confs(self, state_dir: Path, port: int, slurmd_port: int, munge_socket: Path) -> tuple[str, str | None]:
+        return (render_slurm_conf(self.cluster, state_dir=state_dir, port=port, slurmd_port=slurmd_port,
+                                  munge_socket=munge_socket), render_gres_conf(self.cluster))
 
     # -- the check -----------------------------------------------------------------------
     def check(self, script: str | os.PathLike[str], *, partition: str | None = None,
