@@ -29,6 +29,14 @@ class Accelerator:
     resource: str  # Kubernetes extended resource: nvidia.com/gpu, aws.amazon.com/neuron
     gres_type: str  # Slurm GRES type name (gpu:h100)
     cores_per_device: int = 0  # NeuronCores per Neuron device (0 for GPUs)
+    logical_core_config: int = 1  # NeuronCores per logical core (rank) by default: trn2 2, else 1
+
+    @property
+    def ranks_per_device(self) -> int:
+        """Training processes per Neuron device (logical NeuronCores); 1 for a GPU."""
+        if not self.cores_per_device:
+            return 1
+        return max(1, self.cores_per_device // max(1, self.logical_core_config))
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class InstanceType:
     intra_node_gbytes_per_s: float  # per device, unidirectional aggregate the link offers
     price_per_hour_usd: float | None
     source: str = ""
+    efa_rdma: bool = False  # the EFA device does RDMA: FI_EFA_USE_DEVICE_RDMA=1 is safe (else it aborts)
     extra: dict[str, Any] = field(default_factory=dict)
     enis: int = 0  # ENIs of the default network card (VPC CNI uses only that card)
     ipv4_per_eni: int = 0
@@ -76,10 +85,14 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
                 kind=str(acc["kind"]), model=str(acc["model"]), count=int(acc["count"]),
                 memory_gib=float(acc["memory_gib"]), peak_bf16_tflops=float(acc["peak_bf16_tflops"]),
                 resource=str(acc["resource"]), gres_type=str(acc["gres_type"]),
-                cores_per_device=int(acc.get("cores_per_device", 0)))
+                cores_per_device=int(acc.get("cores_per_device", 0)),
+                logical_core_config=int(acc.get("logical_core_config", 1)))
         known = {"vcpus", "memory_gib", "accelerator", "efa_interfaces", "network_gbps",
                  "intra_node_link", "intra_node_gbytes_per_s", "price_per_hour_usd", "source",
-                 "enis", "ipv4_per_eni", "max_pods"}
+                 "enis", "ipv4_per_eni", "max_pods", "efa_rdma"}
+        efa_rdma = raw.get("efa_rdma", False)
+        if not isinstance(efa_rdma, bool):
+            raise SpecError(f"{path}.efa_rdma", f"must be true or false, got {efa_rdma!r}")
         return InstanceType(
             name=name, vcpus=int(raw["vcpus"]), memory_gib=float(raw["memory_gib"]),
             accelerator=accelerator, efa_interfaces=int(raw.get("efa_interfaces", 0)),
@@ -88,7 +101,7 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
             intra_node_gbytes_per_s=float(raw.get("intra_node_gbytes_per_s", 0)),
             price_per_hour_usd=(float(raw["price_per_hour_usd"])
                                 if raw.get("price_per_hour_usd") is not None else None),
-            source=str(raw.get("source", "")),
+            source=str(raw.get("source", "")), efa_rdma=efa_rdma,
             enis=int(raw.get("enis", 0)), ipv4_per_eni=int(raw.get("ipv4_per_eni", 0)),
             max_pods_override=int(raw["max_pods"]) if raw.get("max_pods") is not None else None,
             extra={k: v for k, v in raw.items() if k not in known})

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from slinkyml.jobs.presets import network_env
 from slinkyml.jobs.render import launch_argv, render_sbatch
 from slinkyml.jobs.restapi import submit_request
 from slinkyml.jobs.spec import JobSpec
@@ -112,16 +111,6 @@ def test_values_stay_literal_when_the_script_runs(tmp_path):
     out = json.loads((tmp_path / "out.json").read_text())
     assert out == {"argv": [EVIL, "$HOME", "*"], "env": EVIL}
     assert not canary.exists()
-
-
-def test_network_presets_follow_library_versions():
-    modern = network_env("efa", {"libfabric": "1.22.0", "aws-ofi-nccl": "1.13.0"})
-    assert modern["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in modern
-    assert "NCCL_PROTO" not in network_env("efa")
-    old = network_env("efa", {"libfabric": "1.16.1", "aws-ofi-nccl": "1.6.0"})
-    assert old["FI_EFA_USE_DEVICE_RDMA"] == "1" and old["NCCL_PROTO"] == "simple"
-    assert "FI_EFA_FORK_SAFE" not in old
-    assert network_env("tcp")["NCCL_IB_DISABLE"] == "1"
 
 
 def test_deepspeed_config_is_embedded_from_the_planner():

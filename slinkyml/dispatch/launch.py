@@ -45,7 +45,7 @@ def executor_for(spec: Any, *, folder: str | os.PathLike[str] | None = None, **o
 
 def prepare(spec: Any) -> tuple[Any, dict[str, str]]:
     """The spec as the nodes will run it, and the environment the sbatch script would export."""
-    from slinkyml.jobs.presets import network_env
+    from slinkyml.jobs.presets import spec_preset_env
     from slinkyml.jobs.render import (
         ENV_CHECKPOINT_DIR,
         ENV_DS_CONFIG,
@@ -64,7 +64,7 @@ def prepare(spec: Any) -> tuple[Any, dict[str, str]]:
         spec = spec.replace(python=sys.executable)
     log_dir = Path(spec.log_dir).absolute()
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = network_env(spec.network, spec.library_versions)
+    env = spec_preset_env(spec)
     env.update({ENV_SIGNAL: spec.requeue.signal, ENV_LOG_DIR: str(log_dir),
                 "TORCHELASTIC_SIGNALS_TO_HANDLE": f"{TORCHELASTIC_SIGNALS},SIG{spec.requeue.signal}"})
     if spec.checkpoint_dir:

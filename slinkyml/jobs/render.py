@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slinkyml.jobs.presets import network_env
+from slinkyml.jobs.presets import preset_env_lines
 from slinkyml.jobs.spec import JobSpec
 
 #: Where a rendered DeepSpeed script writes its config at run time (next to the logs).
@@ -250,9 +250,8 @@ def render_sbatch(spec: JobSpec) -> str:
     ]
     if spec.checkpoint_dir:
         lines.append(f"export {ENV_CHECKPOINT_DIR}={quote(spec.checkpoint_dir)}")
-    env = network_env(spec.network, spec.library_versions)
-    env.update(spec.env)
-    for key, value in env.items():
+    lines += preset_env_lines(spec)
+    for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
     lines += [
         "",
@@ -355,10 +354,51 @@ def _launch_lines(spec: JobSpec) -> list[str]:
            "on the first node"]
     prefix = _srun_prefix(spec, 1, label="node")
     if spec.launcher == "neuron" and spec.neuron_precompile:
-        out += ["# Trainium: extract and compile the graphs once (first run only), then train",
-                *_array("precompile", [*prefix, "neuron_parallel_compile", *argv]),
+        out += [f"# Trainium: extract and compile the graphs once (first run only; {spec.neuron_compile_steps} "
+                "steps into their own output directory), then train",
+                *_array("precompile", [*prefix, "neuron_parallel_compile", *neuron_compile_argv(spec, argv)]),
                 'if (( restart_count == 0 )); then "${precompile[@]}"; fi']
     return out + _array("launch", [*prefix, *argv])
+
+
+def neuron_compile_argv(spec: JobSpec, argv: list[str]) -> list[str]:
+    """The training command capped for ``neuron_parallel_compile``: ``--max_steps`` and ``--output_dir``
+    (Hugging Face TrainingArguments, which optimum-neuron's scripts parse) replaced or added, as
+    optimum-neuron's finetune_llama.sh and AWS's samples do for the graph-extraction run."""
+    start = _entry_start(argv) + (1 if spec.entry.module is not None else 0) + 1
+    head, args = argv[:start], list(argv[start:])
+    output = _arg_value(args, "--output_dir")
+    compile_dir = spec.neuron_compile_dir or (f"{output.rstrip('/')}-neuron-compile" if output
+                                              else f"{spec.log_dir.rstrip('/')}/neuron-compile")
+    for flag, value in (("--max_steps", str(spec.neuron_compile_steps)), ("--output_dir", compile_dir)):
+        args = _set_arg(args, flag, value)
+    return head + args
+
+
+def _arg_value(args: list[str], flag: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _set_arg(args: list[str], flag: str, value: str) -> list[str]:
+    out: list[str] = []
+    found, skip = False, False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg == flag and i + 1 < len(args):
+            out += [flag, value]
+            found, skip = True, True
+        elif arg.startswith(flag + "="):
+            out.append(f"{flag}={value}")
+            found = True
+        else:
+            out.append(arg)
+    return out if found else out + [flag, value]
 
 
 def _deepspeed_launcher_lines(spec: JobSpec, head: Raw, port: Raw, nnodes: Raw) -> list[str]:

@@ -16,13 +16,15 @@ from types import MappingProxyType
 from typing import Any
 
 from slinkyml.errors import SpecError
+from slinkyml.instances import InstanceType, get_instance_type
 
 LAUNCHERS = ("torchrun", "deepspeed", "neuron", "srun")
 NETWORKS = ("efa", "ib", "tcp")
 DEEPSPEED_VIA = ("torchrun", "deepspeed")
 #: Signals a job may ask for ahead of preemption/time limit (``--signal``).
 SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG")
-#: NeuronCores per Trainium device (trn1: 2; trn2 exposes 8 logical cores per device at LNC=1).
+#: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
+#: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
 NEURON_CORES_PER_DEVICE = 2
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
 _MEM = re.compile(r"^\d+[KMGT]?$")
@@ -132,6 +134,9 @@ class JobSpec:
     rdzv_port: int = 29500
     python: str = "python3"
     neuron_precompile: bool = True
+    neuron_compile_steps: int = 5
+    neuron_compile_dir: str | None = None
+    instance_type: str | None = None
     library_versions: Mapping[str, str] = field(default_factory=dict)
     srun_args: tuple[str, ...] = ()
 
@@ -168,6 +173,14 @@ class JobSpec:
                             "script or a module (or use launcher: srun)")
         if self.launcher == "neuron" and not self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "the neuron launcher needs ≥ 1 device per node")
+        _check_int("neuron_compile_steps", self.neuron_compile_steps, 1, 1000)
+        if self.instance_type is not None:
+            itype = self.instance  # raises on an unknown name, with a suggestion
+            devices = itype.accelerator_count if itype else 0
+            for name in ("gpus_per_node", "neuron_devices_per_node"):
+                asked = getattr(self, name)
+                if asked and asked > devices:
+                    raise SpecError(name, f"{asked} is more than {self.instance_type} has ({devices})")
         if self.uses_deepspeed_launcher:
             # DeepSpeed's launcher runs on the batch node and starts every rank as an srun task of
             # its own: the allocation must hold one Slurm task per rank, and the ranks run the
@@ -200,7 +213,7 @@ class JobSpec:
                 raise SpecError(f"srun_args[{i}]", f"expected an srun option like --mpi=pmix, got {arg!r}")
         object.__setattr__(self, "srun_args", srun_args)
         _check_int("rdzv_port", self.rdzv_port, 1, 65535)
-        for name in ("log_dir", "python", "checkpoint_dir"):
+        for name in ("log_dir", "python", "checkpoint_dir", "neuron_compile_dir"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value or "\n" in value):
                 raise SpecError(name, "must be a non-empty path on one line")
@@ -227,12 +240,22 @@ class JobSpec:
         return 1
 
     @property
+    def instance(self) -> InstanceType | None:
+        """The instance type's data (``instance_type``), or None when the spec names none."""
+        if self.instance_type is None:
+            return None
+        return get_instance_type(self.instance_type)
+
+    @property
     def effective_procs_per_node(self) -> int:
-        """Processes the launcher starts per node (one per GPU / NeuronCore; 1 on CPU)."""
+        """Processes the launcher starts per node (one per GPU / logical NeuronCore; 1 on CPU)."""
         if self.procs_per_node is not None:
             return self.procs_per_node
         if self.launcher == "neuron":
-            return self.neuron_devices_per_node * NEURON_CORES_PER_DEVICE
+            itype = self.instance
+            per_device = (itype.accelerator.ranks_per_device if itype and itype.accelerator
+                          else NEURON_CORES_PER_DEVICE)
+            return self.neuron_devices_per_node * per_device
         return self.gpus_per_node or 1
 
     @property
