@@ -10,8 +10,11 @@
 # * no Slurm (the GPU machine lent to development has none): run the checked-in rendering
 #   benchmarks/gpu-check.sbatch as the batch step, SLURM_* set as Slurm would set them and
 #   benchmarks/noslurm/ standing in for srun/scontrol, so the torchrun line is the template's own.
-# MFU is against the H200's data-sheet bf16 peak (989 TFLOP/s dense); the figure against the
+# MFU is against the data-sheet dense BF16 peak of the GPU model the trainer detects (nvidia-smi's
+# name looked up in slinkyml/data/gpus.yaml; an unknown model gets no MFU); the figure against the
 # measured matmul peak is printed too when MATMUL_PEAK_TFLOPS is set.
+# No checkpoint unless GPU_CHECK_CHECKPOINT_DIR names a directory (the 1B model's is ~13 GB); the
+# result (final.json) is then written there, else next to the logs.
 # For a CPU rehearsal of the no-Slurm path (tests/test_gpu_check.py): GPU_CHECK_ALLOW_CPU=1,
 # GPU_CHECK_SCRIPT=<a CPU rendering>, GPU_CHECK_RESULT=<its final.json>.
 set -euo pipefail
@@ -45,20 +48,26 @@ if command -v slurmctld >/dev/null 2>&1 && [[ -z "${GPU_CHECK_NO_SLURM:-}" ]]; t
   fi
   work=$(mktemp -d /tmp/slinkyml-gpu-check-XXXXXX)
   chmod 777 "$work"
-  "$py" - "$work" "$gres" "$py" <<'PY'
+  ckpt=${GPU_CHECK_CHECKPOINT_DIR:-}
+  "$py" - "$work" "$gres" "$py" "$ckpt" <<'PY'
 import sys, yaml
-work, gres, py = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+work, gres, py, ckpt = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 spec = yaml.safe_load(open("benchmarks/gpu-check.yaml"))
-spec.update(gpus_per_node=gres, python=py, checkpoint_dir=f"{work}/ckpt", log_dir=f"{work}/logs")
+spec.update(gpus_per_node=gres, python=py, log_dir=f"{work}/logs")
+if ckpt:
+    spec["checkpoint_dir"] = ckpt
 yaml.safe_dump(spec, open(f"{work}/job.yaml", "w"), sort_keys=False)
 PY
   "$slinkyml" sbatch render "$work/job.yaml" -o "$work/job.sbatch"
   (cd "$work" && timeout 420 "$slinkyml" sbatch submit job.yaml --follow --timeout 400)
-  result=$work/ckpt/final.json
+  result=${ckpt:-$work/logs}/final.json
 else
   script=${GPU_CHECK_SCRIPT:-benchmarks/gpu-check.sbatch}
-  result=${GPU_CHECK_RESULT:-/tmp/slinkyml-gpu-check/ckpt/final.json}
-  rm -rf "$(dirname "$result")"
+  if [[ -n "${GPU_CHECK_CHECKPOINT_DIR:-}" ]]; then
+    export SLINKYML_CHECKPOINT_DIR=$GPU_CHECK_CHECKPOINT_DIR  # the trainer's --checkpoint-dir default
+  fi
+  result=${GPU_CHECK_RESULT:-${GPU_CHECK_CHECKPOINT_DIR:-/tmp/slinkyml-gpu-check/logs}/final.json}
+  rm -f "$result"
   shim=$(mktemp -d /tmp/slinkyml-gpu-check-bin-XXXXXX)
   trap 'rm -rf "$shim"' EXIT
   printf '#!/bin/sh\nexec %q "$@"\n' "$py" > "$shim/python3"  # the script's `python: python3`
@@ -82,10 +91,13 @@ print(f"gpu_check: {f['params'] / 1e9:.2f}B params, {f['world_size']} {f['device
       f"all-reduce ok={f['allreduce']['ok']}")
 line = f"gpu_check: {f['tokens_per_second']:.0f} tokens/s"
 if f.get("mfu") is not None:
-    line += f", MFU {100 * f['mfu']:.1f}% of the {f['peak_tflops_per_device']:g} TFLOP/s data-sheet peak"
+    line += (f", MFU {100 * f['mfu']:.1f}% of the {f['peak_tflops_per_device']:g} TFLOP/s data-sheet peak"
+             f" of the {f.get('gpu_name')} ({f.get('peak_source')})")
     measured = os.environ.get("MATMUL_PEAK_TFLOPS")
     if measured:
         line += f" ({100 * f['mfu'] * f['peak_tflops_per_device'] / float(measured):.1f}% of {measured} measured)"
+elif f.get("device") == "cuda":
+    line += f", no MFU: no peak known for the {f.get('gpu_name')} (give --peak-tflops)"
 print(line)
 sys.exit(0 if f["allreduce"]["ok"] else 1)
 PY

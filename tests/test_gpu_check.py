@@ -62,18 +62,29 @@ def test_cpu_rehearsal_of_the_no_slurm_path(tmp_path):
     for flag, value in (("--model", "tiny"), ("--backend", "gloo"), ("--precision", "fp32"), ("--steps", "3"),
                         ("--batch-size", "4")):
         args[args.index(flag) + 1] = value
-    data.update(gpus_per_node=0, checkpoint_dir=str(tmp_path / "ckpt"), log_dir=str(tmp_path / "logs"))
+    assert "checkpoint_dir" not in data and "--peak-tflops" not in args  # off by default; peak detected
+    data.update(gpus_per_node=0, log_dir=str(tmp_path / "logs"))
     script = tmp_path / "cpu.sbatch"
     script.write_text(render_sbatch(JobSpec.from_dict(data)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SLINKYML_CHECKPOINT"))}
     env.update(GPU_CHECK_ALLOW_CPU="1", GPU_CHECK_NO_SLURM="1", GPU_CHECK_SCRIPT=str(script),
-               GPU_CHECK_RESULT=str(tmp_path / "ckpt" / "final.json"), PY=str(Path(os.sys.executable)))
+               GPU_CHECK_RESULT=str(tmp_path / "logs" / "final.json"), PY=str(Path(os.sys.executable)))
     proc = subprocess.run(["bash", str(BENCH / "gpu_check.sh")], env=env, capture_output=True, text=True,
                           timeout=280)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "as the batch step of job 4242" in proc.stdout
     assert "1 cpu rank(s), 3 steps" in proc.stdout and "all-reduce ok=True" in proc.stdout
     assert "tokens/s" in proc.stdout
-    final = json.loads((tmp_path / "ckpt" / "final.json").read_text())
+    final = json.loads((tmp_path / "logs" / "final.json").read_text())
     assert final["steps"] == 3 and final["world_size"] == 1 and final["tokens_per_second"] > 0
     assert list((tmp_path / "logs").glob("gpu-check-4242-r0-node0.log"))  # srun --output honoured
+    assert not list(tmp_path.rglob("ckpt-*")), "a checkpoint was written though none was asked for"
+
+    # asked for: the checkpoint (and the result) go to GPU_CHECK_CHECKPOINT_DIR
+    ckpt = tmp_path / "ckpt"
+    env.update(GPU_CHECK_CHECKPOINT_DIR=str(ckpt), GPU_CHECK_RESULT=str(ckpt / "final.json"))
+    proc = subprocess.run(["bash", str(BENCH / "gpu_check.sh")], env=env, capture_output=True, text=True,
+                          timeout=280)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads((ckpt / "final.json").read_text())["steps"] == 3
+    assert list(ckpt.glob("ckpt-*")), "no checkpoint in GPU_CHECK_CHECKPOINT_DIR"

@@ -51,6 +51,18 @@ def _gpu_table() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     return dict(data.get("gpus", {})), dict(data.get("aliases", {}))
 
 
+def peak_for_device_name(device_name: str) -> tuple[str, float] | None:
+    """The gpus.yaml entry and dense BF16 peak (TFLOP/s) of a GPU as nvidia-smi names it, or None."""
+    words = device_name.upper()
+    for key, entry in _gpu_table()[0].items():
+        match = entry.get("device_name") or {}
+        wanted = [str(w).upper() for w in match.get("all") or ()]
+        if wanted and all(w in words for w in wanted) and \
+                not any(str(w).upper() in words for w in match.get("none") or ()):
+            return key, float(entry["peak_bf16_tflops"])
+    return None
+
+
 def gpu_names() -> list[str]:
     """Known ``--gpu`` names (without aliases)."""
     return sorted(_gpu_table()[0])

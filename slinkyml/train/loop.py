@@ -21,9 +21,6 @@ from typing import Any
 
 from slinkyml.train import FINAL_FILE, METRICS_FILE
 
-#: Peak dense bf16 FLOP/s per device used for MFU when no --peak-tflops is given (H200 SXM).
-DEFAULT_PEAK_TFLOPS = 989.0
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m slinkyml.train", description=__doc__)
@@ -50,8 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--metrics-dir", help="default: the checkpoint dir, else $SLINKYML_LOG_DIR, else .")
     p.add_argument("--step-sleep", type=float, default=0.0,
                    help="sleep after each step (tests: leave time to preempt mid-run)")
-    p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
-                   help="per-device peak for the MFU estimate (GPU only)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="per-device peak for the MFU estimate (GPU only); default: the dense BF16 peak "
+                   "of the GPU model detected (slinkyml/data/gpus.yaml), none for an unknown model")
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "checkpoint_every", "keep"):
         if getattr(args, name) < 1:
@@ -328,6 +326,18 @@ class Trainer:
             except OSError as exc:
                 self.log(f"cannot write the preemption marker {marker}: {exc}")
 
+    def peak_tflops(self, gpu_name: str) -> tuple[float | None, str]:
+        """The per-device peak for MFU: --peak-tflops, else the detected model's data-sheet figure."""
+        from slinkyml.plan.hardware import peak_for_device_name
+
+        if self.args.peak_tflops is not None:
+            return self.args.peak_tflops, "--peak-tflops"
+        found = peak_for_device_name(gpu_name)
+        if found is None:
+            self.log(f"no peak for {gpu_name!r} in slinkyml/data/gpus.yaml: no MFU (give --peak-tflops)")
+            return None, "unknown"
+        return found[1], f"gpus.yaml:{found[0]}"
+
     def write_final(self, check: dict[str, Any], start_step: int, step: int, losses: list[float],
                     timed_tokens: int, timed_secs: float, wall: float) -> None:
         from slinkyml.train.model import mfu, param_count
@@ -338,9 +348,12 @@ class Trainer:
                  "params": param_count(self.cfg), "world_size": self.world, "restart": self.restart,
                  "precision": self.args.precision, "deepspeed": bool(self.args.deepspeed),
                  "allreduce": check, "wall_seconds": wall, "mfu": None, "device": self.device.type}
-        if self.cuda and tps:
-            final["mfu"] = mfu(tps, self.cfg, self.args.peak_tflops * 1e12 * self.world)
-            final["peak_tflops_per_device"] = self.args.peak_tflops
+        if self.cuda:
+            final["gpu_name"] = self.torch.cuda.get_device_name(self.device)
+            peak, source = self.peak_tflops(final["gpu_name"])
+            final["peak_tflops_per_device"], final["peak_source"] = peak, source
+            if tps and peak:
+                final["mfu"] = mfu(tps, self.cfg, peak * 1e12 * self.world)
         tmp = tempfile.NamedTemporaryFile("w", dir=self.metrics_dir, delete=False, suffix=".tmp")
         with tmp:
             json.dump(final, tmp, indent=2)
