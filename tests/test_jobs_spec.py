@@ -86,3 +86,33 @@ def test_bad_yaml_is_one_spec_error(tmp_path):
                                         ("2-00", 172800), ("1-02:03:04", 93784), ("0", None)])
 def test_time_limit_formats(text, secs):
     assert time_limit_seconds(text) == secs
+
+
+def test_instance_type_is_checked_against_the_instance_data():
+    base = {"name": "t", "entry": {"module": "m"}}
+    with pytest.raises(SpecError, match=r"instance_type: unknown 'p5.48xlarg' — did you mean 'p5.48xlarge'"):
+        JobSpec.from_dict({**base, "instance_type": "p5.48xlarg"})
+    with pytest.raises(SpecError, match=r"gpus_per_node: 16 is more than p5.48xlarge has \(8\)"):
+        JobSpec.from_dict({**base, "instance_type": "p5.48xlarge", "gpus_per_node": 16})
+    with pytest.raises(SpecError, match=r"neuron_compile_steps: must be ≥ 1"):
+        JobSpec.from_dict({**base, "neuron_compile_steps": 0})
+    trn2 = JobSpec.from_dict({**base, "launcher": "neuron", "neuron_devices_per_node": 16,
+                              "instance_type": "trn2.48xlarge"})
+    assert trn2.effective_procs_per_node == 64
+    assert JobSpec.from_dict({**base, "launcher": "neuron", "neuron_devices_per_node": 16}).effective_procs_per_node == 32
+
+
+def test_neuron_compile_run_caps_steps_and_moves_the_output_dir():
+    from slinkyml.jobs.render import neuron_compile_argv
+
+    head = ["python3", "-m", "torch.distributed.run", "--rdzv-endpoint", "h:1"]
+    spec = JobSpec.from_dict({"name": "t", "entry": {"script": "train.py"}, "launcher": "neuron",
+                              "neuron_devices_per_node": 1, "log_dir": "/logs"})
+    assert neuron_compile_argv(spec, [*head, "train.py", "--output_dir=/o", "--max_steps", "-1"]) == \
+        [*head, "train.py", "--output_dir=/o-neuron-compile", "--max_steps", "5"]
+    assert neuron_compile_argv(spec, [*head, "train.py", "--bf16"]) == \
+        [*head, "train.py", "--bf16", "--max_steps", "5", "--output_dir", "/logs/neuron-compile"]
+    mod = spec.replace(entry=spec.entry.__class__(module="pkg.train"), neuron_compile_dir="/c",
+                       neuron_compile_steps=7)
+    assert neuron_compile_argv(mod, [*head, "-m", "pkg.train", "--output_dir", "/o"]) == \
+        [*head, "-m", "pkg.train", "--output_dir", "/c", "--max_steps", "7"]
