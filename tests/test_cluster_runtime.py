@@ -158,6 +158,26 @@ def test_gres_node_names_follow_each_path_and_scale(trn1: Any) -> None:
     assert errors and "trn-0" in errors[0]
 
 
+def test_spare_nodes_set_the_nodepool_headroom() -> None:
+    spec = load_spec(EXAMPLES_DIR / "trn1" / "cluster.yaml")
+    for spare, nodes in ((0, 2), (1, 3), (3, 5)):
+        spec.node_sets[0].spare_nodes = spare
+        pool = next(o for o in render(spec.check()).objects if o["kind"] == "NodePool")
+        assert pool["spec"]["limits"] == {"cpu": str(128 * nodes), "memory": f"{512 * nodes}Gi"}
+
+
+def test_toleration_semantics_follow_kubernetes() -> None:
+    from slinkyml.cluster.addons import tolerates
+
+    gpu = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    assert tolerates({"operator": "Exists"}, gpu)  # empty key + Exists: every taint (FSx CSI node)
+    assert tolerates({"key": "nvidia.com/gpu", "operator": "Exists"}, gpu)  # no effect: all effects
+    assert not tolerates({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, gpu)
+    assert tolerates({"key": "nvidia.com/gpu", "value": "true"}, gpu)  # operator defaults to Equal
+    assert not tolerates({"key": "nvidia.com/gpu", "operator": "Equal", "value": "yes"}, gpu)
+    assert not tolerates({"key": "CriticalAddonsOnly", "operator": "Exists"}, gpu)
+
+
 def test_hostlist_matching() -> None:
     assert hostlist_matches("a-[0-9999]", "a-1234") and not hostlist_matches("a-[0-9]", "a-10")
     assert hostlist_matches("x1,y-[2,4-5]", "y-4") and not hostlist_matches("x1,y-[2,4-5]", "y-3")

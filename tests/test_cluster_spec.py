@@ -80,6 +80,8 @@ def test_python_api_builds_and_checks() -> None:
     (lambda d: d.__setitem__("slurm_version", "24.05"), "slurm_version: unsupported '24.05'"),
     (lambda d: d["node_sets"][1].__setitem__("zone", "us-west-2a"),
      "node_sets[1].zone: 'us-west-2a' is not in region 'us-east-1'"),
+    (lambda d: d["node_sets"][0].__setitem__("spare_nodes", -1), "node_sets[0].spare_nodes: must be between 0 and 100"),
+    (lambda d: d["node_sets"][0].__setitem__("count", 10001), "node_sets[0].count: must be between 0 and 10000"),
 ])
 def test_field_path_errors(patch: Any, expected: str) -> None:
     raw = copy.deepcopy(BASE)

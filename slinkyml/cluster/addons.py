@@ -57,10 +57,11 @@ def karpenter_allocatable(itype: InstanceType) -> Allocatable:
     k = addons()["karpenter"]
     memory_mib = int(round(itype.memory_gib * 1024))
     memory_mib -= math.ceil(memory_mib * k["vm_memory_overhead_percent"])
-    pods = itype.max_pods if itype.max_pods is not None else k["default_max_pods"]
-    if itype.max_pods_override is None and itype.enis:
+    if itype.max_pods_override is None and itype.enis:  # ENILimitedPods, less --reserved-enis
         usable = max(itype.enis - k["reserved_enis"], 0)
         pods = usable * (itype.ipv4_per_eni - 1) + 2 if usable else 0
+    else:
+        pods = itype.max_pods if itype.max_pods is not None else k["default_max_pods"]
     memory_mib -= k["kube_reserved_memory_mib_per_pod"] * pods + k["kube_reserved_memory_mib_base"]
     memory_mib -= k["eviction_hard_memory_mib"]
     cpu_millis = itype.vcpus * 1000
