@@ -226,6 +226,10 @@ def test_validate_cli_prints_the_fit_table_and_fails_on_a_broken_folder(tmp_path
     row = next(line for line in ok.stdout.splitlines() if line.startswith("NodeSet slurm/llm-cpu"))
     assert row.split()[2:] == ["c7i.4xlarge", "15.89", "27381", "234", "15.39", "26357", "0.5", "1024", "ok"]
 
+    # all examples at once: one EFA plugin install must tolerate the GPU and the Trainium taints
+    every = run(EXAMPLES_DIR)
+    assert every.returncode == 0, every.stdout
+
     (tmp_path / "rendered").mkdir()
     for i, o in enumerate(h100.objects):  # the render without helm/device-plugins: EFA plugin kept off
         (tmp_path / "rendered" / f"{i:02d}.yaml").write_text(yaml.safe_dump(o))

@@ -101,7 +101,7 @@ def _write_secrets(cluster: object, path: Path) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from slinkyml.cluster.addons import device_plugins
+    from slinkyml.cluster.addons import device_plugins, merge_plugin_values
     from slinkyml.cluster.render import render
     from slinkyml.cluster.runtime_checks import chart_values_issues, fit_table, format_fit_table
     from slinkyml.cluster.spec import from_dict
@@ -114,7 +114,7 @@ def _validate(args: argparse.Namespace) -> int:
     from slinkyml.errors import SpecError
 
     objs: list = []
-    plugin_values: dict = {}
+    plugin_values: dict[str, list] = {}  # plugin -> every values document given for it
     chart_issues: list = []
     for source, doc in load_documents(args.path):
         if isinstance(doc, dict) and "kind" not in doc and "node_sets" in doc:  # a slinkyml spec
@@ -123,11 +123,12 @@ def _validate(args: argparse.Namespace) -> int:
             except SpecError as exc:
                 raise SpecError(f"{source}: {exc.path}", exc.reason) from None
             objs += rendered.objects
-            plugin_values = {**rendered.plugin_values, **plugin_values}
+            for plugin, values in rendered.plugin_values.items():
+                plugin_values.setdefault(plugin, []).append(values)
         elif isinstance(doc, dict) and "apiVersion" not in doc and "kind" not in doc:
             plugin = Path(source).stem
             if Path(source).parent.name == "device-plugins" and plugin in device_plugins():
-                plugin_values[plugin] = doc  # what the plugin is installed with: its tolerations count
+                plugin_values.setdefault(plugin, []).append(doc)  # its tolerations count at run time
             elif "nodesets" in doc and "controller" in doc:  # the slurm chart's values
                 chart_issues += chart_values_issues(source, doc)
             elif not args.quiet:
@@ -138,7 +139,8 @@ def _validate(args: argparse.Namespace) -> int:
     notes: list[str] = []
     issues = dupes + chart_issues + validate_objects(
         objs, operator_version=args.operator_version, kube_version=args.kubernetes_version
-        or DEFAULT_KUBERNETES_VERSION, notes=notes, plugin_values=plugin_values)
+        or DEFAULT_KUBERNETES_VERSION, notes=notes,
+        plugin_values={name: merge_plugin_values(name, docs) for name, docs in plugin_values.items()})
     for issue in issues:
         print(f"error: {issue}")
     rows = fit_table([o for o in objs if isinstance(o, dict)])

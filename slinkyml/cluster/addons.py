@@ -131,6 +131,22 @@ def plugin_tolerations(name: str, values: dict[str, Any] | None = None) -> list[
     return [*plugin["template_tolerations"], *listed]
 
 
+def merge_plugin_values(name: str, values: list[dict[str, Any]]) -> dict[str, Any]:
+    """One install of a plugin serving several renders: the union of their tolerations."""
+    plugin = device_plugins()[name]
+    merged: list[dict[str, Any]] = []
+    for v in values:
+        for tol in plugin_tolerations(name, v)[len(plugin["template_tolerations"]):]:
+            if tol not in merged:
+                merged.append(tol)
+    out: dict[str, Any] = {}
+    node = out
+    for key in plugin["values_path"][:-1]:
+        node = node.setdefault(key, {})
+    node[plugin["values_path"][-1]] = merged
+    return out
+
+
 def plugin_values(name: str, taints: list[dict[str, Any]]) -> dict[str, Any]:
     """Helm values for a plugin chart whose DaemonSet tolerates ``taints`` besides its own."""
     plugin = device_plugins()[name]
