@@ -5,16 +5,30 @@ itself goes through our command layer, so it gets SLURM_CONF/TZ, typed one-line 
 same RPC accounting as every other Slurm call. Arrays are submitted here too (submitit's own
 array path builds a fresh plain SlurmExecutor and a ``%A_%a`` log path per task).
 
-Imports submitit at module import: only loaded when a job is submitted.
+Jobs are submitted through submitit's public ``Executor.submit``. What submitit has no public API
+for, and this module therefore overrides or reads (checked against submitit 1.5.4; setup.cfg keeps
+submitit below 1.6 so a release that changes them is caught by the tests first):
+
+- ``_submit_command``: PicklingExecutor's documented hook for how a job reaches the cluster (here
+  :meth:`Slurm.sbatch`);
+- ``_make_submission_file_text``: the script text, to ``exec`` the task when there is no srun;
+- ``_throttling``: submitit's 0.2 s sleep between submissions, set to 0;
+- ``_num_tasks``, ``_submitit_command_str``, ``JobPaths.get_first_id_independent_folder`` and
+  ``paths.move_temporary_file``: to submit one sbatch array of our chunked pickles, which
+  submitit's ``map_array``/``batch`` cannot (they build a fresh plain executor and submit per task);
+- ``submitit.core.utils.pickle_load`` (in executor.py): reading result pickles without a
+  ``Job.result()`` call per rank (which would poll Slurm once per rank).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from submitit.core import core, utils
+from submitit.helpers import DelayedSubmission
 from submitit.slurm.slurm import SlurmExecutor, SlurmJob
 
 from slinkyml.slurm import Slurm
@@ -62,8 +76,9 @@ class Backend(SlurmExecutor):
         job.paths.move_temporary_file(script, "submission_file")
         return job
 
-    def submit_array(self, delayed: list[utils.DelayedSubmission], parallelism: int | None) -> list[SlurmJob]:
-        """One sbatch array of ``len(delayed)`` tasks (each one submitit pickle); returns its jobs."""
+    def submit_array(self, calls: Sequence[Callable[[], Any]], parallelism: int | None) -> list[SlurmJob]:
+        """One sbatch array of ``len(calls)`` tasks (each one submitit pickle); returns its jobs."""
+        delayed = [DelayedSubmission(call) for call in calls]
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
         folder.mkdir(parents=True, exist_ok=True)
         timeout_min = self.parameters.get("time", 5)

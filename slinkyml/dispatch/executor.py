@@ -13,15 +13,29 @@ from __future__ import annotations
 import html
 import math
 import os
+import shlex
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
+from slinkyml.dispatch.arrays import (
+    ArrayPlan,
+    Chunk,
+    ItemError,
+    ItemOutcome,
+    max_array_size,
+    plan_array,
+    total_cpus,
+)
+from slinkyml.dispatch.checkpointable import Checkpointable
+from slinkyml.dispatch.progress import Progress
+from slinkyml.dispatch.task import make_task
 from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
+from slinkyml.jobs.spec import time_limit_seconds
 from slinkyml.slurm import Slurm
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
@@ -62,8 +76,6 @@ def default_folder() -> Path:
 def _minutes(time_limit: int | float | str) -> int:
     if isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool):
         return max(1, math.ceil(time_limit))
-    from slinkyml.jobs.spec import time_limit_seconds
-
     seconds = time_limit_seconds(str(time_limit))
     if seconds is None:
         raise SlinkyError(f"time: expected minutes or [D-]HH:MM:SS, got {time_limit!r}")
@@ -103,7 +115,7 @@ def _job_ids(jobs: Any) -> list[str]:
 def _pickle_by_value(fn: Any) -> None:
     """Functions from notebooks/test files/scripts next to them are not importable on the nodes
     under the same module name; ship their module by value (cloudpickle) instead."""
-    import cloudpickle
+    import cloudpickle  # lazy, as submitit below: `import slinkyml` stays light for notebooks
 
     target = fn if callable(fn) and hasattr(fn, "__module__") else type(fn)
     module_name = getattr(target, "__module__", None) or type(fn).__module__
@@ -168,8 +180,6 @@ class Executor:
     @property
     def max_array_size(self) -> int:
         if self._max_array_size is None:
-            from slinkyml.dispatch.arrays import max_array_size
-
             self._max_array_size = max_array_size(self.slurm)
         return self._max_array_size
 
@@ -216,7 +226,7 @@ class Executor:
         return params
 
     def _backend(self, **kwargs: Any):
-        from slinkyml.dispatch._backend import Backend
+        from slinkyml.dispatch._backend import Backend  # lazy: submitit costs `import slinkyml` ~0.2 s
 
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
@@ -232,11 +242,6 @@ class Executor:
                singleton: bool = False, dependency: str | None = None, name: str | None = None,
                **kwargs: Any) -> Job:
         """Run ``fn(*args, **kwargs)`` on every task of a job; see :class:`Job` for results."""
-        from submitit.core.utils import DelayedSubmission
-
-        from slinkyml.dispatch.checkpointable import Checkpointable
-        from slinkyml.dispatch.task import make_task
-
         checkpointable = isinstance(fn, Checkpointable)
         _pickle_by_value(fn)
         backend = self._backend(checkpointable=checkpointable, name=name or _name_of(fn),
@@ -244,7 +249,7 @@ class Executor:
         task = make_task(fn, args, kwargs, distributed=self.num_tasks > 1 or self.gpus_per_node > 0,
                          timeout_min=self.time_min, max_restarts=self.max_restarts)
         with _translate_errors():
-            (sjob,) = backend._internal_process_submissions([DelayedSubmission(task)])
+            sjob = backend.submit(task)
         return Job(sjob, self, name=name or _name_of(fn), checkpointable=checkpointable)
 
     def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any], chunk_size: int | None = None,
@@ -252,10 +257,6 @@ class Executor:
                   afterany: Any = (), singleton: bool = False, name: str | None = None) -> ArrayJob:
         """``fn(*items)`` for each zipped item, packed into array tasks (``chunk_size`` items each,
         default: about one task per CPU of the partition), split at MaxArraySize."""
-        from submitit.core.utils import DelayedSubmission
-
-        from slinkyml.dispatch.arrays import Chunk, plan_array, total_cpus
-
         try:
             items = list(zip(*iterables, strict=True))
         except ValueError:
@@ -272,8 +273,7 @@ class Executor:
         jobs: list[Any] = []
         with _translate_errors():
             for first, count in plan.arrays:
-                delayed = [DelayedSubmission(chunk) for chunk in chunks[first:first + count]]
-                jobs.extend(backend.submit_array(delayed, plan.parallelism))
+                jobs.extend(backend.submit_array(chunks[first:first + count], plan.parallelism))
         return ArrayJob(jobs, plan, len(items), self, name=label)
 
 
@@ -283,8 +283,6 @@ def _name_of(fn: Any) -> str:
 
 
 def _shell_quote(value: str) -> str:
-    import shlex
-
     return shlex.quote(str(value))
 
 
@@ -305,7 +303,7 @@ class _translate_errors:
 
 
 def _load_outcome(path: Path) -> tuple[str, Any] | None:
-    from submitit.core.utils import pickle_load
+    from submitit.core.utils import pickle_load  # lazy (see _backend); no public reader of result pickles
 
     try:
         return pickle_load(path)
@@ -313,7 +311,83 @@ def _load_outcome(path: Path) -> tuple[str, Any] | None:
         return None
 
 
-class Job:
+class _Submitted:
+    """What :class:`Job` and :class:`ArrayJob` share: result pickles read as they appear (one per
+    rank, or per array task), the wait loop with its progress bar, ``cancel`` and the notebook table.
+
+    A subclass says how many results it expects (``_expected``), where result ``i`` lands
+    (``_result_pickle``), when it is done or failed (``_check``), and what to show (``_progress``,
+    ``_html_rows``).
+    """
+
+    _expected: int
+    _total: int  # units of the progress bar (ranks, or items)
+
+    def __init__(self, executor: Executor, name: str, tracked: Sequence[str], cancel_ids: Sequence[str]):
+        self.executor = executor
+        self.tracker = executor.tracker
+        self.name = name
+        self._tracked = list(tracked)
+        self._cancel_ids = list(cancel_ids)
+        self._outcomes: dict[int, tuple[str, Any]] = {}
+        self.tracker.track(*self._tracked)
+
+    def _result_pickle(self, index: int) -> Path:
+        raise NotImplementedError
+
+    def _check(self) -> bool:
+        raise NotImplementedError
+
+    def _progress(self) -> tuple[int, Counter]:
+        raise NotImplementedError
+
+    def _html_rows(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _collect(self) -> None:
+        """Read result pickles that appeared (filesystem only, no Slurm call)."""
+        for index in range(self._expected):
+            if index in self._outcomes:
+                continue
+            path = self._result_pickle(index)
+            if path.exists():
+                outcome = _load_outcome(path)
+                if outcome is not None:
+                    self._outcomes[index] = outcome
+
+    def wait(self, timeout: float | None = None, *, progress: bool = False) -> Self:
+        """Block until every result is in; raise JobError/JobFailed/TimeoutError."""
+        bar = Progress(self._label(), self._total, enabled=progress)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self._check():
+                if progress:
+                    bar.update(*self._progress())
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(self._still_running(timeout))  # type: ignore[arg-type]
+                time.sleep(_POLL_S)
+            bar.update(self._total, Counter({"DONE": self._expected}))
+        finally:
+            bar.close()
+        return self
+
+    def _label(self) -> str:
+        return self.name
+
+    def _still_running(self, timeout: float) -> str:
+        return f"{self.name} not done after {timeout:g} s"
+
+    def cancel(self) -> None:
+        self.executor.slurm.run("scancel", self._cancel_ids, retries=2)
+        self.tracker.hurry(*self._tracked)
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                       for k, v in self._html_rows())
+        return f"<table>{body}</table>"
+
+
+class Job(_Submitted):
     """A submitted function: ``result()`` (rank 0), ``results()`` (every rank), ``state``, logs."""
 
     def __init__(self, sjob: Any, executor: Executor, *, name: str = "", checkpointable: bool = False):
@@ -321,29 +395,17 @@ class Job:
         self.checkpointable = checkpointable
         self._released_at = float("-inf")
         self._held_since: float | None = None
-        self.executor = executor
-        self.tracker = executor.tracker
         self.job_id = str(sjob.job_id)
-        self.name = name
-        self.num_tasks = sjob.num_tasks
+        self.num_tasks = self._expected = self._total = sjob.num_tasks
         self.submitted_at = time.time()
-        self._outcomes: dict[int, tuple[str, Any]] = {}
-        self.tracker.track(self.job_id)
+        super().__init__(executor, name, [self.job_id], [self.job_id])
 
     # -- state --------------------------------------------------------------------------------------
     def _task(self, rank: int) -> Any:
         return self._sjob.task(rank) if self.num_tasks > 1 else self._sjob
 
-    def _collect(self) -> None:
-        """Read result pickles that appeared (filesystem only, no Slurm call)."""
-        for rank in range(self.num_tasks):
-            if rank in self._outcomes:
-                continue
-            path = self._task(rank).paths.result_pickle
-            if path.exists():
-                outcome = _load_outcome(path)
-                if outcome is not None:
-                    self._outcomes[rank] = outcome
+    def _result_pickle(self, index: int) -> Path:
+        return self._task(index).paths.result_pickle
 
     @property
     def info(self) -> JobInfo:
@@ -408,22 +470,14 @@ class Job:
         interesting = [line for line in text if "error" in line.lower() or "Error" in line]
         return (interesting[-1] if interesting else (text[-1] if text else "")).strip()[:300]
 
-    def wait(self, timeout: float | None = None, *, progress: bool = False) -> Job:
-        """Block until every rank has a result; raise JobError/JobFailed/TimeoutError."""
-        from slinkyml.dispatch.progress import Progress
+    def _label(self) -> str:
+        return f"job {self.job_id}"
 
-        bar = Progress(f"job {self.job_id}", self.num_tasks, enabled=progress)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while not self._check():
-                bar.update(len(self._outcomes), Counter({self.tracker.info(self.job_id, refresh=False).state: 1}))
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {self.job_id} still {self.state} after {timeout:g} s")
-                time.sleep(_POLL_S)
-            bar.update(self.num_tasks, Counter({"done": self.num_tasks}))
-        finally:
-            bar.close()
-        return self
+    def _progress(self) -> tuple[int, Counter]:
+        return len(self._outcomes), Counter({self.tracker.info(self.job_id, refresh=False).state: 1})
+
+    def _still_running(self, timeout: float) -> str:
+        return f"job {self.job_id} still {self.state} after {timeout:g} s"
 
     def results(self, timeout: float | None = None) -> list[Any]:
         """Every rank's return value, by rank."""
@@ -464,10 +518,6 @@ class Job:
     def stderr(self, rank: int | None = None) -> str | None:
         return self._log("stderr", rank)
 
-    def cancel(self) -> None:
-        self.executor.slurm.run("scancel", [self.job_id], retries=2)
-        self.tracker.hurry(self.job_id)
-
     @property
     def paths(self) -> Any:
         return self._sjob.paths
@@ -476,7 +526,7 @@ class Job:
         info = self.tracker.info(self.job_id, refresh=False)
         return f"Job<{self.job_id} {self.name} {info.state} tasks={self.num_tasks}>"
 
-    def _repr_html_(self) -> str:
+    def _html_rows(self) -> list[tuple[str, str]]:
         info = self.tracker.info(self.job_id, refresh=False)
         rows = [("job", self.job_id), ("name", self.name), ("state", info.state),
                 ("tasks", f"{self.executor.nodes} node(s) × {self.executor.tasks_per_node}"),
@@ -484,38 +534,28 @@ class Job:
                 ("results", f"{len(self._outcomes)}/{self.num_tasks}"), ("folder", str(self._sjob.paths.folder))]
         if info.exit_code is not None:
             rows.append(("exit code", str(info.exit_code)))
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-                       for k, v in rows)
-        return f"<table>{body}</table>"
+        return rows
 
 
-class ArrayJob:
+class ArrayJob(_Submitted):
     """A map_array: per-item results (``results()``) from chunked, possibly split, arrays."""
 
-    def __init__(self, sjobs: list[Any], plan: Any, n_items: int, executor: Executor, *, name: str = ""):
+    def __init__(self, sjobs: list[Any], plan: ArrayPlan, n_items: int, executor: Executor, *,
+                 name: str = ""):
         self._sjobs = sjobs
         self.plan = plan
-        self.n_items = n_items
-        self.executor = executor
-        self.tracker = executor.tracker
-        self.name = name
+        self.n_items = self._total = n_items
+        self._expected = len(sjobs)
         self.task_ids = [str(j.job_id) for j in sjobs]
         self.array_ids = sorted({t.split("_")[0] for t in self.task_ids}, key=int)
-        self._outcomes: dict[int, tuple[str, Any]] = {}
-        self.tracker.track(*self.task_ids)
+        self._grace: dict[int, float] = {}
+        super().__init__(executor, name, self.task_ids, self.array_ids)
 
     def __len__(self) -> int:
         return self.n_items
 
-    def _collect(self) -> None:
-        for i, sjob in enumerate(self._sjobs):
-            if i in self._outcomes:
-                continue
-            path = sjob.paths.result_pickle
-            if path.exists():
-                outcome = _load_outcome(path)
-                if outcome is not None:
-                    self._outcomes[i] = outcome
+    def _result_pickle(self, index: int) -> Path:
+        return self._sjobs[index].paths.result_pickle
 
     def states(self) -> Counter:
         """How many array tasks are in each state (result files count as done)."""
@@ -548,45 +588,36 @@ class ArrayJob:
         self.tracker.refresh()
         return len(self._outcomes) == len(self._sjobs) or len(self._outcomes) + len(self._pending_failures()) == len(self._sjobs)
 
-    def wait(self, timeout: float | None = None, *, progress: bool = False) -> ArrayJob:
-        """Block until every array task has a result; raise JobFailed for a task that ended without."""
-        from slinkyml.dispatch.progress import Progress
-
-        bar = Progress(f"{self.name} ({len(self.array_ids)} array(s), {len(self._sjobs)} tasks)", self.n_items,
-                       enabled=progress)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        grace: dict[int, float] = {}
-        try:
-            while True:
+    def _check(self) -> bool:
+        """True when every array task has a result; JobFailed for a task that ended without one."""
+        self._collect()
+        if len(self._outcomes) == len(self._sjobs):
+            return True
+        self.tracker.refresh()
+        now = time.monotonic()
+        for i, info in self._pending_failures():
+            limit = RESULT_GRACE_S if info.state == "COMPLETED" else 1.0
+            if now - self._grace.setdefault(i, now) > limit:
                 self._collect()
-                if len(self._outcomes) == len(self._sjobs):
-                    break
-                self.tracker.refresh()
-                now = time.monotonic()
-                for i, info in self._pending_failures():
-                    limit = RESULT_GRACE_S if info.state == "COMPLETED" else 1.0
-                    if now - grace.setdefault(i, now) > limit:
-                        self._collect()
-                        if i not in self._outcomes:
-                            raise JobFailed(info, f"items {self.plan.chunks[i][0]}.."
-                                                  f"{sum(self.plan.chunks[i]) - 1} of {self.name}")
-                if progress:
-                    counts = Counter(self.tracker.info(t, refresh=False).state
-                                     for i, t in enumerate(self.task_ids) if i not in self._outcomes)
-                    counts["DONE"] = len(self._outcomes)
-                    bar.update(self._items_done(), counts)
-                if deadline is not None and now > deadline:
-                    raise TimeoutError(f"{self.name}: {self._items_done()}/{self.n_items} items after {timeout:g} s")
-                time.sleep(_POLL_S)
-            bar.update(self.n_items, Counter({"DONE": len(self._sjobs)}))
-        finally:
-            bar.close()
-        return self
+                if i not in self._outcomes:
+                    raise JobFailed(info, f"items {self.plan.chunks[i][0]}.."
+                                          f"{sum(self.plan.chunks[i]) - 1} of {self.name}")
+        return False
+
+    def _label(self) -> str:
+        return f"{self.name} ({len(self.array_ids)} array(s), {len(self._sjobs)} tasks)"
+
+    def _progress(self) -> tuple[int, Counter]:
+        counts = Counter(self.tracker.info(t, refresh=False).state
+                         for i, t in enumerate(self.task_ids) if i not in self._outcomes)
+        counts["DONE"] = len(self._outcomes)
+        return self._items_done(), counts
+
+    def _still_running(self, timeout: float) -> str:
+        return f"{self.name}: {self._items_done()}/{self.n_items} items after {timeout:g} s"
 
     def outcomes(self, timeout: float | None = None) -> list[Any]:
         """Per item: an ItemOutcome (value or error), in item order."""
-        from slinkyml.dispatch.arrays import ItemOutcome
-
         self.wait(timeout)
         out: list[Any] = []
         for i in range(len(self._sjobs)):
@@ -602,8 +633,6 @@ class ArrayJob:
     def results(self, timeout: float | None = None, *, errors: str = "raise") -> list[Any]:
         """Per-item return values in item order. ``errors="raise"``: the first failed item raises
         :class:`ItemError`; ``errors="return"``: failed items are ItemError objects in place."""
-        from slinkyml.dispatch.arrays import ItemError
-
         values = []
         for index, outcome in enumerate(self.outcomes(timeout)):
             if outcome.ok:
@@ -621,21 +650,12 @@ class ArrayJob:
                 return self.task_ids[i]
         return ""
 
-    def cancel(self) -> None:
-        self.executor.slurm.run("scancel", self.array_ids, retries=2)
-        self.tracker.hurry(*self.task_ids)
-
     def __repr__(self) -> str:
         return f"ArrayJob<{','.join(self.array_ids)} {self.name} items={self.n_items} tasks={len(self._sjobs)}>"
 
-    def _repr_html_(self) -> str:
+    def _html_rows(self) -> list[tuple[str, str]]:
         self._collect()
-        counts = Counter(self.tracker.info(t, refresh=False).state for i, t in enumerate(self.task_ids)
-                         if i not in self._outcomes)
-        counts["DONE"] = len(self._outcomes)
-        rows = [("arrays", ", ".join(self.array_ids)), ("name", self.name), ("items", str(self.n_items)),
+        _, counts = self._progress()
+        return [("arrays", ", ".join(self.array_ids)), ("name", self.name), ("items", str(self.n_items)),
                 ("array tasks", str(len(self._sjobs))), ("items done", f"{self._items_done()}/{self.n_items}"),
                 ("states", ", ".join(f"{k.lower()} {v}" for k, v in counts.most_common() if v))]
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-                       for k, v in rows)
-        return f"<table>{body}</table>"

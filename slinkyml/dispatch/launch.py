@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from slinkyml.dispatch.executor import Executor, Job
+from slinkyml.dispatch.executor import Executor, Job, _dependency_string, _translate_errors
 from slinkyml.errors import SpecError
 
 #: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
@@ -168,17 +168,13 @@ def launch(spec: Any, *, folder: str | os.PathLike[str] | None = None, **overrid
 
     spec, env = prepare(spec)
     executor = executor_for(spec, folder=folder, **overrides)
-    from submitit.core.utils import DelayedSubmission
-
-    from slinkyml.dispatch.executor import _dependency_string, _translate_errors
-
     backend = executor._backend(checkpointable=False, name=spec.name,
                                 dependency=_dependency_string(dependency=",".join(spec.dependencies) or None))
     backend.parameters["use_srun"] = True
     task = TaskCall(NodeLauncher(spec, env), distributed=True, timeout_min=executor.time_min,
                     max_restarts=spec.requeue.max_restarts)
     with _translate_errors():
-        (sjob,) = backend._internal_process_submissions([DelayedSubmission(task)])
+        sjob = backend.submit(task)
     job = TrainingJob(sjob, executor, name=spec.name, checkpointable=True)
     job.spec = spec
     return job
