@@ -146,3 +146,38 @@ def test_every_variable_carries_its_upstream_source():
 def test_bad_declared_version_is_one_clear_error():
     with pytest.raises(SpecError, match="library_versions: not a version number"):
         render_sbatch(_spec(library_versions={"libfabric": "latest"}))
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(120)
+def test_detection_runs_in_a_real_batch_script_on_two_nodes(slurm, shared_tmp, monkeypatch):
+    """The rendered preset under sbatch (set -euo pipefail, Slurm's environment): the nodes have no
+    libfabric, so the image defaults apply; a plugin 1.5.0 on the batch node's shared prefix switches
+    the legacy variables on, and srun hands them to every task on both nodes."""
+    from slinkyml.jobs.follow import wait
+    from slinkyml.jobs.submit import SbatchBackend, submit
+
+    dump = shared_tmp / "dump.sh"
+    dump.write_text('#!/bin/sh\nenv | grep -E "^(NCCL|FI)_" | sort > "$OUT_DIR/$(hostname)-$SLURM_PROCID"\n')
+    dump.chmod(0o755)
+
+    def run(name: str) -> dict[str, str]:
+        out = shared_tmp / name
+        out.mkdir(mode=0o777)
+        spec = _spec(name=name, nodes=2, gpus_per_node=0, launcher="srun", mem_per_node="256M", time_limit="2",
+                     instance_type="p4d.24xlarge", entry={"script": str(dump)}, env={"OUT_DIR": str(out)},
+                     log_dir=str(shared_tmp / "logs"))
+        result = submit(spec, backend=SbatchBackend(slurm), slurm=slurm, cwd=shared_tmp)
+        assert wait(slurm, result.job_id, timeout=90, poll=0.5).state == "COMPLETED"
+        files = sorted(out.iterdir())
+        assert len(files) == 2 and len({f.name.rsplit("-", 1)[0] for f in files}) == 2  # two nodes
+        assert files[0].read_text() == files[1].read_text()
+        return dict(line.split("=", 1) for line in files[0].read_text().splitlines())
+
+    assert run("current") == {"NCCL_NET": "ofi", "NCCL_SOCKET_IFNAME": "^lo,docker,veth", "NCCL_DEBUG": "WARN"}
+    _node(shared_tmp, libfabric=None, plugin="1.5.0")
+    os.chmod(shared_tmp / "ofi-nccl", 0o755)
+    monkeypatch.setenv("SLINKYML_OFI_NCCL_DIR", str(shared_tmp / "ofi-nccl"))  # sbatch --export=ALL
+    old = run("old")
+    assert old["NCCL_NET"] == "AWS Libfabric" and old["FI_PROVIDER"] == "efa" and old["NCCL_PROTO"] == "simple"
+    assert old["FI_EFA_USE_DEVICE_RDMA"] == "1"
