@@ -189,7 +189,8 @@ def test_rank_entry_sets_the_rank_environment_and_undoes_deepspeeds_quotes(tmp_p
     entry.write_text(DS_RANK_ENTRY)
     (tmp_path / "pkg").mkdir()
     dump = ("import json, os, sys\njson.dump({'argv': sys.argv, 'name': __name__, 'env': {k: os.environ.get(k) "
-            "for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'NCCL_SOCKET_IFNAME', 'PYTHON_X', 'PYTHON_Y', 'OTHER')}},"
+            "for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'NCCL_SOCKET_IFNAME', 'NCCL_NET', 'PYTHON_X', 'PYTHON_Y',"
+            " 'OTHER')}},"
             " open(os.environ['OUT'], 'w'))\n")
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "dump.py").write_text(dump)
@@ -197,8 +198,10 @@ def test_rank_entry_sets_the_rank_environment_and_undoes_deepspeeds_quotes(tmp_p
     env = {"PATH": os.environ["PATH"], "OUT": str(tmp_path / "out.json"), "SLURM_PROCID": "3",
            "SLURM_LOCALID": "1", "SLURM_STEP_NUM_TASKS": "4", "RANK": "0",
            "NCCL_SOCKET_IFNAME": '"^lo,docker,veth"',  # as DeepSpeed's add_export + srun deliver it
+           "NCCL_NET": '"AWS Libfabric"',  # the efa preset's plugin name, quoted the same way
            "PYTHON_X": '""a b""', "PYTHON_Y": '"plain"', "OTHER": '"^lo"'}
     expected_env = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "NCCL_SOCKET_IFNAME": "^lo,docker,veth",
+                    "NCCL_NET": "AWS Libfabric",
                     "PYTHON_X": '"a b"', "PYTHON_Y": '"plain"', "OTHER": '"^lo"'}
     workdir_ = tmp_path / "run"
     workdir_.mkdir()

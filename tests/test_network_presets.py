@@ -63,7 +63,7 @@ def _run_preset(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
 def test_current_stack_selects_the_plugin_loudly_and_no_legacy_workaround(tmp_path):
     got = _run_preset(_spec(instance_type="p5.48xlarge"),
                       _node(tmp_path, libfabric="2.6.0amzn1.0", plugin="1.21.1"))
-    assert got == {"NCCL_NET": "ofi", "NCCL_SOCKET_IFNAME": "^lo,docker,veth", "NCCL_DEBUG": "WARN"}
+    assert got == {"NCCL_NET": "AWS Libfabric", "NCCL_SOCKET_IFNAME": "^lo,docker,veth", "NCCL_DEBUG": "WARN"}
 
 
 def test_old_plugin_on_p4d_gets_every_documented_workaround(tmp_path):
@@ -77,7 +77,7 @@ def test_old_plugin_on_p4d_gets_every_documented_workaround(tmp_path):
 def test_device_rdma_is_never_forced_on_g5(tmp_path):
     spec = _spec(instance_type="g5.48xlarge")
     got = _run_preset(spec, _node(tmp_path, libfabric="1.16.1", plugin="1.6.0"))
-    assert "FI_EFA_USE_DEVICE_RDMA" not in got and got["NCCL_NET"] == "AWS Libfabric"
+    assert "FI_EFA_USE_DEVICE_RDMA" not in got and "FI_PROVIDER" not in got
     assert "FI_EFA_USE_DEVICE_RDMA" not in render_sbatch(spec)
     # no instance type: unknown device, so never forced either
     assert "FI_EFA_USE_DEVICE_RDMA" not in network_env("efa", {"libfabric": "1.16.1"})
@@ -90,17 +90,17 @@ def test_plugin_1_6_on_p5_with_current_libfabric_still_needs_device_rdma(tmp_pat
 
 def test_unreadable_node_falls_back_to_declared_then_image_versions(tmp_path):
     nothing = _node(tmp_path, libfabric=None, plugin=None)
-    declared = _run_preset(_spec(instance_type="p4d.24xlarge", library_versions={"aws-ofi-nccl": "1.12.1"}),
+    declared = _run_preset(_spec(instance_type="p4d.24xlarge", library_versions={"aws-ofi-nccl": "1.6.2"}),
                            nothing)
-    assert declared["NCCL_NET"] == "AWS Libfabric" and "FI_EFA_USE_DEVICE_RDMA" not in declared
+    assert declared["FI_EFA_USE_DEVICE_RDMA"] == "1" and "FI_PROVIDER" not in declared
     image = _run_preset(_spec(instance_type="p4d.24xlarge"), nothing)
-    assert image["NCCL_NET"] == "ofi" and "FI_EFA_USE_DEVICE_RDMA" not in image
+    assert "FI_EFA_USE_DEVICE_RDMA" not in image and image["NCCL_NET"] == "AWS Libfabric"
 
 
 def test_detected_versions_win_over_declared(tmp_path):
     got = _run_preset(_spec(instance_type="p4d.24xlarge", library_versions={"aws-ofi-nccl": "1.5.0"}),
                       _node(tmp_path, libfabric="2.1.0", plugin="1.16.3"))
-    assert got["NCCL_NET"] == "ofi" and "FI_PROVIDER" not in got
+    assert "FI_PROVIDER" not in got and "NCCL_PROTO" not in got
 
 
 def test_container_jobs_use_declared_versions_without_reading_the_batch_node(tmp_path):
@@ -174,7 +174,8 @@ def test_detection_runs_in_a_real_batch_script_on_two_nodes(slurm, shared_tmp, m
         assert files[0].read_text() == files[1].read_text()
         return dict(line.split("=", 1) for line in files[0].read_text().splitlines())
 
-    assert run("current") == {"NCCL_NET": "ofi", "NCCL_SOCKET_IFNAME": "^lo,docker,veth", "NCCL_DEBUG": "WARN"}
+    assert run("current") == {"NCCL_NET": "AWS Libfabric", "NCCL_SOCKET_IFNAME": "^lo,docker,veth",
+                              "NCCL_DEBUG": "WARN"}
     _node(shared_tmp, libfabric=None, plugin="1.5.0")
     os.chmod(shared_tmp / "ofi-nccl", 0o755)
     monkeypatch.setenv("SLINKYML_OFI_NCCL_DIR", str(shared_tmp / "ofi-nccl"))  # sbatch --export=ALL

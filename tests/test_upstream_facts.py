@@ -69,6 +69,8 @@ def _check_efa_network(spec: JobSpec) -> None:
         for var in FACTS["aws_ofi_nccl"]["never_set"]:
             assert var not in env, (spec.name, var)
         assert env["NCCL_NET"].lower() in _accepted_net_names(ofi), (spec.name, ofi, env["NCCL_NET"])
+        if spec.launcher == "neuron":
+            assert env["NCCL_NET"] in FACTS["aws_ofi_nccl"]["neuron_net_names"]
     script = render_sbatch(spec)
     for var in FACTS["aws_ofi_nccl"]["never_set"]:
         assert var not in script, (spec.name, var)
@@ -146,6 +148,7 @@ def test_nccl_allreduce_template():
 def test_trainium_optimum_neuron_template():
     spec = _spec("trainium-optimum-neuron")
     facts = FACTS["optimum_neuron"]
+    _check_efa_network(spec)
     assert spec.launcher == "neuron" and Path(spec.entry.script).name == facts["script"]
     flags = [a for a in spec.entry.args if a.startswith("--")]
     for flag in flags:
