@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from slinkyml import rendezvous
 from slinkyml.dispatch import arrays, distributed
 from slinkyml.dispatch.tracking import Tracker
 from slinkyml.errors import SlinkyError
@@ -25,7 +26,7 @@ def test_master_port_depends_on_job_and_restart_and_is_the_same_everywhere():
     assert a == distributed.port_candidates("1234")  # every node derives the same list
     assert a != distributed.port_candidates(1235)
     assert a[0] != distributed.port_candidates(1234, restart=1)[0]  # a requeued job gets a fresh store
-    assert all(distributed.PORT_BASE <= p < distributed.PORT_BASE + distributed.PORT_SPAN for p in a)
+    assert all(rendezvous.PORT_BASE <= p < rendezvous.PORT_BASE + rendezvous.PORT_SPAN for p in a)
     assert len(set(a)) == len(a)
 
 

@@ -69,7 +69,7 @@ def test_render_is_pure_and_torchrun_line_is_complete():
     assert script == render_sbatch(spec)
     assert 'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in script
     for needle in ("--kill-on-bad-exit=1", '--nnodes "$SLURM_NNODES"', "--nproc-per-node 8",
-                   '--rdzv-id "$SLURM_JOB_ID"', "--rdzv-backend c10d",
+                   '--rdzv-id "$SLURM_JOB_ID"', "--rdzv-backend static", 'PET_NODE_RANK="$SLURM_NODEID"',
                    '--rdzv-endpoint "$head_node:$rdzv_port"', "#SBATCH --gres=gpu:8",
                    "#SBATCH --signal=B:USR2@60", "#SBATCH --requeue", 'scontrol requeue "$SLURM_JOB_ID"',
                    "-r$restart_count-"):
@@ -130,3 +130,27 @@ def test_restapi_bodies_branch_on_version():
     job = body["job"]
     assert path == "/slurm/v0.0.40/job/submit" and job["environment"] == ["PATH=/bin"]
     assert job["time_limit"]["number"] == 11 and job["kill_warning_signal"] == "USR2"
+
+
+def test_rendezvous_port_is_derived_in_bash_exactly_as_in_python(tmp_path):
+    """The rendered script's port choice (job id + restart, first free) equals port_candidates'; a
+    port something listens on is skipped; a pinned rdzv_port is used as is."""
+    import socket
+    import subprocess
+
+    from slinkyml import rendezvous
+
+    block = "\n".join(rendezvous.bash_lines())
+    for job, restart in ((1, 0), (4242, 0), (4242, 3), (987654, 1)):
+        out = subprocess.run(["bash", "-c", f"set -euo pipefail; SLURM_JOB_ID={job}; restart_count={restart}\n"
+                              f"{block}\necho $rdzv_port"], capture_output=True, text=True, check=True).stdout
+        assert int(out) == rendezvous.port_candidates(job, restart)[0]
+    taken = rendezvous.port_candidates(77)[0]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", taken))
+        sock.listen()
+        out = subprocess.run(["bash", "-c", f"SLURM_JOB_ID=77; restart_count=0\n{block}\necho $rdzv_port"],
+                             capture_output=True, text=True, check=True).stdout
+    assert int(out) == rendezvous.port_candidates(77)[1]
+    pinned = render_sbatch(_spec(VARIANTS["torchrun"]).replace(rdzv_port=29555))
+    assert "rdzv_port=29555" in pinned and "/dev/tcp" not in pinned

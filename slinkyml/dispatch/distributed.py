@@ -14,19 +14,8 @@ import os
 import socket
 from collections.abc import Mapping, MutableMapping
 
+from slinkyml.rendezvous import port_candidates
 from slinkyml.slurm.hostlist import expand_hostlist
-
-#: ports we derive from, away from the ephemeral range (32768+) and well-known services.
-PORT_BASE = 15000
-PORT_SPAN = 15000
-PORT_TRIES = 32
-
-
-def port_candidates(job_id: int | str, restart: int = 0) -> list[int]:
-    """The ports a job tries, in order: deterministic, so every node computes the same list."""
-    base = int(str(job_id).split("_")[0])
-    start = (base * 7919 + int(restart) * 104729) % PORT_SPAN
-    return [PORT_BASE + (start + i * 389) % PORT_SPAN for i in range(PORT_TRIES)]
 
 
 def port_is_free(port: int, host: str = "") -> bool:

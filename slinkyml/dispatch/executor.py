@@ -35,6 +35,7 @@ from slinkyml.dispatch.progress import Progress
 from slinkyml.dispatch.task import make_task
 from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
+from slinkyml.jobs import records
 from slinkyml.jobs.spec import time_limit_seconds
 from slinkyml.slurm import Slurm
 
@@ -250,7 +251,13 @@ class Executor:
                          timeout_min=self.time_min, max_restarts=self.max_restarts)
         with _translate_errors():
             sjob = backend.submit(task)
-        return Job(sjob, self, name=name or _name_of(fn), checkpointable=checkpointable)
+        job = Job(sjob, self, name=name or _name_of(fn), checkpointable=checkpointable)
+        records.save(records.SubmissionRecord(
+            job.job_id, "submitit", job.name, os.getcwd(), folder=str(self.folder.resolve()),
+            num_tasks=job.num_tasks, extra={"nodes": self.nodes, "tasks_per_node": self.tasks_per_node,
+                                            "checkpointable": checkpointable},
+            submitted_at=time.time()), self.slurm.conf)
+        return job
 
     def map_array(self, fn: Callable[..., Any], *iterables: Iterable[Any], chunk_size: int | None = None,
                   max_parallel: int | None = None, target_tasks: int | None = None, afterok: Any = (),
@@ -274,7 +281,17 @@ class Executor:
         with _translate_errors():
             for first, count in plan.arrays:
                 jobs.extend(backend.submit_array(chunks[first:first + count], plan.parallelism))
-        return ArrayJob(jobs, plan, len(items), self, name=label)
+        array = ArrayJob(jobs, plan, len(items), self, name=label)
+        for array_id in array.array_ids:  # attach() finds the whole map from any of its arrays
+            records.save(records.SubmissionRecord(
+                array_id, "array", label, os.getcwd(), folder=str(self.folder.resolve()),
+                task_ids=tuple(array.task_ids), extra={"chunks": [list(c) for c in plan.chunks],
+                                                       "arrays": [list(a) for a in plan.arrays],
+                                                       "parallelism": plan.parallelism,
+                                                       "max_array_size": plan.max_array_size,
+                                                       "n_items": len(items)},
+                submitted_at=time.time()), self.slurm.conf)
+        return array
 
 
 def _name_of(fn: Any) -> str:
@@ -300,6 +317,21 @@ class _translate_errors:
         if exc_type.__name__ == "PicklingError" or "pickle" in str(exc).lower():
             raise SlinkyError(f"cannot pickle the function or its arguments: {exc}") from None
         return False
+
+
+def _accounting_facts(slurm: Slurm, job_id: str) -> dict[str, str] | None:
+    """sacct's JobName and WorkDir of a job (None when accounting does not know it)."""
+    from slinkyml.slurm.errors import SlurmError
+
+    try:
+        out = slurm.run("sacct", ["-X", "-n", "-P", "-j", job_id, "-o", "JobName,WorkDir"], retries=1).stdout
+    except SlurmError:
+        return None
+    lines = [line for line in out.splitlines() if line.strip()]
+    if not lines:
+        return None
+    name, _, workdir = lines[-1].partition("|")
+    return {"JobName": name, "WorkDir": workdir}
 
 
 def _load_outcome(path: Path) -> tuple[str, Any] | None:
@@ -399,6 +431,38 @@ class Job(_Submitted):
         self.num_tasks = self._expected = self._total = sjob.num_tasks
         self.submitted_at = time.time()
         super().__init__(executor, name, [self.job_id], [self.job_id])
+
+    @classmethod
+    def attach(cls, job_id: int | str, *, folder: str | os.PathLike[str] | None = None,
+               slurm: Slurm | None = None, executor: Executor | None = None) -> Job:
+        """The :class:`Job` of an earlier ``submit()`` (another process, a new notebook kernel): state,
+        results once the pickles exist, logs, cancel. The folder and task count come from the
+        submission record, else from sacct (``WorkDir``/.slinkyml/submitit, the step's tasks)."""
+        from submitit.slurm.slurm import SlurmJob  # lazy: submitit stays out of `import slinkyml`
+
+        slurm = slurm or (executor.slurm if executor else Slurm())
+        job_id = str(job_id)
+        record = records.load(job_id, slurm.conf)
+        if record is not None and record.kind != "submitit":
+            raise SlinkyError(f"job {job_id} was submitted as {record.kind!r}, not by submit(): "
+                              + ("use ArrayJob.attach" if record.kind == "array" else "use slinkyml jobs logs"))
+        facts = _accounting_facts(slurm, job_id)
+        if record is None and facts is None:
+            raise SlinkyError(f"job {job_id} is unknown to this client's records and to accounting")
+        where = Path(folder) if folder else Path(record.folder) if record and record.folder else \
+            Path(facts["WorkDir"], ".slinkyml", "submitit") if facts else default_folder()
+        num_tasks = record.num_tasks if record else max(1, len(list(where.glob(f"{job_id}_*_log.out"))))
+        if not (where / f"{job_id}_submitted.pkl").exists() and not list(where.glob(f"{job_id}_*_log.*")):
+            raise SlinkyError(f"job {job_id}: no submitit files in {where} (pass folder=...)")
+        extra = record.extra if record else {}
+        executor = executor or Executor(where, slurm=slurm, nodes=int(extra.get("nodes", 1)),  # type: ignore[arg-type]
+                                        tasks_per_node=int(extra.get("tasks_per_node", num_tasks)))  # type: ignore[arg-type]
+        sjob = SlurmJob(folder=where, job_id=job_id, tasks=tuple(range(num_tasks)))
+        job = cls(sjob, executor, name=record.name if record else (facts or {}).get("JobName", ""),
+                  checkpointable=bool(extra.get("checkpointable", False)))
+        if record is not None:
+            job.submitted_at = record.submitted_at
+        return job
 
     # -- state --------------------------------------------------------------------------------------
     def _task(self, rank: int) -> Any:
@@ -550,6 +614,27 @@ class ArrayJob(_Submitted):
         self.array_ids = sorted({t.split("_")[0] for t in self.task_ids}, key=int)
         self._grace: dict[int, float] = {}
         super().__init__(executor, name, self.task_ids, self.array_ids)
+
+    @classmethod
+    def attach(cls, array_id: int | str, *, slurm: Slurm | None = None,
+               executor: Executor | None = None) -> ArrayJob:
+        """The :class:`ArrayJob` of an earlier ``map_array()`` from any of its array ids (a map split at
+        MaxArraySize has several): per-item results, states, cancel. Needs the submission record,
+        which holds the item → task plan."""
+        from submitit.slurm.slurm import SlurmJob  # lazy: submitit stays out of `import slinkyml`
+
+        slurm = slurm or (executor.slurm if executor else Slurm())
+        record = records.load(str(array_id).split("_")[0], slurm.conf)
+        if record is None or record.kind != "array":
+            what = "no submission record here" if record is None else f"it was submitted as {record.kind!r}"
+            raise SlinkyError(f"job {array_id} cannot be attached as a map_array: {what}")
+        extra = record.extra
+        plan = ArrayPlan(tuple(tuple(c) for c in extra["chunks"]), tuple(tuple(a) for a in extra["arrays"]),  # type: ignore[union-attr,misc]
+                         extra.get("parallelism"), int(extra["max_array_size"]))  # type: ignore[arg-type]
+        folder = Path(record.folder)
+        executor = executor or Executor(folder, slurm=slurm)
+        sjobs = [SlurmJob(folder=folder, job_id=task_id) for task_id in record.task_ids]
+        return cls(sjobs, plan, int(extra["n_items"]), executor, name=record.name)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         return self.n_items

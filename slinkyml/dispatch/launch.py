@@ -96,7 +96,7 @@ class NodeLauncher:
         restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
         job_id = os.environ.get("SLURM_JOB_ID", "0")
         head, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        argv = launch_argv(self.spec, head, port, rdzv_id=f"{job_id}-{restart}")
+        argv = launch_argv(self.spec, head, port, rdzv_id=f"{job_id}-{restart}", node_rank=node)
         env = {**os.environ, **self.env, ENV_RESTART: str(restart)}
         for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"):
             env.pop(key, None)  # torchrun sets its own per worker

@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slinkyml import rendezvous
 from slinkyml.jobs.presets import preset_env_lines
 from slinkyml.jobs.spec import JobSpec
 
@@ -27,6 +28,8 @@ ENV_SIGNAL = "SLINKYML_PREEMPT_SIGNAL"
 ENV_RESTART = "SLINKYML_RESTART_COUNT"
 #: torchrun's agent only forwards the signals listed here to its workers (torch ≥ 2.4).
 TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+#: each srun task hands its node index to torchrun's --node-rank (srun cannot set per-task variables)
+NODE_RANK_WRAPPER = ("bash", "-c", 'PET_NODE_RANK="$SLURM_NODEID" exec "$@"', "slinkyml-node")
 #: Where a script for DeepSpeed's launcher writes the hostfile and the ranks' entry (see below).
 DS_HOSTFILE = "hostfile-${SLURM_JOB_ID}"
 DS_RANK_ENTRY_FILE = "ds_rank_entry-${SLURM_JOB_ID}.py"
@@ -129,20 +132,21 @@ def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:
 
 
 def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnodes: int | str | None = None,
-                rdzv_id: str = "slinkyml", ds_hostfile: str | None = None,
+                rdzv_id: str = "slinkyml", node_rank: int | str | None = None, ds_hostfile: str | None = None,
                 ds_rank_entry: str | None = None, ds_srun_output: str | None = None) -> list[str]:
     """The launch command for ONE node (torchrun/deepspeed/neuron/srun task) as an argv list.
 
     torchrun is started as ``python -m torch.distributed.run`` so that the job's interpreter
     (``spec.python``) and its torch are the ones that run. ``head_node``/``port`` are the c10d
-    rendezvous endpoint; ``nnodes`` defaults to ``spec.nodes``.
+    rendezvous endpoint (static rendezvous: ``node_rank``, else torchrun's ``$PET_NODE_RANK``);
+    ``nnodes`` defaults to ``spec.nodes``.
 
     DeepSpeed's launcher (``deepspeed_via: deepspeed``) instead runs once, on the batch node, and
     starts all ranks with one ``srun``: ``ds_hostfile`` lists the nodes (``slots`` = ranks per node),
     ``ds_rank_entry`` is the file holding :data:`DS_RANK_ENTRY`, ``ds_srun_output`` an optional
     ``srun --output`` pattern for per-rank logs.
     """
-    port = spec.rdzv_port if port is None else port
+    port = (spec.rdzv_port or rendezvous.PORT_BASE) if port is None else port
     nnodes = spec.nodes if nnodes is None else nnodes
     endpoint = f"{head_node}:{port}"
     if spec.launcher == "srun":
@@ -164,9 +168,12 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnode
                  ds_rank_entry or "ds_rank_entry.py"]
         return argv + entry_argv(spec)[1:]  # DeepSpeed's srun line supplies the interpreter
     entry = entry_argv(spec)[1:]  # torchrun supplies the interpreter
+    # static rendezvous: every node knows its rank (SLURM_NODEID), so torchrun goes straight to the
+    # store on the head node instead of c10d's join/poll rounds (a second or more of every start)
+    rank = [] if node_rank is None else ["--node-rank", str(node_rank)]
     return [spec.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
             "--nproc-per-node", str(spec.effective_procs_per_node), "--rdzv-id", rdzv_id,
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, *entry]
+            "--rdzv-backend", "static", *rank, "--rdzv-endpoint", endpoint, *entry]
 
 
 def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
@@ -231,15 +238,15 @@ def render_sbatch(spec: JobSpec) -> str:
         "log_dir": spec.log_dir,
         "log_name": safe_name(spec.name),
         "max_restarts": str(spec.requeue.max_restarts),
-        "rdzv_port": str(spec.rdzv_port),
     }
     for key, value in settings.items():
-        if key in ("log_name", "rdzv_port") and f"${key}" not in launch_text:
+        if key == "log_name" and f"${key}" not in launch_text:
             continue
         lines.append(f"{key}={quote(value)}")
     lines += [
         'restart_count="${SLURM_RESTART_COUNT:-0}"',
         'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        *(_rdzv_port_lines(spec) if "$rdzv_port" in launch_text else []),
         "",
         "# -- environment: slinkyml, network preset "
         f"({spec.network}), then the spec's own",
@@ -308,6 +315,18 @@ def render_sbatch(spec: JobSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rdzv_port_lines(spec: JobSpec) -> list[str]:
+    """``rdzv_port``: the spec's, or derived from the job id and restart count exactly as
+    :func:`slinkyml.rendezvous.port_candidates` does (a requeued run never meets its old
+    store), the first candidate nothing listens on here, on the head node (two jobs sharing it)."""
+    if spec.rdzv_port is not None:
+        return [f"rdzv_port={spec.rdzv_port}"]
+    return [
+        "# rendezvous port: from the job id and restart, the first one free on this (the head) node",
+        *rendezvous.bash_lines(),
+    ]
+
+
 def _srun_prefix(spec: JobSpec, tasks_per_node: int, *, label: str) -> list[str]:
     argv = [Raw("srun"), Raw("--kill-on-bad-exit=1"), Raw('--nodes="$SLURM_NNODES"'),
             Raw(f"--ntasks-per-node={tasks_per_node}"),
@@ -350,9 +369,9 @@ def _launch_lines(spec: JobSpec) -> list[str]:
     argv = launch_argv(spec, "HEAD", 0, nnodes="N", rdzv_id="RDZV")
     mapping = {"N": nnodes, "RDZV": rdzv, "HEAD:0": Raw('"$head_node:$rdzv_port"')}
     argv = [_substitute(w, mapping) for w in argv[:_entry_start(argv)]] + argv[_entry_start(argv):]
-    out = ["# -- launch: one torchrun (python -m torch.distributed.run) per node, c10d rendezvous "
-           "on the first node"]
-    prefix = _srun_prefix(spec, 1, label="node")
+    out = ["# -- launch: one torchrun (python -m torch.distributed.run) per node, static rendezvous "
+           "on the first node (node rank: the task's SLURM_NODEID, as PET_NODE_RANK)"]
+    prefix = [*_srun_prefix(spec, 1, label="node"), *NODE_RANK_WRAPPER]
     if spec.launcher == "neuron" and spec.neuron_precompile:
         out += [f"# Trainium: extract and compile the graphs once (first run only; {spec.neuron_compile_steps} "
                 "steps into their own output directory), then train",

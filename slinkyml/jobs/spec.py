@@ -131,7 +131,7 @@ class JobSpec:
     log_dir: str = "logs"
     dependencies: tuple[str, ...] = ()
     deepspeed_config: Mapping[str, Any] | str | None = None
-    rdzv_port: int = 29500
+    rdzv_port: int | None = None  # None: derived from the job id and restart, the first free one
     python: str = "python3"
     neuron_precompile: bool = True
     neuron_compile_steps: int = 5
@@ -212,7 +212,8 @@ class JobSpec:
             if not arg.startswith("-"):
                 raise SpecError(f"srun_args[{i}]", f"expected an srun option like --mpi=pmix, got {arg!r}")
         object.__setattr__(self, "srun_args", srun_args)
-        _check_int("rdzv_port", self.rdzv_port, 1, 65535)
+        if self.rdzv_port is not None:
+            _check_int("rdzv_port", self.rdzv_port, 1, 65535)
         for name in ("log_dir", "python", "checkpoint_dir", "neuron_compile_dir"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value or "\n" in value):
