@@ -1,16 +1,32 @@
 """Fair-share: parse ``sshare -a -l -P``, recompute Fair Tree and classic fair-share offline.
 
-Why offline: to explain a rank ("below bob because physics has LevelFS 0.4 vs bio 1.7 at their
-first common ancestor") and to answer what-ifs (more shares, more usage) without touching the
-cluster. The formulas follow https://slurm.schedmd.com/fair_tree.html and
-https://slurm.schedmd.com/classic_fair_share.html:
+Why offline: to show that slinkyml's numbers are Slurm's (``slinkyml fairshare`` prints each
+column recomputed beside sshare's, with the difference), to explain a rank ("below bob because
+physics has LevelFS 0.4 vs bio 1.7 at their first common ancestor") and to answer what-ifs (more
+shares, more usage) without touching the cluster. The rules follow Slurm's source
+(src/common/assoc_mgr.c, src/plugins/priority/multifactor/fair_tree.c and
+priority_multifactor.c, 22.05-25.11 alike); the code is ours:
 
-* Fair Tree: at every level, ``S = shares / Σ sibling shares`` and ``U = usage / parent usage``;
-  ``LevelFS = S / U`` (``inf`` without usage, 0 without shares). Siblings are visited by
-  descending LevelFS, depth first; users get rank ``N, N-1, ...`` (ties share a rank, tied
-  accounts have their children merged) and ``FairShare = rank / N``.
-* Classic (``PriorityFlags=NO_FAIR_TREE``): ``NormShares`` is the product of the level shares down
-  the tree, ``NormUsage = usage / root usage`` and ``FairShare = 2^(-EffectvUsage / NormShares)``.
+* **The fair-share parent.** An association's parent for fair-share is its nearest ancestor whose
+  shares are not ``parent``: an account with ``fairshare=parent`` is transparent, its children
+  compete as siblings of it at its parent's level. ``level_shares`` is the sum of the raw shares
+  of those siblings (``parent`` ones count 0).
+* **Fair Tree.** ``NormShares = shares / level_shares`` (a ``parent`` association shows its
+  fair-share parent's); ``EffectvUsage = RawUsage / fair-share parent's RawUsage`` (0 when that is
+  0); ``LevelFS = NormShares / EffectvUsage`` — 0 without shares, ``inf`` without usage, ``inf``
+  for a ``parent`` user, none for a ``parent`` account. Siblings are visited by descending LevelFS
+  (users before accounts on equal LevelFS), depth first; users get ranks N, N-1, ... (N = all user
+  associations), a user tied on LevelFS with the sibling before it keeps that one's rank, and an
+  account tied with the sibling before it passes the tie to its first child. ``FairShare =
+  rank / N``. (Slurm's source means to merge tied accounts' children, but its test never matches,
+  so it does not; neither do we.)
+* **Classic** (``PriorityFlags=NO_FAIR_TREE``): ``NormShares`` = the product of
+  ``shares / level_shares`` up the tree (``parent`` links skipped; a ``parent`` association shows
+  its fair-share parent's); ``NormUsage = RawUsage / root's`` (at most 1); ``EffectvUsage`` =
+  ``NormUsage`` under root, the fair-share parent's for ``parent`` associations, else
+  ``NormUsage + (parent's EffectvUsage - NormUsage) * shares / level_shares``;
+  ``FairShare = 2^(-EffectvUsage / NormShares / FairShareDampeningFactor)`` (0 without shares).
+  ``DEPTH_OBLIVIOUS`` is not recomputed.
 
 Usage decays as ``U(t) = U0 * 2^(-t / PriorityDecayHalfLife)``.
 """
@@ -105,6 +121,11 @@ def parse_assoc_mgr_usage(text: str) -> dict[str, float]:
 
 
 # -- the tree -------------------------------------------------------------------------------
+#: Slurm's NO_VAL as a level_fs: what a ``parent`` account gets, so it sorts among siblings
+#: as Slurm sorts it (above every finite LevelFS below 4294967294)
+NO_VAL_LEVEL_FS = 4294967294.0
+
+
 @dataclass
 class Node:
     key: str
@@ -119,10 +140,23 @@ class Node:
     def is_user(self) -> bool:
         return self.user is not None
 
+    @property
+    def uses_parent(self) -> bool:
+        return self.shares == PARENT
+
+    @property
+    def fs_parent(self) -> Node | None:
+        """The nearest ancestor whose shares are not ``parent`` (Slurm's ``fs_assoc_ptr``)."""
+        node = self.parent
+        while node is not None and node.uses_parent and node.parent is not None:
+            node = node.parent
+        return node
+
 
 def build_tree(assocs: pd.DataFrame, usage: dict[str, float] | None = None) -> Node:
-    """Association rows (``parse_sshare`` layout) → tree of :class:`Node`; ``usage`` overrides
-    ``raw_usage`` per key (e.g. from :func:`parse_assoc_mgr_usage`)."""
+    """Association rows (``parse_sshare`` layout) → tree of :class:`Node` (direct parents, in
+    sshare's order); ``usage`` overrides ``raw_usage`` per key (e.g. from
+    :func:`parse_assoc_mgr_usage`)."""
     nodes: dict[str, Node] = {}
     root = None
     for row in assocs.itertuples(index=False):
@@ -151,98 +185,192 @@ def walk(node: Node):
         yield from walk(child)
 
 
+class _Levels:
+    """Fair-share children and level shares of a tree (what assoc_mgr derives on load)."""
+
+    def __init__(self, root: Node):
+        self.nodes = list(walk(root))
+        self.children: dict[str, list[Node]] = {n.key: [] for n in self.nodes}
+        for node in self.nodes:
+            parent = node.fs_parent
+            if parent is not None:
+                self.children[parent.key].append(node)
+        self.sums = {key: sum(c.shares for c in kids if not c.uses_parent)
+                     for key, kids in self.children.items()}
+
+    def level_shares(self, node: Node) -> float:
+        """Σ shares of the node's fair-share siblings (itself included); 0 for the root."""
+        parent = node.fs_parent
+        return self.sums[parent.key] if parent is not None else 0.0
+
+    def share(self, node: Node) -> float:
+        """shares / level_shares of one association (0 when the level has no shares)."""
+        total = self.level_shares(node)
+        return node.shares / total if total else 0.0
+
+
 def _level_shares(node: Node) -> float:
-    """S: the node's shares over the sum of its siblings' (itself included)."""
-    if node.parent is None:
-        return 1.0
-    total = sum(c.shares for c in node.parent.children if c.shares != PARENT)
-    if node.shares == PARENT:
-        return _level_shares(node.parent)
-    return node.shares / total if total else 0.0
+    """S of one association at its level (its fair-share parent's for ``parent`` ones)."""
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    levels = _Levels(root)
+    source = node.fs_parent if node.uses_parent and node.fs_parent is not None else node
+    return levels.share(source) if source.parent is not None else 1.0
+
+
+#: columns of :func:`fair_tree` / :func:`classic` (one row per association, sshare's order)
+TREE_COLUMNS = ["key", "account", "user", "is_user", "depth", "parent", "fs_parent",
+                "raw_shares", "raw_usage", "level_shares", "norm_shares", "norm_usage",
+                "effectv_usage", "level_fs", "fairshare", "rank"]
+
+
+def _frame(levels: _Levels, values: dict[str, dict]) -> pd.DataFrame:
+    depth: dict[str, int] = {}
+    rows = []
+    for node in levels.nodes:
+        depth[node.key] = 0 if node.parent is None else depth[node.parent.key] + 1
+        fs_parent = node.fs_parent
+        rows.append(dict(key=node.key, account=node.account, user=node.user,
+                         is_user=node.is_user, depth=depth[node.key],
+                         parent=node.parent.key if node.parent else None,
+                         fs_parent=fs_parent.key if fs_parent else None,
+                         raw_shares=node.shares, raw_usage=node.usage,
+                         level_shares=levels.level_shares(node), **values[node.key]))
+    return pd.DataFrame(rows, columns=TREE_COLUMNS)
+
+
+def recompute(root: Node, algorithm: str = "fair_tree", damping: float = 1.0) -> pd.DataFrame:
+    """The whole tree recomputed (:data:`TREE_COLUMNS`): ``fair_tree`` or ``classic``."""
+    if algorithm == "fair_tree":
+        return fair_tree(root)
+    if algorithm == "classic":
+        return classic(root, damping)
+    raise ValueError(f"algorithm must be fair_tree or classic, not {algorithm!r}")
 
 
 # -- Fair Tree ------------------------------------------------------------------------------
 def fair_tree(root: Node) -> pd.DataFrame:
-    """Recompute Fair Tree: per association S (NormShares), U (EffectvUsage), LevelFS; per user
-    rank and FairShare. Returns one row per association keyed like sshare."""
-    rows: dict[str, dict] = {}
-    for node in walk(root):
-        if node.parent is None:
+    """Recompute Fair Tree for every association (see the module docstring for the rules)."""
+    levels = _Levels(root)
+    total = root.usage
+    values: dict[str, dict] = {}
+    order: dict[str, float] = {}  # the LevelFS Slurm sorts by (sshare prints none for "parent")
+    for node in levels.nodes:
+        parent = node.fs_parent
+        norm_usage = min(node.usage / total, 1.0) if total else 0.0
+        if parent is None:  # the root: Slurm leaves it out of the calculation
+            values[node.key] = dict(norm_shares=0.0, norm_usage=1.0 if total else 0.0,
+                                    effectv_usage=1.0, level_fs=math.nan, fairshare=math.nan,
+                                    rank=math.nan)
             continue
-        S = _level_shares(node)
-        parent = node.parent
-        if node.shares == PARENT and parent.parent is not None:
-            U = parent.usage / parent.parent.usage if parent.parent.usage else 0.0
+        source = parent if node.uses_parent else node
+        shares = levels.share(source) if source.parent is not None else 0.0
+        efctv = node.usage / parent.usage if parent.usage else 0.0
+        if node.uses_parent:
+            order[node.key] = math.inf if node.is_user else NO_VAL_LEVEL_FS
+        elif shares == 0:
+            order[node.key] = 0.0
         else:
-            U = node.usage / parent.usage if parent.usage else 0.0
-        level_fs = 0.0 if S == 0 else (math.inf if U == 0 else S / U)
-        rows[node.key] = dict(key=node.key, norm_shares=S, effectv_usage=U, level_fs=level_fs,
-                              rank=math.nan, fairshare=math.nan)
-    users = [n for n in walk(root) if n.is_user]
-    counter = [len(users)]
+            order[node.key] = math.inf if efctv == 0 else shares / efctv
+        values[node.key] = dict(norm_shares=shares, norm_usage=norm_usage, effectv_usage=efctv,
+                                level_fs=math.nan if node.uses_parent else order[node.key],
+                                fairshare=math.nan, rank=math.nan)
+    users = sum(1 for n in levels.nodes if n.is_user)
+    counter = {"rank": users, "next": users}
 
-    def visit(siblings: list[Node]) -> None:
-        siblings = sorted(siblings, key=lambda n: -rows[n.key]["level_fs"])
+    def visit(siblings: list[Node], account_tied: bool) -> None:
+        # stable sort: descending LevelFS, users before accounts on equal LevelFS
+        ordered = sorted(siblings, key=lambda n: (-order[n.key], not n.is_user))
+        previous = NO_VAL_LEVEL_FS
         i = 0
-        while i < len(siblings):
-            j = i
-            fs = rows[siblings[i].key]["level_fs"]
-            while j < len(siblings) and rows[siblings[j].key]["level_fs"] == fs:
-                j += 1
-            group = siblings[i:j]
-            top = counter[0]
-            merged = [c for n in group if not n.is_user for c in _lift(n.children)]
-            if merged:
-                visit(merged)
-            tied_users = [n for n in group if n.is_user]
-            for n in tied_users:
-                rows[n.key]["rank"] = top
-                rows[n.key]["fairshare"] = top / len(users) if users else math.nan
-            counter[0] -= len(tied_users)
-            i = j
+        while i < len(ordered):
+            node = ordered[i]
+            level_fs = order[node.key]
+            tied = True if (i == 0 and account_tied) else previous == level_fs
+            if node.is_user:
+                if not tied:
+                    counter["rank"] = counter["next"]
+                values[node.key]["rank"] = counter["rank"]
+                values[node.key]["fairshare"] = counter["rank"] / users
+                counter["next"] -= 1
+            else:
+                merged = _tied_accounts(ordered, i, order)
+                visit([c for n in ordered[i:i + merged + 1] for c in levels.children[n.key]],
+                      tied)
+                i += merged
+            previous = level_fs
+            i += 1
 
-    visit(_lift(root.children))
-    return pd.DataFrame(list(rows.values()))
+    visit(levels.children[root.key], False)
+    return _frame(levels, values)
 
 
-def _lift(children: list[Node]) -> list[Node]:
-    return list(children)
+def _tied_accounts(ordered: list[Node], begin: int, order: dict[str, float]) -> int:
+    """Slurm's ``_count_tied_accounts``, as written: it stops at the first *account* after
+    ``begin``, and users sort before accounts on equal LevelFS, so it finds none in practice."""
+    count = 0
+    level_fs = order[ordered[begin].key]
+    for node in ordered[begin + 1:]:
+        if not node.is_user or order[node.key] != level_fs:
+            break
+        count += 1
+    return count
 
 
 # -- classic --------------------------------------------------------------------------------
 def classic(root: Node, damping: float = 1.0) -> pd.DataFrame:
-    """Recompute classic fair-share: NormShares, NormUsage, EffectvUsage and FairShare."""
-    rows = []
+    """Recompute classic fair-share for every association (see the module docstring)."""
+    levels = _Levels(root)
     total = root.usage
-    efctvs: dict[str, float] = {root.key: 1.0}
-    for node in walk(root):  # parents before children
-        if node.parent is None:
-            continue
-        norm_shares = _norm_shares(node)
-        norm_usage = node.usage / total if total else 0.0
-        if node.shares == PARENT:  # uses its account's values
-            efctv = efctvs[node.parent.key]
-        elif node.parent is root:
-            efctv = norm_usage
+    norm_shares: dict[str, float] = {}
+    efctv: dict[str, float] = {}
+    values: dict[str, dict] = {}
+    for node in levels.nodes:  # parents before children
+        parent = node.fs_parent
+        norm_usage = min(node.usage / total, 1.0) if total else 0.0
+        if node.uses_parent and parent is not None:
+            norm_shares[node.key] = norm_shares[parent.key]
         else:
-            # Slurm's classic (non depth-oblivious) effective usage, checked against 22.05's
-            # sshare (tests/data/accounting/sshare_classic_2205.txt): pulled toward the
-            # parent's by the association's share of its level
-            efctv = norm_usage + (efctvs[node.parent.key] - norm_usage) * _level_shares(node)
-        efctvs[node.key] = efctv
-        fairshare = 0.0 if norm_shares == 0 else 2.0 ** (-(efctv / norm_shares) / damping)
-        rows.append(dict(key=node.key, norm_shares=norm_shares, norm_usage=norm_usage,
-                         effectv_usage=efctv, fairshare=fairshare))
-    return pd.DataFrame(rows)
+            value, step = 1.0, node
+            while step.parent is not None:
+                if not step.uses_parent:
+                    value = value * levels.share(step) if levels.level_shares(step) else 0.0
+                step = step.parent
+            norm_shares[node.key] = value
+        if parent is None:
+            efctv[node.key] = 1.0
+        elif parent is root:
+            efctv[node.key] = norm_usage
+        elif node.uses_parent:
+            efctv[node.key] = efctv[parent.key]
+        elif not levels.level_shares(node):
+            efctv[node.key] = efctv[parent.key]
+        else:
+            efctv[node.key] = norm_usage + (efctv[parent.key] - norm_usage) * levels.share(node)
+        shares = norm_shares[node.key]
+        fairshare = 2.0 ** (-(efctv[node.key] / shares) / damping) if shares > 0 else 0.0
+        values[node.key] = dict(norm_shares=shares, norm_usage=norm_usage,
+                                effectv_usage=efctv[node.key], level_fs=math.nan,
+                                fairshare=fairshare, rank=math.nan)
+    return _frame(levels, values)
 
 
-def _norm_shares(node: Node) -> float:
-    value = 1.0
-    while node.parent is not None:
-        if node.shares != PARENT:
-            value *= _level_shares(node)
-        node = node.parent
-    return value
+#: the columns :func:`compare` puts side by side: recomputed, sshare's, difference
+COMPARED = ("norm_shares", "effectv_usage", "level_fs", "fairshare")
+
+
+def compare(ours: pd.DataFrame, assocs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`recompute`'s rows with sshare's columns (``*_sshare``) and ``*_diff`` (ours minus
+    sshare's; 0 where both are inf, NaN where either is missing)."""
+    theirs = assocs[["key", *COMPARED, "norm_usage"]].rename(
+        columns={c: f"{c}_sshare" for c in (*COMPARED, "norm_usage")})
+    merged = ours.merge(theirs, on="key", how="left")
+    for column in COMPARED:
+        a, b = merged[column].astype(float), merged[f"{column}_sshare"].astype(float)
+        both_inf = (a == b) & a.abs().eq(math.inf)
+        merged[f"{column}_diff"] = (a - b).where(~both_inf, 0.0)
+    return merged
 
 
 # -- explanations and what-ifs ----------------------------------------------------------------
@@ -339,9 +467,10 @@ def recovery_to_fair(root: Node, key: str, half_life_s: float) -> float:
     assuming its siblings' usage stays where it is (they keep using what decays)."""
     nodes = {n.key: n for n in walk(root)}
     node = _require(nodes, key)
-    if node.parent is None:
+    parent = node.fs_parent
+    if parent is None:
         return 0.0
-    others = node.parent.usage - node.usage
+    others = parent.usage - node.usage
     S = _level_shares(node)
     if S >= 1:
         return 0.0
@@ -369,23 +498,25 @@ def classic_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None
     """
     raw = raw or {}
     root = build_tree(assocs, raw)
+    levels = _Levels(root)
     ours = classic(root).merge(assocs, on="key", suffixes=("", "_sshare")).set_index("key")
     total = root.usage
     d_root = 0.005 if root.key in raw else 0.5
     d_e: dict[str, float] = {root.key: 0.0}
     bad = []
     for node in walk(root):
-        if node.parent is None:
+        parent = node.fs_parent
+        if parent is None:
             continue
         d_n = (0.005 if node.key in raw else 0.5) / total if total else 0.0
         d_n += (node.usage / total) * d_root / total if total else 0.0
-        if node.shares == PARENT:
-            d_e[node.key] = d_e[node.parent.key]
-        elif node.parent is root:
+        if parent is root:
             d_e[node.key] = d_n
+        elif node.uses_parent:
+            d_e[node.key] = d_e[parent.key]
         else:
-            f = _level_shares(node)
-            d_e[node.key] = (1 - f) * d_n + f * d_e[node.parent.key]
+            f = levels.share(node)
+            d_e[node.key] = (1 - f) * d_n + f * d_e[parent.key]
         row = ours.loc[node.key]
         if abs(row.norm_shares - row.norm_shares_sshare) > abs_tol:
             bad.append((node.key, "NormShares", row.norm_shares, row.norm_shares_sshare))
