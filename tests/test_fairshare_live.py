@@ -52,6 +52,10 @@ JOBS = [
 OURS = {f"{a}/{u}" for u, a, _ in USERS} | {a for a, _, _ in ACCOUNTS}
 
 
+def _release(slurm) -> str:
+    return f"{slurm.version.major}{slurm.version.minor:02d}"
+
+
 def _sacctmgr(slurm, *args: str) -> None:
     slurm.run("sacctmgr", ["-i", *args], retries=2)
 
@@ -146,6 +150,19 @@ def _fair_tree_mismatches(assocs, raw) -> list[tuple]:
     return bad
 
 
+def _record(slurm, name: str, assocs) -> None:
+    """With SLINKYML_RECORD_FIXTURES=DIR, save the agreeing snapshot's sshare and assoc_mgr text
+    (the fixtures of tests/test_accounting_parse.py were made this way)."""
+    folder = os.environ.get("SLINKYML_RECORD_FIXTURES")
+    if not folder:
+        return
+    sshare = slurm.run("sshare", fairshare.sshare_args()).stdout
+    mgr = slurm.run("scontrol", ["show", "assoc_mgr", "flags=assoc"]).stdout
+    if fairshare.parse_sshare(sshare).equals(assocs):  # nothing moved since the snapshot
+        Path(folder, f"sshare_{name}.txt").write_text(sshare)
+        Path(folder, f"assoc_mgr_{name}.txt").write_text(mgr)
+
+
 def _snapshot_until_equal(backend, check, limit: float = 180):
     """sshare's LevelFS/FairShare come from the last priority calculation (every minute) while
     its raw usage moves as jobs end: retry until a snapshot agrees or ``limit`` passes."""
@@ -169,6 +186,7 @@ def test_fair_tree_equals_sshare_on_deep_uneven_tree(tree):
 
     assocs, raw, bad = _snapshot_until_equal(backend, check)
     assert not bad, (bad, assocs.to_string())
+    _record(tree["slurm"], f"deep_fairtree_{_release(tree['slurm'])}", assocs)
     ours = fairshare.fair_tree(fairshare.build_tree(assocs, raw)).set_index("key")
     # "parent" accounts are transparent: fsp's and fsq's users are fsa's children
     assert ours.at["fsp/bob", "fs_parent"] == "fsa" and ours.at["fsq/dave", "fs_parent"] == "fsa"
@@ -223,6 +241,7 @@ def test_classic_equals_sshare_of_a_classic_slurmctld(tree, local_cluster):
 
         assocs, raw, bad = _snapshot_until_equal(backend, check)
         assert not bad, (bad, assocs.to_string())
+        _record(classic_cluster.slurm, f"deep_classic_{_release(tree['slurm'])}", assocs)
         cl = fairshare.classic(fairshare.build_tree(assocs, raw)).set_index("key")
         # NormShares: the product down the tree, "parent" links skipped
         root_level = assocs[(assocs["depth"] == 1)]["raw_shares"]

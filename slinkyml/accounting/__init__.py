@@ -57,7 +57,11 @@ def usage_report(since="1d", until="now", by=("account", "user"), *, backend=Non
 
 
 def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
-    """sshare's tree next to the offline recomputation (Fair Tree or classic, as configured)."""
+    """The association tree recomputed by slinkyml (Fair Tree or classic; default: what
+    slurmctld's PriorityFlags select) beside sshare's own columns and the difference, one row per
+    association (:data:`slinkyml.accounting.fairshare.TREE_COLUMNS` plus ``*_sshare`` and
+    ``*_diff``). ``attrs``: ``algorithm``, ``slurm_algorithm`` (what sshare's columns are),
+    ``tree`` (the :class:`~slinkyml.accounting.fairshare.Node` root)."""
     from slinkyml.accounting import fairshare
 
     be = _backend(backend, slurm)
@@ -65,14 +69,17 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
 
     cli = be if isinstance(be, CliBackend) else CliBackend(be.slurm)
     assocs, usage_raw = cli.shares_snapshot()
-    if algorithm is None:
-        flags = cli.config().get("PriorityFlags", "")
-        algorithm = "classic" if "NO_FAIR_TREE" in flags else "fair_tree"
+    config = cli.config()
+    slurm_algorithm = "classic" if "NO_FAIR_TREE" in config.get("PriorityFlags", "") \
+        else "fair_tree"
+    algorithm = algorithm or slurm_algorithm
+    try:
+        damping = float(config.get("FairShareDampeningFactor", "1") or 1)
+    except ValueError:
+        damping = 1.0
     root = fairshare.build_tree(assocs, usage_raw)
-    ours = fairshare.fair_tree(root) if algorithm == "fair_tree" else fairshare.classic(root)
-    merged = assocs.merge(ours, on="key", how="left", suffixes=("", "_recomputed"))
-    merged.attrs["algorithm"] = algorithm
-    merged.attrs["tree"] = root
+    merged = fairshare.compare(fairshare.recompute(root, algorithm, damping), assocs)
+    merged.attrs.update(algorithm=algorithm, slurm_algorithm=slurm_algorithm, tree=root)
     return merged
 
 

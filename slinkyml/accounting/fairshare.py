@@ -235,9 +235,12 @@ def _frame(levels: _Levels, values: dict[str, dict]) -> pd.DataFrame:
                          is_user=node.is_user, depth=depth[node.key],
                          parent=node.parent.key if node.parent else None,
                          fs_parent=fs_parent.key if fs_parent else None,
-                         raw_shares=node.shares, raw_usage=node.usage,
+                         raw_shares=node.shares if node.parent is not None else math.nan,
+                         raw_usage=node.usage,
                          level_shares=levels.level_shares(node), **values[node.key]))
-    return pd.DataFrame(rows, columns=TREE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=TREE_COLUMNS)
+    frame["rank"] = frame["rank"].astype("Int64")
+    return frame
 
 
 def recompute(root: Node, algorithm: str = "fair_tree", damping: float = 1.0) -> pd.DataFrame:

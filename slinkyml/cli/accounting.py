@@ -7,6 +7,7 @@ imported inside the handlers.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 
@@ -37,11 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_usage)
 
     p = subparsers.add_parser("fairshare", help="fair-share tree, rank explanations, what-ifs",
-                              description="sshare's tree, recomputed offline (Fair Tree or "
-                              "classic); explain a rank, try share/usage changes.")
+                              description="The association tree recomputed by slinkyml (Fair "
+                              "Tree or classic, fairshare=parent included), each column beside "
+                              "sshare's and the difference; explain a rank, try share/usage "
+                              "changes.")
     _common(p, window=False)
     p.add_argument("--algorithm", choices=("fair_tree", "classic"),
-                   help="default: what slurm.conf PriorityFlags selects")
+                   help="recompute with this algorithm (default: what slurm.conf PriorityFlags "
+                   "selects; sshare's columns are always slurmctld's)")
     p.add_argument("--explain", metavar="USER", help="explain this user's rank")
     p.add_argument("--vs", metavar="USER", help="...against this user (default: the next one "
                    "above)")
@@ -149,7 +153,7 @@ def _pairs(values: list[str], flag: str) -> dict[str, float]:
 
 
 def _fairshare(args: argparse.Namespace) -> int:
-    import math
+    import pandas as pd
 
     from slinkyml.accounting import fairshare, fairshare_report, plots
 
@@ -183,14 +187,48 @@ def _fairshare(args: argparse.Namespace) -> int:
         return _emit(args, diff, "What-if: Fair Tree ranks before → after", "\n".join(lines))
     if args.png:
         plots.fairshare_tree_png(table, args.png)
-    algo = table.attrs["algorithm"]
-    cols = ["account", "user", "raw_shares", "norm_shares", "raw_usage", "effectv_usage",
-            "level_fs", "fairshare"]
+    algo, theirs = table.attrs["algorithm"], table.attrs["slurm_algorithm"]
+    compared = [c for c in fairshare.COMPARED if algo == "fair_tree" or c != "level_fs"]
+    cols = ["key", "account", "user", "raw_shares", "raw_usage"]
+    for column in compared:
+        cols += [column, f"{column}_sshare", f"{column}_diff"]
     if algo == "fair_tree":
         cols += ["rank"]
     show = table[cols].copy()
-    show["account"] = [" " * int(d) + a for d, a in zip(table["depth"], table["account"], strict=False)]
-    return _emit(args, show, f"Fair-share ({algo})", "\n".join(lines))
+    show["raw_shares"] = pd.Series([_shares(v) for v in show["raw_shares"]], index=show.index,
+                                   dtype=object)
+    if not (args.json or args.csv):  # the tree by indentation, sshare's names; keys in records
+        show["account"] = [" " * int(d) + a for d, a in zip(table["depth"], table["account"],
+                                                            strict=True)]
+        show = show.drop(columns=["key"])
+        show.columns = [_HEADERS.get(c, "sshare" if c.endswith("_sshare") else
+                                     "diff" if c.endswith("_diff") else c) for c in show.columns]
+    lines.append(_agreement(table, compared, algo, theirs))
+    return _emit(args, show, f"Fair-share ({algo}): slinkyml's recomputation, sshare's, "
+                 "difference", "\n".join(lines))
+
+
+def _shares(value: float) -> int | str | None:
+    """RawShares as sshare prints it: a whole number, ``parent``, or nothing (the root)."""
+    return "parent" if value == -1 else None if math.isnan(value) else int(value)
+
+
+#: sshare's column names for the text table
+_HEADERS = {"account": "Account", "user": "User", "raw_shares": "RawShares",
+            "raw_usage": "RawUsage", "norm_shares": "NormShares", "effectv_usage": "EffectvUsage",
+            "level_fs": "LevelFS", "fairshare": "FairShare", "rank": "Rank"}
+
+
+def _agreement(table, compared: list[str], algo: str, theirs: str) -> str:
+    """One line: how far the recomputation is from sshare, per column."""
+    worst = ", ".join(f"{_HEADERS[c]} {table[f'{c}_diff'].abs().max(skipna=True):.2g}"
+                      for c in compared)
+    line = (f"max |slinkyml - sshare| over {len(table)} associations: {worst} (raw usage from "
+            "scontrol show assoc_mgr, two decimals; sshare prints six)")
+    if algo != theirs:
+        line += (f"; slurmctld runs {theirs.replace('_', ' ')}, so sshare's columns are "
+                 f"{theirs.replace('_', ' ')}'s, not {algo.replace('_', ' ')}'s")
+    return line
 
 
 def _efficiency(args: argparse.Namespace) -> int:
