@@ -4,7 +4,6 @@ contents filter on this module's job ids; sreport comparisons cover the whole wi
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import tempfile
@@ -149,33 +148,6 @@ def test_consecutive_windows_add_up(workload):
     assert total.to_dict() == pytest.approx(whole.set_index("user")["cpu_seconds"].to_dict())
 
 
-def _tolerance(root: fairshare.Node, key: str, value: float, delta: float = 0.005) -> float:
-    """How far a LevelFS can move when every raw usage is known only to ±delta (Slurm prints
-    two decimals in assoc_mgr, whole numbers in sshare)."""
-    node = {n.key: n for n in fairshare.walk(root)}[key]
-    if math.isinf(value) or value == 0 or node.usage <= 0:
-        return 1e-6
-    return 1e-6 + value * (delta / node.usage + delta / node.parent.usage)
-
-
-def _fair_tree_mismatches(assocs, raw) -> tuple[list, fairshare.Node]:
-    root = fairshare.build_tree(assocs, raw)
-    ours = fairshare.fair_tree(root).merge(assocs, on="key", suffixes=("", "_sshare"))
-    bad = []
-    for row in ours.itertuples(index=False):
-        if row.is_user and abs(row.fairshare - row.fairshare_sshare) > 1e-6:
-            bad.append((row.key, "FairShare", row.fairshare, row.fairshare_sshare))
-        if abs(row.norm_shares - row.norm_shares_sshare) > 1e-6:
-            bad.append((row.key, "NormShares", row.norm_shares, row.norm_shares_sshare))
-        if math.isinf(row.level_fs_sshare) != math.isinf(row.level_fs):
-            bad.append((row.key, "LevelFS", row.level_fs, row.level_fs_sshare))
-        elif not math.isinf(row.level_fs_sshare):
-            if abs(row.level_fs - row.level_fs_sshare) > _tolerance(root, row.key,
-                                                                    row.level_fs_sshare):
-                bad.append((row.key, "LevelFS", row.level_fs, row.level_fs_sshare))
-    return bad, root
-
-
 def test_fair_tree_recomputation_equals_sshare(workload):
     """sshare's LevelFS/FairShare come from the last priority calculation (every minute) but its
     raw usage also grows when a job ends in between (other engineers' jobs end all the time),
@@ -183,13 +155,13 @@ def test_fair_tree_recomputation_equals_sshare(workload):
     deadline = time.monotonic() + 150
     while True:
         assocs, raw = workload["backend"].shares_snapshot()
-        bad, root = _fair_tree_mismatches(assocs, raw)
+        bad = fairshare.fair_tree_mismatches(assocs, raw)
         if not bad or time.monotonic() > deadline:
             break
         time.sleep(5)
     assert not bad, bad
     assert len(assocs[assocs["is_user"]]) >= 6
-    text = fairshare.explain(root, "alice", "carol")
+    text = fairshare.explain(fairshare.build_tree(assocs, raw), "alice", "carol")
     assert "first common ancestor science" in text and "physics" in text
 
 

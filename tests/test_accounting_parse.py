@@ -393,3 +393,49 @@ def test_classic_recomputation_equals_recorded_sshare():
     assert cl.at["physics/alice", "norm_shares"] == pytest.approx((60 / 101) * 0.4 * 0.5)
     # bio: N + (E_science - N) * 60/100 — not plain NormUsage (which would be 0.128134)
     assert cl.at["bio", "effectv_usage"] == pytest.approx(0.142027, abs=2e-4)
+
+
+# --- the deep, uneven tree recorded from the live cluster (tests/test_fairshare_live.py) -------
+
+def _recorded(name: str):
+    assocs = fairshare.parse_sshare((DATA / f"sshare_deep_{name}_2205.txt").read_text())
+    raw = fairshare.parse_assoc_mgr_usage((DATA / f"assoc_mgr_deep_{name}_2205.txt").read_text())
+    return assocs, raw
+
+
+def test_fair_tree_equals_recorded_sshare_on_deep_tree_with_parent_shares():
+    assocs, raw = _recorded("fairtree")
+    assert fairshare.fair_tree_mismatches(assocs, raw) == []
+    ours = fairshare.fair_tree(fairshare.build_tree(assocs, raw)).set_index("key")
+    # fsp and fsq have fairshare=parent: their users are fsa's children (1+7+100+3, fsb 7)
+    assert ours.at["fsp/carol", "norm_shares"] == pytest.approx(100 / 118)
+    assert ours.at["fsq/dave", "norm_shares"] == pytest.approx(3 / 118)
+    assert ours.at["fsa/alice", "norm_shares"] == pytest.approx(1 / 118)
+    assert ours.at["fsp", "norm_shares"] == ours.at["fsa", "norm_shares"]  # a parent account
+    # every user's rank, as sshare's FairShare × N
+    users = ours[ours["is_user"]]
+    expected = (assocs.set_index("key").loc[users.index, "fairshare"] * len(users)).round()
+    assert users["rank"].astype(float).tolist() == expected.tolist()
+    # the case: the 100-share user under a parent account outranks the 1-share sibling
+    assert ours.at["fsp/carol", "rank"] > ours.at["fsa/alice", "rank"]
+
+
+def test_classic_equals_recorded_sshare_on_deep_tree_with_parent_shares():
+    assocs, raw = _recorded("classic")
+    assert fairshare.classic_mismatches(assocs, raw) == []
+    cl = fairshare.classic(fairshare.build_tree(assocs, raw)).set_index("key")
+    assert cl.at["fsp/carol", "norm_shares"] == pytest.approx(3 / 105 * 100 / 118)
+    assert cl.at["fsb/carol", "effectv_usage"] == cl.at["fsb", "effectv_usage"]  # a parent user
+    carol = cl.loc["fsp/carol"]
+    assert carol["fairshare"] == pytest.approx(2 ** (-carol["effectv_usage"] / carol["norm_shares"]))
+
+
+def test_compare_and_recompute_give_one_frame_per_association():
+    assocs, raw = _recorded("fairtree")
+    frame = fairshare.compare(fairshare.recompute(fairshare.build_tree(assocs, raw)), assocs)
+    assert list(frame["key"]) == list(assocs["key"])
+    assert set(fairshare.TREE_COLUMNS) <= set(frame.columns)
+    assert {"level_fs_sshare", "level_fs_diff", "fairshare_diff"} <= set(frame.columns)
+    assert frame.set_index("key").at["fsq/dave", "fs_parent"] == "fsa"
+    with pytest.raises(ValueError):
+        fairshare.recompute(fairshare.build_tree(assocs), "fair_share")

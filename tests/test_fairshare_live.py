@@ -107,49 +107,6 @@ def tree(local_cluster):
     _remove_tree(slurm)
 
 
-def _tolerances(root: fairshare.Node, raw: dict[str, float]) -> dict[str, dict[str, float]]:
-    """How far each recomputed column may move when raw usage is known only to ±d (assoc_mgr's
-    two decimals: 0.005): first-order propagation through the formulas, plus 1e-6 (sshare's
-    six decimals)."""
-    out = {}
-    for node in fairshare.walk(root):
-        d_u = 0.005 if node.key in raw else 0.5
-        parent = node.fs_parent
-        p = parent.usage if parent is not None else 0.0
-        efctv = node.usage / p if p else 0.0
-        d_e = (d_u / p + efctv * 0.005 / p) if p else 0.0
-        out[node.key] = dict(effectv_usage=1e-6 + d_e,
-                             level_fs_rel=(d_u / node.usage + 0.005 / p) if node.usage and p
-                             else 0.0)
-    return out
-
-
-def _fair_tree_mismatches(assocs, raw) -> list[tuple]:
-    root = fairshare.build_tree(assocs, raw)
-    table = fairshare.compare(fairshare.fair_tree(root), assocs)
-    tol = _tolerances(root, raw)
-    bad = []
-    for row in table.itertuples(index=False):
-        if abs(row.norm_shares_diff) > 1e-6:
-            bad.append((row.key, "NormShares", row.norm_shares, row.norm_shares_sshare))
-        if abs(row.effectv_usage_diff) > tol[row.key]["effectv_usage"]:
-            bad.append((row.key, "EffectvUsage", row.effectv_usage, row.effectv_usage_sshare))
-        if row.is_user and abs(row.fairshare_diff) > 1e-6:
-            bad.append((row.key, "FairShare", row.fairshare, row.fairshare_sshare))
-        theirs = row.level_fs_sshare
-        if math.isnan(theirs) != math.isnan(row.level_fs) or \
-                math.isinf(theirs) != math.isinf(row.level_fs):
-            bad.append((row.key, "LevelFS", row.level_fs, theirs))
-        elif not (math.isnan(theirs) or math.isinf(theirs)) and \
-                abs(row.level_fs_diff) > 1e-6 + abs(theirs) * tol[row.key]["level_fs_rel"]:
-            bad.append((row.key, "LevelFS", row.level_fs, theirs))
-        # sshare truncates RawUsage to a whole number; assoc_mgr rounds to two decimals
-        printed = assocs.set_index("key").at[row.key, "raw_usage"]
-        if not printed - 0.005 <= row.raw_usage < printed + 1.005:
-            bad.append((row.key, "RawUsage", row.raw_usage, printed))
-    return bad
-
-
 def _record(slurm, name: str, assocs) -> None:
     """With SLINKYML_RECORD_FIXTURES=DIR, save the agreeing snapshot's sshare and assoc_mgr text
     (the fixtures of tests/test_accounting_parse.py were made this way)."""
@@ -182,7 +139,7 @@ def test_fair_tree_equals_sshare_on_deep_uneven_tree(tree):
         mine = assocs[assocs["key"].isin(OURS)]
         if len(mine) < len(OURS) or not (mine[mine["key"] == "fsb/alice"]["raw_usage"] > 0).all():
             return [("tree", "not all associations and usage visible yet", len(mine), None)]
-        return _fair_tree_mismatches(assocs, raw)
+        return fairshare.fair_tree_mismatches(assocs, raw)
 
     assocs, raw, bad = _snapshot_until_equal(backend, check)
     assert not bad, (bad, assocs.to_string())

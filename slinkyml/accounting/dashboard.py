@@ -141,24 +141,19 @@ def fairshare_tree(shares: pd.DataFrame, algorithm: str = "fair_tree") -> pd.Dat
                                      "raw_usage", "effectv_usage", "level_fs", "fairshare", "rank",
                                      "sshare_norm_shares", "sshare_effectv_usage", "sshare_level_fs",
                                      "sshare_fairshare", "sshare_rank"])
-    root = shares.attrs.get("tree") or fairshare.build_tree(shares)  # exact usage when fairshare_report made it
-    ours = fairshare.fair_tree(root) if algorithm == "fair_tree" else fairshare.classic(root)
-    ours = ours.set_index("key")
-    by_key = shares.set_index("key", drop=False)
+    if "norm_shares_sshare" not in shares:  # plain sshare rows: recompute them here
+        shares = fairshare.compare(fairshare.recompute(fairshare.build_tree(shares), algorithm),
+                                   shares)
     rows = []
-    for node in fairshare.walk(root):
-        if node.parent is None:
-            continue
-        sshare = by_key.loc[node.key]
-        mine = ours.loc[node.key] if node.key in ours.index else None
+    for row in shares[shares["parent"].notna()].itertuples(index=False):  # the root left out
         rows.append({
-            "key": node.key, "name": node.key.split("/")[-1], "depth": int(sshare["depth"]),
-            "is_user": bool(sshare["is_user"]), "raw_shares": sshare["raw_shares"],
-            "raw_usage": float(sshare["raw_usage"]),
-            **{col: (float(mine[col]) if mine is not None and col in mine else math.nan)
-               for col in ("norm_shares", "effectv_usage", "level_fs", "fairshare", "rank")},
-            **{f"sshare_{col}": float(sshare[col]) for col in ("norm_shares", "effectv_usage", "level_fs",
-                                                                "fairshare")},
+            "key": row.key, "name": row.key.split("/")[-1], "depth": int(row.depth),
+            "is_user": bool(row.is_user), "raw_shares": row.raw_shares,
+            "raw_usage": float(row.raw_usage),
+            **{col: _number(getattr(row, col)) for col in ("norm_shares", "effectv_usage", "level_fs",
+                                                           "fairshare", "rank")},
+            **{f"sshare_{col}": _number(getattr(row, f"{col}_sshare"))
+               for col in ("norm_shares", "effectv_usage", "level_fs", "fairshare")},
         })
     tree = pd.DataFrame(rows)
     # rank as Fair Tree counts it: the users whose FairShare is ≤ one's own (ties share the rank)
@@ -167,6 +162,10 @@ def fairshare_tree(shares: pd.DataFrame, algorithm: str = "fair_tree") -> pd.Dat
     ranks = np.searchsorted(values, users["sshare_fairshare"].to_numpy(dtype="float64"), side="right")
     tree["sshare_rank"] = tree["key"].map(dict(zip(users["key"], ranks.astype(float), strict=True)))
     return tree
+
+
+def _number(value) -> float:
+    return math.nan if value is None or value is pd.NA else float(value)
 
 
 def _distributions(runs: pd.DataFrame) -> pd.DataFrame:

@@ -530,3 +530,41 @@ def classic_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None
             if abs(row.fairshare - row.fairshare_sshare) > abs_tol + d_fs:
                 bad.append((node.key, "FairShare", row.fairshare, row.fairshare_sshare))
     return bad
+
+
+def fair_tree_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None) -> list[tuple]:
+    """:func:`fair_tree` vs sshare's own columns: ``(key, column, ours, sshare)`` beyond tolerance.
+
+    NormShares and FairShare (ranks) must agree to 1e-6 (sshare's six decimals). EffectvUsage
+    and LevelFS are recomputed from *printed* raw usage, known to ±d (0.005 with ``raw`` from
+    assoc_mgr, 0.5 from sshare's whole numbers): E = u/p moves by d/p + E·d/p, LevelFS = S/E by
+    LevelFS·(d/u + d/p). RawUsage: sshare truncates, assoc_mgr rounds to two decimals.
+    """
+    raw = raw or {}
+    root = build_tree(assocs, raw)
+    table = compare(fair_tree(root), assocs)
+    printed = assocs.set_index("key")["raw_usage"]
+    nodes = {n.key: n for n in walk(root)}
+    bad = []
+    for row in table.itertuples(index=False):
+        node = nodes[row.key]
+        d = 0.005 if row.key in raw else 0.5
+        parent = node.fs_parent
+        p = parent.usage if parent is not None else 0.0
+        d_e = 1e-6 + ((d / p + row.effectv_usage * d / p) if p else 0.0)
+        if abs(row.norm_shares_diff) > 1e-6:
+            bad.append((row.key, "NormShares", row.norm_shares, row.norm_shares_sshare))
+        if abs(row.effectv_usage_diff) > d_e:
+            bad.append((row.key, "EffectvUsage", row.effectv_usage, row.effectv_usage_sshare))
+        if node.is_user and abs(row.fairshare_diff) > 1e-6:
+            bad.append((row.key, "FairShare", row.fairshare, row.fairshare_sshare))
+        theirs, ours = row.level_fs_sshare, row.level_fs
+        if math.isnan(theirs) != math.isnan(ours) or math.isinf(theirs) != math.isinf(ours):
+            bad.append((row.key, "LevelFS", ours, theirs))
+        elif math.isfinite(theirs):
+            rel = (d / node.usage + d / p) if node.usage and p else 0.0
+            if abs(row.level_fs_diff) > 1e-6 + abs(theirs) * rel:
+                bad.append((row.key, "LevelFS", ours, theirs))
+        if not printed[row.key] - d <= row.raw_usage < printed[row.key] + 1 + d:
+            bad.append((row.key, "RawUsage", row.raw_usage, printed[row.key]))
+    return bad
