@@ -75,7 +75,7 @@ def synthesise(rows: int, seed: int = 1) -> str:
                      TimelimitRaw="120", AllocCPUS=str(cpus), NNodes=str(nodes),
                      NodeList="n[1-2]" if nodes > 1 else "n1", ReqMem=f"{mem}M", ReqTRES=tres,
                      AllocTRES=tres, TotalCPU=total, CPUTimeRAW=str(elapsed * cpus), MaxRSS="",
-                     TRESUsageInAve="", Reservation="", Cluster="slinkyml")
+                     TRESUsageInAve="", Reservation="", Cluster="slinkyml", TRESUsageInTot="")
         lines.append(SEP.join(alloc[f] for f in FIELDS))
         for step in ("batch", "extern", "0"):
             rss = str(rng.randrange(10**6, 10**9))
@@ -85,7 +85,7 @@ def synthesise(rows: int, seed: int = 1) -> str:
             alloc_step = dict(alloc, JobID=f"{jid}.{step}", JobIDRaw=f"{job}.{step}",
                               JobName=step, User="", Partition="", QOS="", ReqMem="", ReqTRES="",
                               AllocTRES=tres.replace(f"billing={cpus},", ""), MaxRSS=rss,
-                              TRESUsageInAve=ave, TimelimitRaw="")
+                              TRESUsageInAve=ave, TRESUsageInTot=ave, TimelimitRaw="")
             lines.append(SEP.join(alloc_step[f] for f in FIELDS))
     return "\n".join(lines[:rows]) + "\n"
 

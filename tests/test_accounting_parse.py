@@ -335,7 +335,7 @@ def _odd_rows() -> str:
     """Recorded rows plus the shapes the fast path hands to Python: array/het ids, requeues,
     sizes with units, odd durations and gpuutil values, blank and malformed lines."""
     text = (DATA / "sacct_crafted_gpu_het.txt").read_text()
-    rows = [line.split("\x1f") for line in text.splitlines() if line.count("\x1f") == 27]
+    rows = [line.split("\x1f") for line in text.splitlines() if line.count("\x1f") == 28]
     extra = []
     for i, fields in enumerate(rows):
         f = list(fields)
@@ -439,3 +439,40 @@ def test_compare_and_recompute_give_one_frame_per_association():
     assert frame.set_index("key").at["fsq/dave", "fs_parent"] == "fsa"
     with pytest.raises(ValueError):
         fairshare.recompute(fairshare.build_tree(assocs), "fair_share")
+
+
+# --- efficiency by seff's definition, on sacct recorded from tests/test_efficiency_live.py --------
+
+@pytest.mark.parametrize("engine", ["pandas", "pyarrow"])
+def test_recorded_efficiency_is_seffs(engine):
+    if engine == "pyarrow":
+        pytest.importorskip("pyarrow")
+    table = parse_sacct((DATA / "sacct_efficiency_2205.txt").read_text(), engine=engine)
+    runs = efficiency.runs(table.jobs, table.steps).set_index("name")
+    # -n3 --mem-per-cpu=300M over 2 nodes, 3 tasks of ~108 MiB: the step total over ReqMem 900M
+    nodes = runs.loc["eff-nodes"]
+    assert nodes["mem_used_bytes"] == 339345408 and nodes["req_mem_bytes"] == 900 * 2**20
+    assert nodes["mem_efficiency"] == pytest.approx(339345408 / (900 * 2**20))  # 36 %, not 24 %
+    assert nodes["nnodes"] == 2
+    assert runs.loc["eff-single", "mem_efficiency"] == pytest.approx(113094656 / (400 * 2**20))
+    busy = runs.loc["eff-busy"]
+    assert busy["time_efficiency"] == pytest.approx(busy["elapsed_s"] / 120)
+    assert busy["cpu_efficiency"] == pytest.approx(busy["total_cpu_s"] / busy["cpu_time_s"])
+    array = runs.loc[["eff-array"]].sort_values("array_task_id")
+    assert array["job"].tolist() == ["39_0", "39_1"]
+    assert array["array_job_id"].tolist() == [39, 39]
+
+
+def test_req_mem_per_cpu_and_per_node_before_21_08():
+    """Pre-21.08 ReqMem says per CPU (``c``) or per node (``n``): seff multiplies by the allocation."""
+    from slinkyml.accounting.sacct import FIELDS, SEP
+
+    base = dict.fromkeys(FIELDS, "")
+    rows = []
+    for job, req in ((1, "300Mc"), (2, "450Mn"), (3, "900M")):
+        row = dict(base, JobID=str(job), JobIDRaw=str(job), DBIndex=str(job), AllocCPUS="3",
+                   NNodes="2", ReqMem=req, Submit="2026-01-01T00:00:00", State="COMPLETED")
+        rows.append(SEP.join(row[f] for f in FIELDS))
+    for engine in ("pandas", "pyarrow"):
+        jobs = parse_sacct("\n".join(rows) + "\n", engine=engine).jobs
+        assert jobs["req_mem_bytes"].tolist() == [900 * 2**20] * 3

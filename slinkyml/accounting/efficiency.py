@@ -1,6 +1,13 @@
-"""Per training run: requeued segments stitched, CPU/memory/GPU efficiency, lost GPU-hours,
+"""Per training run: requeued segments stitched, CPU/memory/time/GPU efficiency, lost GPU-hours,
 and the wait split into submit→eligible (dependencies, holds, begin time) and eligible→start
-(queueing for resources and priority)."""
+(queueing for resources and priority).
+
+Efficiency is seff's (contribs/seff in Slurm 24.11+): CPU = TotalCPU / (Elapsed × AllocCPUS);
+memory = the largest step total (``TRESUsageInTot`` mem: the sum of the peaks of the step's tasks,
+on every node) over the job's requested memory (ReqMem: the total since 21.08, per CPU ``c`` × CPUs
+or per node ``n`` × nodes before; AllocTRES mem where ReqMem is missing). Time = Elapsed /
+Timelimit, of the last segment (each requeued run gets the whole limit again).
+"""
 
 from __future__ import annotations
 
@@ -22,12 +29,12 @@ def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                                      j["cpu_time_s"].fillna(0), 0.0)
     j["wait_eligible_s"] = (j["eligible"] - j["submit"]).dt.total_seconds()
     j["wait_start_s"] = (j["start"] - j["eligible"]).dt.total_seconds()
-    rss = steps.groupby("key", sort=False)["max_rss_bytes"].max() if not steps.empty else None
     util = steps.groupby("job_id")["gpu_util_pct"].mean() if not steps.empty else None
-    if rss is not None:
-        parent = steps["key"].str.partition(".")[0]
-        seg_rss = steps.assign(parent=parent).groupby("parent")["max_rss_bytes"].max()
-        j["max_rss_bytes"] = j["key"].map(seg_rss)
+    for column in ("max_rss_bytes", "mem_used_bytes"):  # per segment: the largest step
+        j[column] = j["key"].map(steps.groupby("parent_key")[column].max()) if not steps.empty \
+            else np.nan
+    j["req_mem_bytes"] = j["req_mem_bytes"].fillna(j["alloc_mem_bytes"])
+    j["time_efficiency"] = j["elapsed_s"] / j["timelimit_s"].where(j["timelimit_s"] > 0)
     grouped = j.groupby("job_id", sort=True)
     out = grouped.agg(
         name=("name", "last"), user=("user", "last"), account=("account", "last"),
@@ -35,6 +42,8 @@ def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         first_submit=("submit", "first"), start=("start", "last"), end=("end", "last"),
         elapsed_s=("elapsed_s", "sum"), cpu_time_s=("cpu_time_s", "sum"),
         total_cpu_s=("total_cpu_s", "sum"), max_rss_bytes=("max_rss_bytes", "max"),
+        mem_used_bytes=("mem_used_bytes", "max"), job=("job_id_display", "last"),
+        timelimit_s=("timelimit_s", "last"), time_efficiency=("time_efficiency", "last"),
         req_mem_bytes=("req_mem_bytes", "max"), nnodes=("nnodes", "max"),
         gpus=("alloc_gpus", "max"), gpu_type=("alloc_gpu_type", "last"),
         gpu_seconds=("gpu_seconds", "sum"), lost_gpu_seconds=("lost_gpu_seconds", "sum"),
@@ -44,8 +53,8 @@ def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
     out["cpu_efficiency"] = np.where(out["cpu_time_s"] > 0,
                                      out["total_cpu_s"] / out["cpu_time_s"], np.nan)
-    per_node_mem = out["req_mem_bytes"] / out["nnodes"].where(out["nnodes"] > 0)
-    out["mem_efficiency"] = out["max_rss_bytes"] / per_node_mem
+    out["mem_efficiency"] = out["mem_used_bytes"] / out["req_mem_bytes"].where(
+        out["req_mem_bytes"] > 0)
     out["gpu_util_pct"] = out["job_id"].map(util) if util is not None else np.nan
     out["gpu_hours"] = out["gpu_seconds"] / 3600
     out["lost_gpu_hours"] = out["lost_gpu_seconds"] / 3600
@@ -60,6 +69,7 @@ def summary(table: pd.DataFrame, by: str = "user") -> pd.DataFrame:
     return table.groupby(by).agg(
         runs=("job_id", "count"), requeued=("segments", lambda s: int((s > 1).sum())),
         cpu_efficiency=("cpu_efficiency", "mean"), mem_efficiency=("mem_efficiency", "mean"),
+        time_efficiency=("time_efficiency", "mean"),
         gpu_hours=("gpu_hours", "sum"), lost_gpu_hours=("lost_gpu_hours", "sum"),
         lost_cpu_hours=("lost_cpu_hours", "sum"), wait_eligible_s=("wait_eligible_s", "mean"),
         wait_start_s=("wait_start_s", "mean")).reset_index()

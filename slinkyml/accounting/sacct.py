@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from slinkyml.accounting.tres import alloc_tres, parse_duration, parse_size, usage_tres
+from slinkyml.accounting.tres import alloc_tres, parse_duration, parse_size, split_tres, usage_tres
 
 SEP = "\x1f"
 
@@ -25,7 +25,7 @@ FIELDS = (
     "JobID", "JobIDRaw", "DBIndex", "JobName", "User", "Account", "Partition", "QOS", "State",
     "ExitCode", "Submit", "Eligible", "Start", "End", "ElapsedRaw", "TimelimitRaw", "AllocCPUS",
     "NNodes", "NodeList", "ReqMem", "ReqTRES", "AllocTRES", "TotalCPU", "CPUTimeRAW", "MaxRSS",
-    "TRESUsageInAve", "Reservation", "Cluster",
+    "TRESUsageInAve", "Reservation", "Cluster", "TRESUsageInTot",
 )
 _NUMERIC = {"ElapsedRaw", "AllocCPUS", "NNodes", "CPUTimeRAW"}
 #: slurmdbd's record index, read exactly as an unsigned 64-bit integer: a small counter on 22.05,
@@ -185,7 +185,9 @@ def tidy(raw: pd.DataFrame) -> pd.DataFrame:
     out["alloc_cpus"] = raw["AllocCPUS"].astype("float64")
     out["nnodes"] = raw["NNodes"].astype("float64")
     codes, mapped = _by_unique(raw["ReqMem"], _req_mem)
-    out["req_mem_bytes"] = _take(codes, mapped)
+    scale_codes, scales = _by_unique(raw["ReqMem"], _req_mem_scale)
+    out["req_mem_bytes"] = req_mem_total(_take(codes, mapped), _take(scale_codes, scales),
+                                         out["alloc_cpus"].to_numpy(), out["nnodes"].to_numpy())
     for prefix, col in (("alloc", "AllocTRES"), ("req", "ReqTRES")):
         codes, mapped = _by_unique(raw[col], alloc_tres)
         table = np.array([m[:5] for m in mapped], dtype="float64").reshape(-1, 5) if mapped \
@@ -200,6 +202,8 @@ def tidy(raw: pd.DataFrame) -> pd.DataFrame:
     out["total_cpu_s"] = _durations(raw["TotalCPU"])
     out["cpu_time_s"] = raw["CPUTimeRAW"].astype("float64")
     out["max_rss_bytes"] = _max_rss(raw["MaxRSS"])
+    codes, mapped = _by_unique(raw["TRESUsageInTot"], tres_mem)
+    out["mem_used_bytes"] = _take(codes, mapped)
     ave = raw["TRESUsageInAve"].fillna("")
     util = pd.Series(np.nan, index=raw.index, dtype="float64")
     has_gpu = ave.str.contains("gres/gpuutil", regex=False).to_numpy(dtype=bool)
@@ -295,8 +299,33 @@ def _timelimit_seconds(text) -> float:
 
 
 def _req_mem(text) -> float:
-    """ReqMem: ``1024M`` (per node) or, before 21.08, ``512Mc``/``512Mn``; → bytes."""
+    """ReqMem's number in bytes: ``900M`` (since 21.08 the job's total request) or, before,
+    ``300Mc`` (per CPU) / ``900Mn`` (per node) — see :func:`req_mem_total`."""
     if text is None or text is pd.NA or not text:
         return math.nan
     text = str(text).rstrip("cn")
     return parse_size(text, "M")
+
+
+_PER_CPU, _PER_NODE = 2.0, 3.0
+
+
+def _req_mem_scale(text) -> float:
+    """ReqMem's unit: 1 = the job's total, :data:`_PER_CPU` (``c``), :data:`_PER_NODE` (``n``)."""
+    text = "" if text is None or text is pd.NA else str(text)
+    return _PER_CPU if text.endswith("c") else _PER_NODE if text.endswith("n") else 1.0
+
+
+def req_mem_total(values: np.ndarray, scales: np.ndarray, cpus: np.ndarray,
+                  nodes: np.ndarray) -> np.ndarray:
+    """The job's requested memory in bytes, as seff reads it: per-CPU requests × allocated CPUs,
+    per-node ones × nodes (only pre-21.08 records say which; newer ReqMem is already the total)."""
+    factor = np.where(scales == _PER_CPU, cpus, np.where(scales == _PER_NODE, nodes, 1.0))
+    return values * factor
+
+
+def tres_mem(text) -> float:
+    """``mem`` of a TRESUsageIn* string in bytes (``--noconvert``), NaN where absent."""
+    if text is None or text is pd.NA or "mem=" not in str(text):
+        return math.nan
+    return parse_size(split_tres(str(text)).get("mem", ""), "")

@@ -363,7 +363,9 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
     out["timelimit_s"] = _per_unique(col("TimelimitRaw"), sacct._timelimit_seconds)
     out["alloc_cpus"] = _floats(col("AllocCPUS"))
     out["nnodes"] = _floats(col("NNodes"))
-    out["req_mem_bytes"] = _per_unique(col("ReqMem"), sacct._req_mem)
+    out["req_mem_bytes"] = sacct.req_mem_total(
+        _per_unique(col("ReqMem"), sacct._req_mem), _per_unique(col("ReqMem"), sacct._req_mem_scale),
+        out["alloc_cpus"], out["nnodes"])
     for prefix, field in (("alloc", "AllocTRES"), ("req", "ReqTRES")):
         codes, uniques = _encode(col(field))
         mapped = [alloc_tres(v) for v in uniques]
@@ -375,6 +377,7 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
     out["total_cpu_s"] = _durations(col("TotalCPU"))
     out["cpu_time_s"] = _floats(col("CPUTimeRAW"))
     out["max_rss_bytes"] = _max_rss(col("MaxRSS"))
+    out["mem_used_bytes"] = _per_unique(col("TRESUsageInTot"), sacct.tres_mem)
     out["gpu_util_pct"] = _gpu_util(col("TRESUsageInAve"))
 
     job = parts["job_id"]

@@ -31,7 +31,10 @@ def _common(p: argparse.ArgumentParser, window: bool = True, formats: bool = Tru
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("usage", help="CPU/GPU-hours, billing and cost per user/account",
                               description="Usage over a window from sacct, pro-rating jobs that "
-                              "cross its edges (matches sreport AccountUtilizationByUser).")
+                              "cross its edges. Equals sreport cluster AccountUtilizationByUser "
+                              "on whole-hour windows; sreport rounds other windows to the "
+                              "nearest hours (at least one hour), which this command says when "
+                              "it happens.")
     _common(p)
     p.add_argument("--by", default="account,user",
                    help="comma list of user, account, partition, gpu_type (default account,user)")
@@ -57,7 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="time until this association's LevelFS decays back to 1")
     p.set_defaults(handler=_fairshare)
 
-    p = subparsers.add_parser("efficiency", help="per-run CPU/memory/GPU efficiency and waste")
+    p = subparsers.add_parser("efficiency", help="per-run CPU/memory/time/GPU efficiency and waste",
+                              description="seff's efficiency per run (requeued segments "
+                              "stitched): CPU = TotalCPU / (Elapsed × CPUs); memory = the largest "
+                              "step's TRESUsageInTot mem (all its tasks, all nodes) / the job's "
+                              "requested memory; time = Elapsed / Timelimit. Array tasks are "
+                              "shown as ARRAYID_TASK with array_job_id/array_task_id columns.")
     _common(p)
     p.add_argument("--job", action="append", type=int, help="only this job id (repeatable)")
     p.add_argument("--summary", action="store_true", help="one row per user instead of per run")
@@ -132,6 +140,7 @@ def _usage(args: argparse.Namespace) -> int:
     notes = [f"{table.malformed} malformed sacct line(s) skipped"] if table.malformed else []
     if len(report):
         notes += cost.unpriced(table.jobs, cost.load_prices())
+    notes += [note] if (note := usage.sreport_window_note(start, end)) else []
     footer = "\n".join(notes)
     return _emit(args, report[cols] if len(report) else report.reindex(columns=cols),
                  f"Usage {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC", footer)
@@ -241,9 +250,10 @@ def _efficiency(args: argparse.Namespace) -> int:
         plots.efficiency_hist_png(runs, args.png)
     if args.summary:
         return _emit(args, efficiency.summary(runs), "Efficiency per user")
-    cols = ["job_id", "name", "user", "account", "segments", "state", "cpu_efficiency",
-            "mem_efficiency", "gpu_util_pct", "gpu_hours", "lost_gpu_hours", "lost_cpu_hours",
-            "wait_eligible_s", "wait_start_s"]
+    cols = ["job", "job_id", "array_job_id", "array_task_id", "name", "user", "account",
+            "segments", "state", "cpu_efficiency", "mem_efficiency", "time_efficiency",
+            "mem_used_bytes", "req_mem_bytes", "gpu_util_pct", "gpu_hours", "lost_gpu_hours",
+            "lost_cpu_hours", "wait_eligible_s", "wait_start_s"]
     return _emit(args, runs.reindex(columns=cols), "Efficiency per run")
 
 

@@ -153,7 +153,7 @@ def record_fields(job: dict, index: int) -> dict[str, str]:
         "ReqTRES": _tres((job.get("tres", {}) or {}).get("requested")),
         "AllocTRES": _tres((job.get("tres", {}) or {}).get("allocated")),
         "TotalCPU": _cpu_time(tm), "CPUTimeRAW": str(int(elapsed * cpus)), "MaxRSS": "",
-        "TRESUsageInAve": "", "Reservation": "", "Cluster": job.get("cluster", "") or "",
+        "TRESUsageInAve": "", "TRESUsageInTot": "", "Reservation": "", "Cluster": job.get("cluster", "") or "",
     }
 
 
