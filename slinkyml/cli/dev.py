@@ -38,6 +38,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="system (default: the machine's Slurm) or 26.05: Debian sid's Slurm, unpacked once "
                     "into /var/lib/slinkyml/roots (debootstrap); give it its own --state-dir, bridge, "
                     "node prefix, subnet and ports (default: $SLINKYML_DEV_SLURM_VERSION, or as at the last up)")
+    up.add_argument("--emulated-nodes", type=int, metavar="N",
+                    help="N nodes shaped like production GPU nodes (default p5.48xlarge: 192 CPUs, 2 TiB, "
+                    "gres gpu:h100:8, features p5.48xlarge,h100,efa), each a real slurmd in its own network "
+                    "namespace declaring that hardware (SlurmdParameters=config_overrides), up to 1024; give "
+                    "the cluster its own state dir and a subnet that fits (e.g. a /21)")
+    up.add_argument("--emulated-gres", metavar="gpu:[TYPE:]N", help="GRES of each emulated node (default gpu:h100:8)")
+    up.add_argument("--emulated-features", metavar="F1,F2", help="features of each emulated node")
     up.set_defaults(handler=_up)
     for name, handler, text in (("down", _down, "stop every daemon (state is kept)"),
                                 ("status", _status, "show daemons and node states"),
@@ -60,7 +67,16 @@ def _up(args: argparse.Namespace) -> int:
     import time
 
     start = time.monotonic()
-    cluster = _cluster(args, cpus_per_node=args.cpus_per_node, memory_mb_per_node=args.memory_mb,
+    shape = {}
+    if args.emulated_nodes:
+        from slinkyml.dev.config import EMULATED_NODE
+
+        args.nodes = args.emulated_nodes
+        features = tuple(f for f in args.emulated_features.split(",") if f) if args.emulated_features else None
+        shape = {**EMULATED_NODE, **{k: v for k, v in (("node_gres", args.emulated_gres),
+                                                         ("node_features", features)) if v is not None}}
+    cluster = _cluster(args, **{**shape, **{k: v for k, v in (("cpus_per_node", args.cpus_per_node),
+                                                               ("memory_mb_per_node", args.memory_mb)) if v}},
                        slurmctld_port=args.slurmctld_port, slurmdbd_port=args.slurmdbd_port,
                        slurmrestd_port=args.slurmrestd_port, mariadb_port=args.mariadb_port,
                        subnet=args.subnet, bridge=args.bridge, node_prefix=args.node_prefix,
@@ -69,11 +85,16 @@ def _up(args: argparse.Namespace) -> int:
     cluster.up()
     spec = cluster.spec
     print(f"local Slurm {cluster.version} cluster '{spec.cluster_name}' up in {time.monotonic() - start:.1f} s: "
-          f"{spec.nodes} nodes ({', '.join(spec.node_names)}), state in {spec.state_dir}")
+          f"{spec.nodes} nodes ({_names(spec)}), state in {spec.state_dir}")
     print(f"  eval $(slinkyml dev env --state-dir {spec.state_dir})")
     unix = "" if cluster.version.restd_refuses_root else f"unix:{spec.restd_socket} (local auth), "
     print(f"  slurmrestd: {unix}{spec.restd_url} (JWT)")
     return 0
+
+
+def _names(spec) -> str:
+    names = spec.node_names
+    return ", ".join(names) if len(names) <= 8 else f"{names[0]} … {names[-1]}"
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -544,8 +544,9 @@ class LocalCluster:
         out = self.slurm.run("scontrol", ["ping"], check=False, retries=0, timeout=10).stdout
         return "is UP" in out
 
-    def _wait_nodes(self, daemons: dict[str, Daemon], timeout: float = 60.0) -> None:
+    def _wait_nodes(self, daemons: dict[str, Daemon], timeout: float | None = None) -> None:
         wanted = set(self.spec.node_names)
+        timeout = timeout or 60.0 + 0.25 * len(wanted)  # registrations queue at slurmctld
         deadline = time.monotonic() + timeout
         states: dict[str, str] = {}
         while time.monotonic() < deadline:

@@ -21,7 +21,13 @@ from slinkyml.errors import SpecError
 from slinkyml.slurm.conf import SlurmConfBuilder
 from slinkyml.slurm.version import SlurmVersion
 
-MAX_NODES = 64
+MAX_NODES = 1024
+#: beyond this many nodes, partitions list them as one range (``n[1-1024]``) instead of by name
+LISTED_NODES = 64
+#: what ``--emulated-nodes`` declares per node unless told otherwise: a p5.48xlarge (192 vCPUs,
+#: 2 TiB, 8 H100, EFA) — see slinkyml/data/instance_types.yaml
+EMULATED_NODE = {"cpus_per_node": 192, "memory_mb_per_node": 2_097_152, "node_gres": "gpu:h100:8",
+                 "node_features": ("p5.48xlarge", "h100", "efa")}
 #: what ``--slurm-version`` accepts: the machine's Slurm, or a release from a Debian root
 SLURM_VERSIONS = roots.valid_choices()
 #: munge's own default socket, where plain ``munge``/``unmunge`` and every Slurm client look first.
@@ -72,6 +78,11 @@ class DevClusterSpec:
     controller_host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
     #: "system" (the machine's Slurm) or a release built in a Debian root (see slinkyml.dev.roots)
     slurm_version: str = "system"
+    #: GRES every node declares without devices behind it (``gpu:h100:8``; emulated nodes): the
+    #: scheduler and accounting see them, no process can open one. Not with real GPUs (``gpus``).
+    node_gres: str = ""
+    #: node features (``Feature=``), e.g. the instance type, for ``--constraint``
+    node_features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
@@ -105,6 +116,15 @@ class DevClusterSpec:
         if self.slurm_version not in SLURM_VERSIONS:
             raise SpecError("--slurm-version", f"expected one of {', '.join(SLURM_VERSIONS)}, "
                             f"got {self.slurm_version!r}")
+        if self.node_gres and not re.fullmatch(r"gpu(:[a-z0-9_.-]+)?:[1-9][0-9]{0,2}", self.node_gres):
+            raise SpecError("--emulated-gres", f"expected gpu:COUNT or gpu:TYPE:COUNT, got {self.node_gres!r}")
+        if self.node_gres and self.gpus:
+            raise SpecError("--emulated-gres", "this machine has GPUs: its nodes declare those, not emulated ones")
+        features = (self.node_features,) if isinstance(self.node_features, str) else tuple(self.node_features)
+        for feature in features:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", str(feature)):
+                raise SpecError("--emulated-features", f"not a node feature name: {feature!r}")
+        object.__setattr__(self, "node_features", features)
         if not self.munge_socket_path:
             object.__setattr__(self, "munge_socket_path", default_munge_socket(self.state_dir))
 
@@ -226,7 +246,8 @@ def default_munge_socket(state_dir: Path) -> str:
 
 #: DevClusterSpec fields that make up a cluster's footprint on the machine (saved at ``up``).
 IDENTITY_FIELDS = ("bridge", "node_prefix", "subnet", "slurmctld_port", "slurmd_port", "slurmdbd_port",
-                   "slurmrestd_port", "mariadb_port", "munge_socket_path", "slurm_version")
+                   "slurmrestd_port", "mariadb_port", "munge_socket_path", "slurm_version", "node_gres",
+                   "node_features", "cpus_per_node", "memory_mb_per_node")
 IDENTITY_LINE = "# identity "
 
 
@@ -318,9 +339,11 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
         ("AccountingStorageEnforce", "associations,limits,qos"),
     ])
     node_gres: list[tuple[str, object]] = []
-    if spec.gpus:
+    if spec.gpus or spec.node_gres:
         conf.set("GresTypes", "gpu").set("AccountingStorageTRES", "gres/gpu")
-        node_gres = [("Gres", f"gpu:{gpus_per_node(spec)}")]
+        node_gres = [("Gres", spec.node_gres or f"gpu:{gpus_per_node(spec)}")]
+    if spec.node_features:
+        node_gres.append(("Feature", ",".join(spec.node_features)))
     if spec.spank_plugins:
         conf.set("PlugStackConfig", spec.plugstack_conf)
     conf.set_all([
@@ -330,7 +353,7 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
     for i, name in enumerate(spec.node_names, start=1):
         conf.node(name, [("NodeAddr", spec.node_addr(i)), ("NodeHostname", name), ("CPUs", spec.cpus_per_node),
                          ("RealMemory", spec.memory_mb_per_node), *node_gres, ("State", "UNKNOWN")])
-    node_list = ",".join(spec.node_names)
+    node_list = ",".join(spec.node_names) if spec.nodes <= LISTED_NODES else f"{spec.node_prefix}[1-{spec.nodes}]"
     conf.partition("debug", [("Nodes", node_list), ("Default", "YES"), ("MaxTime", "INFINITE"), ("State", "UP")])
     conf.partition("short", [("Nodes", node_list), ("MaxTime", "00:30:00"), ("State", "UP")])
     if spec.extra_slurm_conf:
@@ -375,7 +398,17 @@ def gpus_per_node(spec: DevClusterSpec) -> int:
 
 
 def render_gres_conf(spec: DevClusterSpec) -> str | None:
-    """Split the machine's GPUs over the nodes (shared round-robin when nodes outnumber GPUs)."""
+    """Split the machine's GPUs over the nodes (shared round-robin when nodes outnumber GPUs); or
+    the emulated GRES as counts with no device files (``node_gres``)."""
+    if spec.node_gres:
+        _, *kind, count = spec.node_gres.split(":")
+        gres_type = f" Type={kind[0]}" if kind else ""
+        # slurmd's gpu plugin counts a GPU per device file and reports 0 for a bare Count, so each
+        # emulated GPU is a tty (a character device every host has): scheduled, bound in
+        # CUDA_VISIBLE_DEVICES and accounted, with no GPU behind it
+        files = f"/dev/tty[0-{int(count) - 1}]" if int(count) > 1 else "/dev/tty0"
+        return ("# Written by `slinkyml dev up`: emulated GPUs (ttys stand in for the device files).\n"
+                f"NodeName={spec.node_prefix}[1-{spec.nodes}] Name=gpu{gres_type} File={files}\n")
     if not spec.gpus:
         return None
     per = gpus_per_node(spec)
