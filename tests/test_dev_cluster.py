@@ -80,7 +80,7 @@ def test_hosts_block_is_replaced_not_duplicated(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, flag", [
-    ("nodes", 0, "--nodes"), ("nodes", 65, "--nodes"), ("subnet", "10.0.0.0/30", "--subnet"),
+    ("nodes", 0, "--nodes"), ("nodes", 1025, "--nodes"), ("subnet", "10.0.0.0/30", "--subnet"),
     ("subnet", "not-a-net", "--subnet"), ("slurmctld_port", 80, "--slurmctld-port"),
     ("cluster_name", "Bad Name", "--cluster-name"), ("spank_plugins", ("spank_pyxis.so",), "--spank-plugin"),
     ("spank_plugins", ("/a.so\nrequired /b.so",), "--spank-plugin"), ("slurm_version", "25.11", "--slurm-version"),
@@ -163,7 +163,7 @@ def test_own_child_counts_as_running_while_it_execs(tmp_path):
 def test_cli_bad_nodes_is_one_line(cli):
     code, out, err = cli("dev", "up", "--nodes", "0")
     assert code == 2
-    assert err.strip() == "slinkyml: error: --nodes: must be an integer from 1 to 64, got 0"
+    assert err.strip() == "slinkyml: error: --nodes: must be an integer from 1 to 1024, got 0"
 
 
 @pytest.mark.slurm
@@ -544,3 +544,18 @@ def test_up_with_new_names_removes_the_old_network_of_a_stopped_cluster(tmp_path
     removed.clear()
     LocalCluster(tmp_path, nodes=3, gpus=0)._move_network(daemons)  # only the count: nothing to move
     assert removed == []
+
+
+def test_emulated_node_shape_renders(tmp_path):
+    from slinkyml.dev.config import EMULATED_NODE, render_gres_conf
+
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=300, subnet="10.226.0.0/22", node_prefix="emu", gpus=0,
+                          **EMULATED_NODE)
+    conf = render_slurm_conf(spec, SlurmVersion.parse("slurm 22.05.8"))
+    assert "GresTypes=gpu" in conf and conf.count("Gres=gpu:h100:8 Feature=p5.48xlarge,h100,efa") == 300
+    assert "CPUs=192 RealMemory=2097152" in conf and "PartitionName=debug Nodes=emu[1-300] " in conf
+    assert render_gres_conf(spec).splitlines()[-1] == "NodeName=emu[1-300] Name=gpu Type=h100 File=/dev/tty[0-7]"
+    with pytest.raises(SpecError, match="--emulated-gres"):
+        DevClusterSpec(state_dir=tmp_path, node_gres="gpu:lots")
+    with pytest.raises(SpecError, match="this machine has GPUs"):
+        DevClusterSpec(state_dir=tmp_path, node_gres="gpu:8", gpus=2)
