@@ -34,6 +34,14 @@ _BLOCK = 4 << 20  # bytes per parse block: small enough for both cores to share 
 _DURATION = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
 
 
+def rows_to_table(rows: list[dict[str, str]]) -> sacct.SacctTable:
+    """Rows of sacct field values (other backends' records) → the one parser, so every backend
+    gives the same frames. Separators and newlines inside values become spaces."""
+    lines = [sacct.SEP.join(str(row[name]).replace(sacct.SEP, " ").replace("\n", " ")
+                            for name in sacct.FIELDS) for row in rows]
+    return parse_sacct("\n".join(lines))
+
+
 class FastPathUnavailable(Exception):
     """The input needs the pandas path (an Arrow error, or a value only pandas handles)."""
 

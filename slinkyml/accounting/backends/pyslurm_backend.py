@@ -1,16 +1,34 @@
-"""Optional pyslurm backend. PyPI's pyslurm builds only against Slurm 25.11 (it refuses any
-other version), so it is used only where a pyslurm matching the installed Slurm imports."""
+"""Optional pyslurm backend: ``pyslurm.db.Jobs`` records mapped onto the sacct layout.
+
+PyPI's pyslurm builds only against Slurm 25.11 (it refuses any other version), so it is used only
+where a pyslurm matching the installed Slurm imports. Its records are ``pyslurm.db.Job.to_dict(
+recursive=True)`` dicts (pyslurm 25.11: ``id``, ``user_name``, ``array_id``, ``elapsed_time``,
+``allocated_tres`` as nested dicts...), not slurmdbd's REST records, so they get their own mapping
+(:func:`record_fields`), written from pyslurm's source at tag v25.11.2 (pyslurm/db/job.pyx,
+db/tres.pyx, db/stats.pyx) and tested on records of that shape (tests/data/accounting/
+pyslurm_2511_jobs.json). What pyslurm does not give, the rows leave empty: requeued runs (its
+``JobFilter`` has no ``--duplicates``: only each job's last run), step rows (so memory efficiency),
+and the name of a deleted user (``user_name`` comes from the local passwd).
+"""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from slinkyml.accounting.sacct import SacctTable
+from slinkyml.accounting.sacct_arrow import rows_to_table
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.runner import Slurm
+
+#: TRES kinds that pyslurm keeps as attributes of TrackableResources (the rest are in dicts)
+_TRES_ATTRIBUTES = ("billing", "cpu", "energy", "mem", "node", "pages", "vmem")
+_TRES_GROUPS = ("fs", "gres", "interconnect", "license", "other")
 
 
 def available(slurm: Slurm | None = None) -> str | None:
     """None when usable, else the reason it is not."""
     try:
-        import pyslurm  # noqa: F401
+        import pyslurm  # noqa: F401  (optional: imported only to ask whether it is there)
     except ImportError:
         return "pyslurm is not installed (PyPI has it only for Slurm 25.11)"
     version = getattr(pyslurm, "__version__", "")
@@ -30,18 +48,116 @@ class PyslurmBackend:
         if reason:
             raise SlinkyError(f"--backend pyslurm: {reason}")
 
-    def jobs(self, start, end, *, users=None, accounts=None, job_ids=None):
-        """pyslurm.db.Jobs → the same sacct text layout, parsed by the one parser."""
-        import pyslurm
+    def jobs(self, start, end, *, users=None, accounts=None, job_ids=None) -> SacctTable:
+        """``pyslurm.db.Jobs.load`` → :func:`records_to_table` (the one sacct parser)."""
+        import pyslurm  # optional dependency, present (checked in __init__)
 
-        from slinkyml.accounting.backends.restapi import records_to_table
-
-        flt = pyslurm.db.JobFilter(start_time=start, end_time=end, users=users,
-                                   accounts=accounts, ids=job_ids, with_duplicates=True)
-        records = [job.to_dict() for job in pyslurm.db.Jobs.load(flt).values()]
-        return records_to_table(records)
+        flt = pyslurm.db.JobFilter(start_time=start, end_time=end, users=users or None,
+                                   accounts=accounts or None, ids=job_ids or None)
+        return records_to_table([job.to_dict(recursive=True)
+                                 for job in pyslurm.db.Jobs.load(flt).values()])
 
     def shares(self):
         from slinkyml.accounting.backends.cli import CliBackend
 
         return CliBackend(self.slurm).shares()
+
+
+def records_to_table(records: list[dict]) -> SacctTable:
+    """pyslurm 25.11 ``db.Job.to_dict(recursive=True)`` records → the sacct parser's tables."""
+    return rows_to_table([record_fields(record, index)
+                          for index, record in enumerate(records, start=1)])
+
+
+def _text(value) -> str:
+    return "" if value is None else str(value)
+
+
+def _when(epoch) -> str:
+    """pyslurm times are epoch seconds, None where Slurm has none (sacct prints Unknown)."""
+    if not epoch or not isinstance(epoch, int | float):
+        return "Unknown"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _duration(seconds) -> str:
+    seconds = int(seconds or 0)
+    days, rest = divmod(seconds, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def tres_string(tres: dict | None) -> str:
+    """A TrackableResources dict → sacct's TRES text (``billing=2,cpu=2,gres/gpu=4,mem=1024M``).
+
+    pyslurm keeps cpu/mem/node/... as attributes (each ``{"type", "name", "count", ...}``; mem's
+    count in MiB) and gres/fs/license/... in dicts by name; an empty allocation is None."""
+    if not isinstance(tres, dict):
+        return ""
+    items: list[dict] = [tres.get(name) for name in _TRES_ATTRIBUTES]
+    for group in _TRES_GROUPS:
+        items += list((tres.get(group) or {}).values())
+    parts = []
+    for item in items:
+        if not isinstance(item, dict) or item.get("count") is None:
+            continue
+        name = item.get("type_and_name") or item.get("type") or ""
+        count = int(item["count"])
+        parts.append(f"{name}={count}M" if name == "mem" else f"{name}={count}")
+    return ",".join(sorted(parts))
+
+
+def _job_id(record: dict) -> str:
+    """sacct's JobID: ``7``, ``7_3``, ``7_[4-9]`` (a pending array range) or ``10+1``.
+
+    pyslurm turns 0 into None for ``array_task_id`` and ``heterogeneous_offset`` (its u32_parse
+    treats 0 as unset), so a set array/het id with no task/offset means task/offset 0."""
+    job_id = int(record["id"])
+    array_id, task = record.get("array_id"), record.get("array_task_id")
+    if array_id:
+        waiting = record.get("array_tasks_waiting")
+        if task is None and waiting:
+            return f"{array_id}_[{waiting}]"
+        return f"{array_id}_{task or 0}"
+    het_id = record.get("heterogeneous_id")
+    if het_id:
+        return f"{het_id}+{record.get('heterogeneous_offset') or 0}"
+    return str(job_id)
+
+
+def _timelimit(value) -> str:
+    """pyslurm: minutes, None for UNLIMITED, the string ``PartitionLimit`` for NO_VAL."""
+    if value is None:
+        return "UNLIMITED"
+    if isinstance(value, str):
+        return "Partition_Limit" if value == "PartitionLimit" else value
+    return str(int(value))
+
+
+def record_fields(record: dict, index: int) -> dict[str, str]:
+    """One pyslurm 25.11 ``db.Job.to_dict(recursive=True)`` record → its sacct allocation row."""
+    stats = record.get("stats") or {}
+    elapsed = int(record.get("elapsed_time") or 0)
+    cpus = int(record.get("cpus") or 0)
+    memory = record.get("memory")
+    return {
+        "JobID": _job_id(record), "JobIDRaw": str(int(record["id"])),
+        "DBIndex": _text(record.get("db_index") or index), "JobName": _text(record.get("name")),
+        "User": _text(record.get("user_name")), "Account": _text(record.get("account")),
+        "Partition": _text(record.get("partition")), "QOS": _text(record.get("qos")),
+        "State": _text(record.get("state")),
+        "ExitCode": f"{int(record.get('exit_code') or 0)}:"
+                    f"{int(record.get('exit_code_signal') or 0)}",
+        "Submit": _when(record.get("submit_time")), "Eligible": _when(record.get("eligible_time")),
+        "Start": _when(record.get("start_time")), "End": _when(record.get("end_time")),
+        "ElapsedRaw": str(elapsed), "TimelimitRaw": _timelimit(record.get("time_limit")),
+        "AllocCPUS": str(cpus), "NNodes": _text(record.get("num_nodes") or 0),
+        "NodeList": _text(record.get("nodelist")),
+        "ReqMem": f"{int(memory)}M" if memory else "",
+        "ReqTRES": tres_string(record.get("requested_tres")),
+        "AllocTRES": tres_string(record.get("allocated_tres")),
+        "TotalCPU": _duration(stats.get("total_cpu_time")),
+        "CPUTimeRAW": str(int(stats.get("elapsed_cpu_time") or elapsed * cpus)),
+        "MaxRSS": "", "TRESUsageInAve": "", "Reservation": _text(record.get("reservation")),
+        "Cluster": _text(record.get("cluster")), "TRESUsageInTot": "",
+    }

@@ -10,8 +10,8 @@ import time
 from datetime import UTC, datetime
 
 from slinkyml.accounting.backends.cli import CliBackend
-from slinkyml.accounting.sacct import FIELDS, SEP, SacctTable
-from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.accounting.sacct import SacctTable
+from slinkyml.accounting.sacct_arrow import rows_to_table
 from slinkyml.slurm.rest import RestClient, api_version
 from slinkyml.slurm.runner import Slurm
 
@@ -159,9 +159,4 @@ def record_fields(job: dict, index: int) -> dict[str, str]:
 
 def records_to_table(records: list[dict]) -> SacctTable:
     """slurmdbd job records → the sacct parser (allocation rows)."""
-    lines = []
-    for index, job in enumerate(records, start=1):
-        fields = record_fields(job, index)
-        lines.append(SEP.join(str(fields[name]).replace(SEP, " ").replace("\n", " ")
-                              for name in FIELDS))
-    return parse_sacct("\n".join(lines))
+    return rows_to_table([record_fields(job, index) for index, job in enumerate(records, start=1)])
