@@ -1,25 +1,61 @@
 """User-facing errors.
 
-Every error a user can cause derives from :class:`SlinkyError`; the CLI prints it as one
-line (``slinkyml: error: <message>``) and exits with status 2, never a traceback.
+Every error a user can cause derives from :class:`SlinkyError`; the CLI prints it as one line per
+problem (``slinkyml: error: <message>``) and exits with the status :mod:`slinkyml.cli` maps its type
+to (README: exit codes), never a traceback.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 
 class SlinkyError(Exception):
     """An error whose message is meant for the user, on one line."""
 
-    exit_code = 2
-
     def one_line(self) -> str:
         return " ".join(str(self).split()) or type(self).__name__
 
+    def lines(self) -> list[str]:
+        """What the CLI prints, one line each (a spec error may hold several problems)."""
+        return [self.one_line()]
+
+
+def printable(text: str) -> str:
+    """Escape newlines and control characters from user data so a message stays on one line."""
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One mistake in a spec: ``FILE:LINE: field.path: message`` (each part only when known)."""
+
+    path: str
+    message: str
+    source: str = ""
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.source and self.line else self.source
+        return ": ".join(printable(part) for part in (where, self.path, self.message) if part)
+
 
 class SpecError(SlinkyError):
-    """Bad input in a spec; ``path`` names the field (``node_sets[1].instance_type``)."""
+    """Bad input in a spec; ``path`` names the (first) field (``node_sets[1].instance_type``) and
+    ``problems`` holds every problem found, so a user fixes them all in one go."""
 
-    def __init__(self, path: str, reason: str):
-        self.path = path
-        self.reason = reason
-        super().__init__(f"{path}: {reason}" if path else reason)
+    def __init__(self, path: str = "", reason: str = "", *, problems: Sequence[Problem] = ()):
+        self.problems = list(problems) or [Problem(path, reason)]
+        self.path = self.problems[0].path
+        self.reason = self.problems[0].message
+        super().__init__("\n".join(map(str, self.problems)))
+
+    def lines(self) -> list[str]:
+        return [" ".join(str(problem).split()) for problem in self.problems]
+
+    def located(self, source: str, line_of: Callable[[str], int | None] | None = None) -> SpecError:
+        """The same problems, naming the file (and the line of each field when ``line_of`` knows it)."""
+        return SpecError(problems=[
+            p if p.source else replace(p, source=source, line=line_of(p.path) if line_of else p.line)
+            for p in self.problems])

@@ -469,7 +469,7 @@ def test_bad_against_path_is_a_one_line_error(cli, tmp_path: Path) -> None:
     spec = str(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")
     missing = tmp_path / "nope"
     assert cli("cluster", "diff", spec, "--against", str(missing)) == (
-        2, "", f"slinkyml: error: --against {missing}: no such file or directory\n")
+        2, "", f"slinkyml: error: --against {missing}: cannot read: No such file or directory\n")
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: v1\nkind: [unclosed\n")
     code, out, err = cli("cluster", "diff", spec, "--against", str(bad))

@@ -71,7 +71,7 @@ def test_container_mounts_pyxis_accepts():
 
 
 def test_error_message_for_max_restarts():
-    with pytest.raises(SpecError, match=r"requeue.max_restarts: must be ≥ 0"):
+    with pytest.raises(SpecError, match=r"^requeue.max_restarts: must be between 0 and 1000, got -1$"):
         JobSpec.from_yaml("name: t\nentry: {module: a}\nrequeue: {max_restarts: -1}\n")
 
 

@@ -101,6 +101,7 @@ def _write_secrets(cluster: object, path: Path) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from slinkyml.cluster import load_spec
     from slinkyml.cluster.addons import device_plugins, merge_plugin_values
     from slinkyml.cluster.render import render
     from slinkyml.cluster.runtime_checks import chart_values_issues, fit_table, format_fit_table
@@ -116,12 +117,16 @@ def _validate(args: argparse.Namespace) -> int:
     objs: list = []
     plugin_values: dict[str, list] = {}  # plugin -> every values document given for it
     chart_issues: list = []
-    for source, doc in load_documents(args.path):
+    documents = load_documents(args.path)
+    for source, doc in documents:
         if isinstance(doc, dict) and "kind" not in doc and "node_sets" in doc:  # a slinkyml spec
             try:
-                rendered = render(from_dict(doc))
+                if sum(s == source for s, _ in documents) == 1:  # its own file: errors with lines
+                    rendered = render(load_spec(source))
+                else:
+                    rendered = render(from_dict(doc))
             except SpecError as exc:
-                raise SpecError(f"{source}: {exc.path}", exc.reason) from None
+                raise exc.located(source) from None
             objs += rendered.objects
             for plugin, values in rendered.plugin_values.items():
                 plugin_values.setdefault(plugin, []).append(values)

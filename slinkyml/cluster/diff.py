@@ -360,8 +360,6 @@ def load_manifests(path: str | Path) -> list[dict[str, Any]]:
     from slinkyml.cluster.validate import load_documents
 
     p = Path(path)
-    if not p.exists():
-        raise SlinkyError(f"{path}: no such file or directory")
     if p.is_dir() and (p / "rendered").is_dir():
         p = p / "rendered"
     docs: list[tuple[str, Any]] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from slinkyml import specload
 from slinkyml.errors import SpecError
 
 #: Slurm version -> Slinky image tag suffix (images ghcr.io/slinkyproject/<component>:<tag>).
@@ -324,17 +325,12 @@ def _simple(raw: Any, path: str, cls: type) -> Any:
     return cls(**kwargs)
 
 
-def _printable(text: str) -> str:
-    """Escape newlines/control characters from user data so every error stays on one line."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
 def from_dict(raw: Any, *, source: str = "") -> SlurmCluster:
-    """Build a checked :class:`SlurmCluster` from plain data (a parsed YAML document)."""
-    try:
-        return _from_dict(raw)
-    except SpecError as exc:
-        raise SpecError(_printable(exc.path), _printable(exc.reason)) from None
+    """Build a checked :class:`SlurmCluster` from plain data (a parsed YAML document): every problem
+    the published schema (``data/schemas/cluster.schema.json``) finds at once, then the checks across
+    fields, one at a time."""
+    specload.check_or_raise(raw, "cluster")
+    return _from_dict(raw)
 
 
 def _from_dict(raw: Any) -> SlurmCluster:
@@ -449,30 +445,22 @@ def to_dict(cluster: SlurmCluster) -> dict[str, Any]:
 
 
 def load_spec(path: str | Path) -> SlurmCluster:
-    """Read a spec YAML file; errors name the file and the field path."""
-
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise SpecError(str(p), f"cannot read: {exc.strerror}") from None
-    return loads_spec(text, source=str(p))
+    """Read a spec YAML file; errors name the file, line and field path of every problem."""
+    return _build(specload.load(path))
 
 
 def loads_spec(text: str, *, source: str = "") -> SlurmCluster:
-    import yaml
+    """Parse spec YAML text (``source`` names it in errors)."""
+    return _build(specload.parse_yaml(text, source))
 
+
+def _build(document: specload.Document) -> SlurmCluster:
+    raw = document.data
+    if isinstance(raw, dict) and "spec" in raw and raw.get("kind") == "SlurmCluster":  # resource form
+        document = document.sub("spec")
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        loc = f" at line {where.line + 1}" if where is not None else ""
-        raise SpecError(source, f"not valid YAML{loc}: {getattr(exc, 'problem', None) or 'parse error'}") from None
-    if isinstance(raw, dict) and "spec" in raw and raw.get("kind") == "SlurmCluster":
-        raw = raw["spec"]
-    try:
-        return from_dict(raw, source=source)
+        return document.build(lambda data: from_dict(data, source=document.source))
     except SpecError:
         raise
     except (TypeError, ValueError, AttributeError, RecursionError) as exc:  # defensive: stay one line
-        raise SpecError(source or "spec", f"malformed spec: {type(exc).__name__}") from None
+        raise SpecError(document.source or "spec", f"malformed spec: {type(exc).__name__}") from None

@@ -460,22 +460,18 @@ def load_documents(path: str | Path) -> list[tuple[str, Any]]:
     """(source, document) for every YAML document in a file or, recursively, a folder."""
     import yaml
 
+    from slinkyml.specload import read_text
+
     p = Path(path)
-    if p.is_dir():
-        files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file())
-    elif p.is_file():
-        files = [p]
-    else:
-        raise SlinkyError(f"{p}: no such file or directory")
+    files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() else [p]
     out = []
     for f in files:
+        text = read_text(f)  # missing, unreadable, not UTF-8: worded as for every spec file
         try:
-            docs = list(yaml.safe_load_all(f.read_text()))
+            docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            raise SlinkyError(f"{f}:{where}: not valid YAML: {getattr(exc, 'problem', None) or 'parse error'}") from None
-        except OSError as exc:
-            raise SlinkyError(f"{f}: cannot read: {exc.strerror}") from None
+            where = f"{mark.line + 1}:" if mark is not None else ""
+            raise SlinkyError(f"{f}:{where} not valid YAML: {getattr(exc, 'problem', None) or 'parse error'}") from None
         out += [(str(f), d) for d in docs if d is not None]
     return out

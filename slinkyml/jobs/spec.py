@@ -1,8 +1,11 @@
 """The training job spec: one description of a run, rendered to sbatch or launched via submitit.
 
 ``JobSpec`` is frozen and validated on construction, so a renderer never sees a half-checked
-value. It loads from YAML/dicts (``JobSpec.from_yaml``/``from_dict``); every user mistake raises
-:class:`~slinkyml.errors.SpecError` naming the field path (``requeue.max_restarts: must be ≥ 0``).
+value. It loads from YAML/dicts (``JobSpec.from_yaml``/``from_dict``) through :mod:`slinkyml.specload`:
+fields, types, ranges and patterns are the published schema ``data/schemas/job.schema.json``
+(checked by every constructor too), the checks across fields are here. Every user mistake raises
+:class:`~slinkyml.errors.SpecError` naming the field path, every problem at once
+(``requeue.max_restarts: must be between 0 and 1000, got -1``).
 """
 
 from __future__ import annotations
@@ -15,24 +18,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from slinkyml import specload
 from slinkyml.errors import SpecError
 from slinkyml.instances import InstanceType, get_instance_type
 
-LAUNCHERS = ("torchrun", "deepspeed", "neuron", "srun")
-NETWORKS = ("efa", "ib", "tcp")
-DEEPSPEED_VIA = ("torchrun", "deepspeed")
-#: Signals a job may ask for ahead of preemption/time limit (``--signal``).
-SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG")
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
 NEURON_CORES_PER_DEVICE = 2
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
-_MEM = re.compile(r"^\d+[KMGT]?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_DEPENDENCY = re.compile(r"^(after|afterany|afterok|afternotok|aftercorr|afterburstbuffer|singleton)"
-                         r"(:\d+(_\d+)?(\+\d+)?)*$")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 
 @dataclass(frozen=True)
@@ -44,13 +37,10 @@ class Entry:
     args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        specload.check_fields(self, "job", definition="entry", path="entry")
         if (self.module is None) == (self.script is None):
             raise SpecError("entry", "give exactly one of 'module' or 'script'")
-        if self.module is not None and not _MODULE.match(self.module):
-            raise SpecError("entry.module", f"not a Python module name: {self.module!r}")
-        if self.script is not None and (not self.script or "\n" in self.script or "\0" in self.script):
-            raise SpecError("entry.script", "must be a non-empty path on one line")
-        object.__setattr__(self, "args", _str_tuple("entry.args", self.args))
+        object.__setattr__(self, "args", tuple(str(arg) for arg in self.args))
 
     @property
     def is_python(self) -> bool:
@@ -67,12 +57,9 @@ class Container:
     workdir: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.image, str) or not self.image.strip() or "\n" in self.image:
-            raise SpecError("container.image", "must be a non-empty image reference")
-        mounts = _str_tuple("container.mounts", self.mounts)
+        specload.check_fields(self, "job", definition="container", path="container")
+        mounts = tuple(self.mounts)
         for i, mount in enumerate(mounts):
-            if "," in mount or not mount.strip():
-                raise SpecError(f"container.mounts[{i}]", "one SRC:DST[:FLAGS] per entry, no commas")
             # pyxis refuses anything else at srun time, i.e. only once the job has its nodes
             source, _, rest = mount.partition(":")
             target = rest.partition(":")[0] if ":" in mount else source
@@ -94,12 +81,8 @@ class RequeuePolicy:
     max_restarts: int = 3
 
     def __post_init__(self) -> None:
-        sig = str(self.signal).upper().removeprefix("SIG")
-        if sig not in SIGNALS:
-            raise SpecError("requeue.signal", f"must be one of {', '.join(SIGNALS)}")
-        object.__setattr__(self, "signal", sig)
-        _check_int("requeue.grace_seconds", self.grace_seconds, 0, 65535)
-        _check_int("requeue.max_restarts", self.max_restarts, 0, 1000)
+        specload.check_fields(self, "job", definition="requeue", path="requeue")
+        object.__setattr__(self, "signal", self.signal.removeprefix("SIG"))
 
 
 @dataclass(frozen=True)
@@ -141,39 +124,25 @@ class JobSpec:
     srun_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or len(self.name) > 200 or "\n" in self.name:
-            raise SpecError("name", "must be a non-empty single line (≤ 200 characters)")
         if not isinstance(self.entry, Entry):
             raise SpecError("entry", "is required (module: or script:, plus args:)")
-        _check_int("nodes", self.nodes, 1, 100_000)
-        _check_int("gpus_per_node", self.gpus_per_node, 0, 64)
-        _check_int("neuron_devices_per_node", self.neuron_devices_per_node, 0, 64)
+        if self.requeue is None:
+            object.__setattr__(self, "requeue", RequeuePolicy())
+        if not isinstance(self.requeue, RequeuePolicy):
+            raise SpecError("requeue", "must be a mapping (signal, grace_seconds, max_restarts)")
+        for name in ("dependencies", "srun_args"):  # one string is a list of one
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, (getattr(self, name),))
+        specload.check_fields(self, "job")
         if self.gpus_per_node and self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "cannot be combined with gpus_per_node")
-        if self.tasks_per_node is not None:
-            _check_int("tasks_per_node", self.tasks_per_node, 1, 1024)
-        if self.procs_per_node is not None:
-            _check_int("procs_per_node", self.procs_per_node, 1, 1024)
-        _check_int("cpus_per_task", self.cpus_per_task, 1, 4096)
-        if self.mem_per_node is not None and not _MEM.match(str(self.mem_per_node)):
-            raise SpecError("mem_per_node", f"expected e.g. 8G or 4096M, got {self.mem_per_node!r}")
         if time_limit_seconds(self.time_limit) is None:
             raise SpecError("time_limit", f"expected [D-]HH:MM:SS or minutes, got {self.time_limit!r}")
-        for name in ("partition", "account", "qos"):
-            value = getattr(self, name)
-            if value is not None and not _SLURM_NAME.match(str(value)):
-                raise SpecError(name, f"not a valid Slurm name: {value!r}")
-        if self.nodelist is not None and not re.match(r"^[A-Za-z0-9_.,\[\]-]+$", self.nodelist):
-            raise SpecError("nodelist", f"not a Slurm node list: {self.nodelist!r}")
-        _choice("launcher", self.launcher, LAUNCHERS)
-        _choice("deepspeed_via", self.deepspeed_via, DEEPSPEED_VIA)
-        _choice("network", self.network, NETWORKS)
         if self.launcher in ("torchrun", "deepspeed", "neuron") and not self.entry.is_python:
             raise SpecError("entry.script", f"the {self.launcher} launcher runs Python: give a .py "
                             "script or a module (or use launcher: srun)")
         if self.launcher == "neuron" and not self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "the neuron launcher needs ≥ 1 device per node")
-        _check_int("neuron_compile_steps", self.neuron_compile_steps, 1, 1000)
         if self.instance_type is not None:
             itype = self.instance  # raises on an unknown name, with a suggestion
             devices = itype.accelerator_count if itype else 0
@@ -191,35 +160,12 @@ class JobSpec:
             if self.tasks_per_node is not None and self.tasks_per_node != self.effective_procs_per_node:
                 raise SpecError("tasks_per_node", "with deepspeed_via: deepspeed every rank is a Slurm task: "
                                 f"leave it unset or equal to procs_per_node ({self.effective_procs_per_node})")
-        if self.deepspeed_config is not None and not isinstance(self.deepspeed_config, (str, Mapping)):
-            raise SpecError("deepspeed_config", "must be a mapping or a path to a JSON file")
-        env = _str_mapping("env", self.env)
-        for key in env:
-            if not _ENV_NAME.match(key):
-                raise SpecError(f"env.{key}", "not a valid environment variable name")
-        object.__setattr__(self, "env", MappingProxyType(env))
-        object.__setattr__(self, "library_versions",
-                           MappingProxyType(_str_mapping("library_versions", self.library_versions)))
+        object.__setattr__(self, "env", MappingProxyType(_str_mapping(self.env)))
+        object.__setattr__(self, "library_versions", MappingProxyType(_str_mapping(self.library_versions)))
         if isinstance(self.deepspeed_config, Mapping):
             object.__setattr__(self, "deepspeed_config", MappingProxyType(dict(self.deepspeed_config)))
-        deps = _str_tuple("dependencies", self.dependencies)
-        for i, dep in enumerate(deps):
-            if not _DEPENDENCY.match(dep):
-                raise SpecError(f"dependencies[{i}]", f"expected e.g. afterok:1234, got {dep!r}")
-        object.__setattr__(self, "dependencies", deps)
-        srun_args = _str_tuple("srun_args", self.srun_args)
-        for i, arg in enumerate(srun_args):
-            if not arg.startswith("-"):
-                raise SpecError(f"srun_args[{i}]", f"expected an srun option like --mpi=pmix, got {arg!r}")
-        object.__setattr__(self, "srun_args", srun_args)
-        if self.rdzv_port is not None:
-            _check_int("rdzv_port", self.rdzv_port, 1, 65535)
-        for name in ("log_dir", "python", "checkpoint_dir", "neuron_compile_dir"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value or "\n" in value):
-                raise SpecError(name, "must be a non-empty path on one line")
-        if not isinstance(self.requeue, RequeuePolicy):
-            raise SpecError("requeue", "must be a mapping (signal, grace_seconds, max_restarts)")
+        object.__setattr__(self, "dependencies", tuple(self.dependencies))
+        object.__setattr__(self, "srun_args", tuple(self.srun_args))
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -290,47 +236,28 @@ class JobSpec:
     # -- loading --------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
-        if not isinstance(data, Mapping):
-            raise SpecError("", "a job spec must be a mapping of fields")
+        """From plain data (a parsed YAML document): every problem the schema finds at once, then the
+        checks across fields. Spec objects (``Entry``...) may stand in for their mappings."""
+        if isinstance(data, Mapping):
+            data = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in data.items()}
+        specload.check_or_raise(data, "job")
         data = dict(data)
-        known = {f.name for f in dataclasses.fields(cls)}
-        for key in data:
-            if key not in known:
-                hint = _close(str(key), known)
-                raise SpecError(str(key), "unknown field" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-        if "name" not in data:
-            raise SpecError("name", "is required")
-        if "entry" not in data:
-            raise SpecError("entry", "is required (module: or script:, plus args:)")
-        data["entry"] = _sub(Entry, "entry", data["entry"])
+        data["entry"] = Entry(**data["entry"])
         if data.get("container") is not None:
-            data["container"] = _sub(Container, "container", data["container"])
+            data["container"] = Container(**data["container"])
         if "requeue" in data:
-            data["requeue"] = _sub(RequeuePolicy, "requeue", data["requeue"] or {})
-        for key in ("dependencies", "srun_args"):
-            if isinstance(data.get(key), str):
-                data[key] = (data[key],)
-        try:
-            return cls(**data)
-        except TypeError as exc:  # pragma: no cover - guarded by the field check above
-            raise SpecError("", str(exc)) from None
+            data["requeue"] = RequeuePolicy(**(data["requeue"] or {}))
+        return cls(**data)
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> JobSpec:
-        """Load from a YAML file path or YAML text."""
-        import yaml
-
+        """Load from a YAML file path or YAML text; errors name the file and line of each field."""
         text = str(source)
         if isinstance(source, Path) or ("\n" not in text and text.endswith((".yaml", ".yml"))):
-            try:
-                text = Path(source).read_text()
-            except OSError as exc:
-                raise SpecError("", f"cannot read {source}: {exc.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError("", f"not valid YAML: {' '.join(str(exc).split())}") from None
-        return cls.from_dict(data or {})
+            document = specload.load(source)
+        else:
+            document = specload.parse_yaml(text)
+        return document.build(lambda data: cls.from_dict({} if data is None else data))
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -355,63 +282,7 @@ def time_limit_seconds(text: str | int) -> int | None:
     return secs if secs > 0 else None
 
 
-def _sub(cls: type, path: str, value: Any) -> Any:
-    if isinstance(value, cls):
-        return value
-    if not isinstance(value, Mapping):
-        raise SpecError(path, "must be a mapping")
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in value:
-        if key not in known:
-            hint = _close(str(key), known)
-            raise SpecError(f"{path}.{key}", "unknown field"
-                            + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-    return cls(**dict(value))
-
-
-def _close(word: str, known: set[str]) -> list[str]:
-    import difflib  # only on the error path: keeps CLI start-up short
-
-    return difflib.get_close_matches(word, sorted(known), n=1)
-
-
-def _check_int(path: str, value: Any, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(path, f"must be an integer, got {value!r}")
-    if value < low:
-        raise SpecError(path, f"must be ≥ {low}")
-    if value > high:
-        raise SpecError(path, f"must be ≤ {high}")
-
-
-def _choice(path: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise SpecError(path, f"must be one of {', '.join(choices)}, got {value!r}")
-
-
-def _str_tuple(path: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise SpecError(path, "must be a list of strings")
-    out = []
-    for i, item in enumerate(value):
-        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            raise SpecError(f"{path}[{i}]", "must be a string")
-        if "\0" in str(item):
-            raise SpecError(f"{path}[{i}]", "must not contain NUL")
-        out.append(str(item))
-    return tuple(out)
-
-
-def _str_mapping(path: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise SpecError(path, "must be a mapping of names to strings")
-    out = {}
-    for key, item in value.items():
-        if isinstance(item, bool):
-            item = "1" if item else "0"
-        if not isinstance(item, (str, int, float)):
-            raise SpecError(f"{path}.{key}", "must be a string")
-        if "\0" in str(item):
-            raise SpecError(f"{path}.{key}", "must not contain NUL")
-        out[str(key)] = str(item)
-    return out
+def _str_mapping(value: Mapping[str, Any]) -> dict[str, str]:
+    """``env``-style values as the shell sees them (the schema allows numbers and booleans)."""
+    return {str(key): ("1" if item else "0") if isinstance(item, bool) else str(item)
+            for key, item in value.items()}
