@@ -100,21 +100,16 @@ def parse_yaml(text: str, source: str = "") -> Document:
     """One YAML document; duplicate keys and syntax errors are :class:`SpecError` s with lines."""
     import yaml  # ~20 ms: only commands that read a spec pay it
 
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # checks every character first
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, text, source) from None
     builder = _Builder(loader, source)
     try:
         node = loader.get_single_node()
         data = builder.build(node, "") if node is not None else None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        if mark is None and hasattr(exc, "position"):  # ReaderError: an unacceptable character
-            line = text.count("\n", 0, exc.position) + 1
-            reason = f"unacceptable character #x{exc.character:04x}" if isinstance(exc.character, int) \
-                else "unacceptable character"
-        else:
-            line = mark.line + 1 if mark is not None else None
-            reason = getattr(exc, "problem", None) or "parse error"
-        raise SpecError(problems=[Problem("", f"not valid YAML: {reason}", source, line)]) from None
+        raise _yaml_error(exc, text, source) from None
     except RecursionError:
         raise SpecError(problems=[Problem("", "not a spec: nested too deeply", source)]) from None
     except _TooLarge:
@@ -124,6 +119,18 @@ def parse_yaml(text: str, source: str = "") -> Document:
     if data is None and builder.problems:  # too large: nothing to build
         raise SpecError(problems=builder.problems)
     return Document(data, source, builder.lines, builder.problems)
+
+
+def _yaml_error(exc: Exception, text: str, source: str) -> SpecError:
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None and hasattr(exc, "position"):  # ReaderError: a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        character = getattr(exc, "character", None)
+        reason = f"character #x{character:04x} is not allowed" if isinstance(character, int) else "bad character"
+    else:
+        line = mark.line + 1 if mark is not None else None
+        reason = getattr(exc, "problem", None) or "parse error"
+    return SpecError(problems=[Problem("", f"not valid YAML: {reason}", source, line)])
 
 
 class _TooLarge(Exception):

@@ -307,7 +307,7 @@ def test_accounting_unavailable_is_one_line(local_cluster, cli, tmp_path, monkey
     monkeypatch.setenv("SLURM_CONF", str(conf))
     for command in (("usage",), ("efficiency",), ("report", "--html", str(tmp_path / "r.html"))):
         code, out, err = cli(*command)
-        assert code == 2
+        assert code == 3  # Slurm (its accounting) cannot be reached: README, exit codes
         assert err.startswith("slinkyml: error: ") and expect in err, err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
