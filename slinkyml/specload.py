@@ -11,6 +11,7 @@ use, with messages for people; a type is checked before any pattern, range or ch
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
@@ -323,8 +324,6 @@ def _check_object(value: Mapping[Any, Any], node: Mapping[str, Any], path: str, 
 def check_fields(obj: Any, kind: str, *, definition: str | None = None, path: str = "") -> None:
     """Check a spec dataclass's own fields against its schema, every problem at once (nested spec
     objects check themselves when they are built): the Python API gets the loader's checks."""
-    import dataclasses
-
     root = schema(kind)
     props = (root["$defs"][definition] if definition else root)["properties"]
     out: list[Problem] = []
