@@ -27,16 +27,18 @@ apt:
 	        $$missing >/dev/null; \
 	fi
 
-# The venv: torch==2.13.0 exactly (a CPU wheel on disk; anything else downloads a CUDA build),
+# The venv: torch==2.13.0 exactly (constraints.txt: a CPU wheel on disk; anything else downloads a CUDA
+# build; setup.cfg's train extra only asks for a range),
 # DeepSpeed without build isolation (its build imports torch; no ops are built: CPU runs use a
 # torch optimizer), then slinkyml itself with its extras.
 venv: $(VENV)/.installed
-$(VENV)/.installed: setup.cfg pyproject.toml
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation 'deepspeed>=0.16'
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,train,k8s,plots]'
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt torch
+	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt \
+	    'deepspeed>=0.16'
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots]'
 	touch $@
 
 demo: setup

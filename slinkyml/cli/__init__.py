@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         result = handler(args)
     except SlinkyError as exc:

@@ -197,13 +197,15 @@ def _load_and_render(spec: str) -> tuple[object, object]:
 def _apply(args: argparse.Namespace) -> int:
     from slinkyml.cluster.apply import api_client, apply_objects, ensure_secrets
     from slinkyml.cluster.validate import validate_objects
-    from slinkyml.errors import SlinkyError
 
     cluster, rendered = _load_and_render(args.spec)
     issues = validate_objects(rendered.objects,  # type: ignore[attr-defined]
                               plugin_values=rendered.plugin_values)  # type: ignore[attr-defined]
-    if issues:
-        raise SlinkyError(f"refusing to apply: {len(issues)} validation error(s); first: {issues[0]}")
+    if issues:  # a validation failure (exit 1), shown as `cluster validate` shows it
+        for issue in issues:
+            print(f"slinkyml: error: {issue}", file=sys.stderr)
+        print(f"slinkyml: error: refusing to apply: {len(issues)} validation error(s)", file=sys.stderr)
+        return 1
     api = api_client(args.kubeconfig, args.context)
     objs = rendered.objects  # type: ignore[attr-defined]
     # the Namespace must exist before Secrets go into it
