@@ -1,8 +1,7 @@
 """User-facing errors.
 
 Every error a user can cause derives from :class:`SlinkyError`; the CLI prints it as one line per
-problem (``slinkyml: error: <message>``) and exits with the status :mod:`slinkyml.cli` maps its type
-to (README: exit codes), never a traceback.
+problem (``slinkyml: error: <message>``) and exits with its class's ``exit_code``, never a traceback.
 """
 
 from __future__ import annotations
@@ -10,9 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+#: Exit statuses of every command (README, "Exit codes"): 0 ok; 1 the job, check or validation failed;
+#: 2 bad usage or input (argparse's own code, a bad spec, a missing extra); 3 Slurm could not be reached.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
 
 class SlinkyError(Exception):
     """An error whose message is meant for the user, on one line."""
+
+    #: what the CLI exits with; subclasses say otherwise (Slurm unreachable: 3, a failed check: 1)
+    exit_code = EXIT_USAGE
 
     def one_line(self) -> str:
         return " ".join(str(self).split()) or type(self).__name__

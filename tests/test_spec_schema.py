@@ -57,7 +57,9 @@ def test_schema_fields_and_defaults_are_the_spec_classes(kind):
     for definition, cls in CLASSES[kind].items():
         node = root["$defs"][definition] if definition else root
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        assert list(node["properties"]) == list(fields), cls.__name__
+        assert list(node["properties"]) == list(fields), (
+            f"{cls.__name__}: its fields and slinkyml/data/schemas/{kind}.schema.json differ: a new field goes "
+            "into both (the loader checks against the schema)")
         for name, prop in node["properties"].items():
             prop = root["$defs"][prop["$ref"].rsplit("/", 1)[-1]] if "$ref" in prop else prop
             if "default" in prop:

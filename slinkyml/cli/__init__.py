@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from slinkyml.errors import SlinkyError
+from slinkyml.errors import EXIT_USAGE, SlinkyError
 
 #: (module under slinkyml.cli, sub-command names it registers) — imported lazily, in this order.
 SUBCOMMAND_MODULES = (
@@ -28,21 +28,6 @@ SUBCOMMAND_MODULES = (
     ("demo", ("demo",)),
 )
 
-#: Exit statuses (README, "Exit codes"): 0 ok; 1 the job, check or validation failed; 2 bad usage or
-#: input (argparse's own code, a bad spec, a missing extra); 3 Slurm could not be reached.
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-#: Error type (module.qualname) -> exit status; the most specific class in an error's MRO wins, and
-#: any other SlinkyError is bad usage or input. Names, not classes: the error path imports nothing.
-EXIT_CODES = {
-    "slinkyml.errors.SpecError": EXIT_USAGE,
-    "slinkyml.slurm.errors.SlurmError": EXIT_FAILED,  # a Slurm command refused or failed
-    "slinkyml.slurm.errors.SlurmControllerDown": EXIT_UNREACHABLE,
-    "slinkyml.slurm.errors.AccountingUnavailable": EXIT_UNREACHABLE,
-    "slinkyml.slurm.errors.SlurmTimeout": EXIT_UNREACHABLE,
-    "slinkyml.slurm.errors.SlurmTransientError": EXIT_UNREACHABLE,
-    "slinkyml.slurm.errors.SlurmCommandNotFound": EXIT_UNREACHABLE,
-    "slinkyml.jobs.validate.JobCheckError": EXIT_FAILED,  # the job cannot run on this cluster as written
-}
 #: Optional modules -> the extra that installs them (a command needing one says how to get it).
 EXTRAS = {"kubernetes": "k8s", "kubernetes_validate": "k8s", "matplotlib": "plots", "torch": "train",
           "deepspeed": "train", "pyslurm": "pyslurm"}
@@ -83,15 +68,6 @@ def _version() -> str:
         return "0+unknown"
 
 
-def exit_code(exc: SlinkyError) -> int:
-    """The exit status for an error (``EXIT_CODES``)."""
-    for cls in type(exc).__mro__:
-        code = EXIT_CODES.get(f"{cls.__module__}.{cls.__qualname__}")
-        if code is not None:
-            return code
-    return EXIT_USAGE
-
-
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(words[0] if words and not words[0].startswith("-") else None)
@@ -105,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except SlinkyError as exc:
         for line in exc.lines():
             print(f"slinkyml: error: {line}", file=sys.stderr)
-        return exit_code(exc)
+        return exc.exit_code
     except ModuleNotFoundError as exc:
         extra = EXTRAS.get((exc.name or "").partition(".")[0])
         if extra is None:

@@ -10,7 +10,7 @@ import getpass
 import re
 from typing import Any
 
-from slinkyml.errors import SlinkyError
+from slinkyml.errors import EXIT_FAILED, SlinkyError
 from slinkyml.jobs.spec import JobSpec, time_limit_seconds
 from slinkyml.slurm.runner import parse_scontrol_record
 
@@ -18,7 +18,9 @@ _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL"
 
 
 class JobCheckError(SlinkyError):
-    """The job cannot run on this cluster as written."""
+    """The job cannot run on this cluster as written: a failed check (1), not a usage error."""
+
+    exit_code = EXIT_FAILED
 
 
 def expand_nodes(slurm: Any, nodelist: str) -> list[str]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from slinkyml.errors import SlinkyError
+from slinkyml.errors import EXIT_FAILED, EXIT_UNREACHABLE, SlinkyError
 
 
 class SlurmError(SlinkyError):
     """A Slurm command failed."""
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, message: str, *, argv: list[str] | None = None, returncode: int | None = None,
                  stderr: str = "", stdout: str = ""):
@@ -20,21 +22,31 @@ class SlurmError(SlinkyError):
 class SlurmCommandNotFound(SlurmError):
     """The Slurm client binary is not installed (or not on PATH)."""
 
+    exit_code = EXIT_UNREACHABLE
+
 
 class SlurmTimeout(SlurmError):
     """The command did not finish within its timeout (after retries)."""
+
+    exit_code = EXIT_UNREACHABLE
 
 
 class SlurmTransientError(SlurmError):
     """A transient controller error (socket timeout, controller busy) that survived the retries."""
 
+    exit_code = EXIT_UNREACHABLE
+
 
 class SlurmControllerDown(SlurmError):
     """slurmctld cannot be reached."""
 
+    exit_code = EXIT_UNREACHABLE
+
 
 class AccountingUnavailable(SlurmError):
     """Accounting storage is disabled or slurmdbd cannot be reached."""
+
+    exit_code = EXIT_UNREACHABLE
 
 
 class InvalidRequest(SlurmError):
