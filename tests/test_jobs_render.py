@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from slinkyml.errors import SlinkyError
 from slinkyml.jobs.render import launch_argv, render_sbatch
 from slinkyml.jobs.restapi import submit_request
 from slinkyml.jobs.spec import JobSpec
@@ -154,3 +155,29 @@ def test_rendezvous_port_is_derived_in_bash_exactly_as_in_python(tmp_path):
     assert int(out) == rendezvous.port_candidates(77)[1]
     pinned = render_sbatch(_spec(VARIANTS["torchrun"]).replace(rdzv_port=29555))
     assert "rdzv_port=29555" in pinned and "/dev/tcp" not in pinned
+
+
+def test_one_request_feeds_sbatch_restapi_and_submitit():
+    """The JobSpec → Slurm mapping happens once: every backend writes the same SlurmJobRequest."""
+    from slinkyml.jobs.request import SlurmJobRequest
+
+    spec = _spec({"mem_per_node": "2G", "time_limit": "00:10:30", "gpus_per_node": 2, "partition": "gpu"})
+    request = SlurmJobRequest.from_spec(spec)
+    directives = dict(request.sbatch_directives())
+    assert directives["--gres"] == "gpu:2" and directives["--nodes"] == str(request.nodes) == "2"
+    _, body = submit_request(spec, "", version="v0.0.42", cwd="/w", environment={})
+    assert body["job"]["tres_per_node"] == "gres/gpu:2" and body["job"]["partition"] == "gpu"
+    params = request.submitit_parameters()
+    assert (params["gpus_per_node"], params["nodes"], params["time"], params["partition"]) == (2, 2, 11, "gpu")
+    assert params["additional_parameters"]["mem"] == "2G"
+    assert '"gres": ["gpu:2"]' in str(request)  # what --dry-run prints
+    with pytest.raises(SlinkyError, match="nodes"):
+        SlurmJobRequest(name="x", nodes=0)
+
+
+def test_the_launch_line_takes_the_node_count_from_slurm_not_a_placeholder():
+    """The launcher's words are written as shell words directly: user words that look like the
+    old placeholders (N, HEAD:0) stay literal."""
+    script = render_sbatch(_spec({"entry": {"module": "N", "args": ["N", "HEAD:0"]}}))
+    assert ('  --nnodes "$SLURM_NNODES"\n  --nproc-per-node 1\n  --rdzv-id "$SLURM_JOB_ID"\n'
+            '  --rdzv-backend c10d\n  --rdzv-endpoint "$head_node:$rdzv_port"\n  -m N\n  N\n  HEAD:0\n)') in script

@@ -80,12 +80,14 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
     slurm = Slurm()
     if args.dry_run:
         from slinkyml.jobs.render import render_sbatch
+        from slinkyml.jobs.request import SlurmJobRequest
         from slinkyml.jobs.validate import check_job
 
         script = render_sbatch(spec)
         if not args.no_check:
             check_job(spec, slurm)
         sys.stdout.write(script)
+        print(f"# request: {SlurmJobRequest.from_spec(spec)}", file=sys.stderr)
         print(f"# dry run: {spec.name!r} passes the cluster checks; nothing submitted", file=sys.stderr)
         return 0
     backend = sub.make_backend(getattr(args, "backend", None), slurm=slurm,

@@ -16,11 +16,11 @@ import inspect
 from typing import Any
 
 from slinkyml.dispatch.checkpointable import Checkpointable, Preempted
-from slinkyml.dispatch.executor import ArrayJob, Executor, Job, JobError, JobFailed
+from slinkyml.dispatch.executor import RESOURCE_KEYWORDS, ArrayJob, Executor, Job, JobError, JobFailed
 from slinkyml.dispatch.launch import TrainingJob, launch
 from slinkyml.dispatch.tracking import JobInfo, Tracker
 
-_EXECUTOR_OPTIONS = frozenset(inspect.signature(Executor.__init__).parameters) - {"self"}
+_EXECUTOR_OPTIONS = frozenset(inspect.signature(Executor.__init__).parameters) - {"self", "resources"} | set(RESOURCE_KEYWORDS)
 _SUBMIT_OPTIONS = frozenset({"afterok", "afterany", "singleton", "dependency", "name"})
 
 

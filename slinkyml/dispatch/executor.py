@@ -18,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -36,7 +37,7 @@ from slinkyml.dispatch.task import make_task
 from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
-from slinkyml.jobs.spec import time_limit_seconds
+from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.slurm import Slurm
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
@@ -74,13 +75,35 @@ def default_folder() -> Path:
     return Path.cwd() / ".slinkyml" / "submitit"
 
 
-def _minutes(time_limit: int | float | str) -> int:
-    if isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool):
-        return max(1, math.ceil(time_limit))
-    seconds = time_limit_seconds(str(time_limit))
-    if seconds is None:
-        raise SlinkyError(f"time: expected minutes or [D-]HH:MM:SS, got {time_limit!r}")
-    return max(1, math.ceil(seconds / 60))
+#: Executor keywords that are :class:`SlurmJobRequest` fields under other names (or units).
+RESOURCE_KEYWORDS = ("nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "mem", "time", "partition",
+                     "account", "qos", "name", "exclusive", "signal_grace_s")
+_DEFAULT_REQUEST = SlurmJobRequest(name="slinkyml", time_limit="10", requeue=False)
+
+
+def _request(request: SlurmJobRequest | None, resources: dict[str, Any]) -> SlurmJobRequest:
+    """``request`` (default: one task for 10 minutes) with the Executor's resource keywords on top."""
+    unknown = set(resources) - set(RESOURCE_KEYWORDS)
+    if unknown:
+        raise TypeError(f"Executor() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    fields = {k: v for k, v in resources.items() if k not in ("mem", "time", "gpus_per_node")}
+    if "mem" in resources:
+        fields["mem_per_node"] = resources["mem"]
+    if "time" in resources:
+        time = resources["time"]
+        numeric = isinstance(time, (int, float)) and not isinstance(time, bool)
+        fields["time_limit"] = str(max(1, math.ceil(time))) if numeric else str(time)
+    base = request or _DEFAULT_REQUEST
+    gpus = resources.get("gpus_per_node", base.gpus_per_node)
+    if not isinstance(gpus, int) or gpus < 0:
+        raise SlinkyError(f"gpus_per_node: must be an integer ≥ 0, got {gpus!r}")
+    if "gpus_per_node" in resources:
+        fields["gres"] = tuple(g for g in base.gres if not g.startswith("gpu:")) + ((f"gpu:{gpus}",) if gpus else ())
+    request = replace(base, **fields)
+    if gpus and request.tasks_per_node not in (1, gpus):
+        raise SlinkyError(f"tasks_per_node={request.tasks_per_node} with gpus_per_node={gpus}: "
+                          "use one task per GPU (or one task per node)")
+    return request
 
 
 def _dependency_string(afterok: Any = (), afterany: Any = (), singleton: bool = False,
@@ -135,32 +158,21 @@ def _pickle_by_value(fn: Any) -> None:
 class Executor:
     """Resources for jobs; ``submit`` functions, ``map_array`` over items, ``launch`` a JobSpec.
 
+    The resources are a :class:`SlurmJobRequest` (``request``; :func:`launch` passes a JobSpec's),
+    or given by its keywords (:data:`RESOURCE_KEYWORDS`: ``nodes``, ``tasks_per_node``,
+    ``gpus_per_node``, ``mem``, ``time`` in minutes or ``[D-]HH:MM:SS``...), which override it.
     ``folder`` must be on a filesystem the nodes share (default ``./.slinkyml/submitit``).
     ``max_array_size`` overrides the cluster's MaxArraySize (read from ``scontrol show config``).
     """
 
-    def __init__(self, folder: str | os.PathLike[str] | None = None, *, nodes: int = 1,
-                 tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
-                 mem: str | None = None, time: int | str = 10, partition: str | None = None,
-                 account: str | None = None, qos: str | None = None, name: str = "slinkyml",
-                 exclusive: bool = False, max_restarts: int = 3, signal_grace_s: int = 60,
-                 setup: Sequence[str] = (), env: dict[str, str] | None = None, python: str | None = None,
-                 slurm: Slurm | None = None, tracker: Tracker | None = None,
-                 max_array_size: int | None = None, additional_parameters: dict[str, Any] | None = None):
+    def __init__(self, folder: str | os.PathLike[str] | None = None, *, request: SlurmJobRequest | None = None,
+                 max_restarts: int = 3, setup: Sequence[str] = (), env: dict[str, str] | None = None,
+                 python: str | None = None, slurm: Slurm | None = None, tracker: Tracker | None = None,
+                 max_array_size: int | None = None, additional_parameters: dict[str, Any] | None = None,
+                 **resources: Any):
         self.folder = Path(folder) if folder is not None else default_folder()
-        self.nodes = nodes
-        self.tasks_per_node = tasks_per_node
-        self.gpus_per_node = gpus_per_node
-        self.cpus_per_task = cpus_per_task
-        self.mem = mem
-        self.time_min = _minutes(time)
-        self.partition = partition
-        self.account = account
-        self.qos = qos
-        self.name = name
-        self.exclusive = exclusive
+        self.request = _request(request, resources)
         self.max_restarts = max_restarts
-        self.signal_grace_s = signal_grace_s
         self.setup = list(setup)
         self.env = dict(env or {})
         self.python = python
@@ -168,14 +180,22 @@ class Executor:
         self.tracker = tracker or default_tracker(self.slurm)
         self._max_array_size = max_array_size
         self.additional_parameters = dict(additional_parameters or {})
-        for field, value in (("nodes", nodes), ("tasks_per_node", tasks_per_node), ("cpus_per_task", cpus_per_task)):
-            if not isinstance(value, int) or value < 1:
-                raise SlinkyError(f"{field}: must be an integer ≥ 1, got {value!r}")
-        if not isinstance(gpus_per_node, int) or gpus_per_node < 0:
-            raise SlinkyError(f"gpus_per_node: must be an integer ≥ 0, got {gpus_per_node!r}")
-        if gpus_per_node and tasks_per_node not in (1, gpus_per_node):
-            raise SlinkyError(f"tasks_per_node={tasks_per_node} with gpus_per_node={gpus_per_node}: "
-                              "use one task per GPU (or one task per node)")
+
+    @property
+    def nodes(self) -> int:
+        return self.request.nodes
+
+    @property
+    def tasks_per_node(self) -> int:
+        return self.request.tasks_per_node
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.request.gpus_per_node
+
+    @property
+    def time_min(self) -> int:
+        return self.request.time_minutes
 
     # -- facts about the cluster -------------------------------------------------------------
     @property
@@ -192,23 +212,10 @@ class Executor:
     def parameters(self, *, tasks: bool = True, checkpointable: bool = False,
                    dependency: str | None = None, name: str | None = None) -> dict[str, Any]:
         """submitit SlurmExecutor parameters for these resources (``tasks=False``: one task)."""
-        params: dict[str, Any] = {
-            "job_name": name or self.name, "time": self.time_min, "cpus_per_task": self.cpus_per_task,
-            "nodes": self.nodes if tasks else 1, "ntasks_per_node": self.tasks_per_node if tasks else 1,
-            "signal_delay_s": self.signal_grace_s,
-        }
-        extra: dict[str, Any] = {"export": "ALL"}
-        if self.mem:
-            extra["mem"] = self.mem
-        if self.gpus_per_node and tasks:
-            params["gpus_per_node"] = self.gpus_per_node
-        for key in ("partition", "account", "qos"):
-            if getattr(self, key):
-                params[key] = getattr(self, key)
-        if self.exclusive:
-            params["exclusive"] = True
-        if dependency:
-            params["dependency"] = dependency
+        one_task = {} if tasks else {"nodes": 1, "tasks_per_node": 1, "gres": ()}
+        params = replace(self.request, name=name or self.request.name, dependency=dependency,
+                         **one_task).submitit_parameters()
+        extra = params["additional_parameters"]
         if checkpointable:
             extra["requeue"] = True
         multi = tasks and self.num_tasks > 1
@@ -269,7 +276,7 @@ class Executor:
         except ValueError:
             raise SlinkyError("map_array: the iterables have different lengths") from None
         if target_tasks is None and chunk_size is None:
-            target_tasks = total_cpus(self.slurm, self.partition)
+            target_tasks = total_cpus(self.slurm, self.request.partition)
         plan = plan_array(len(items), max_array_size=self.max_array_size, chunk_size=chunk_size,
                           target_tasks=target_tasks or 16, max_parallel=max_parallel)
         _pickle_by_value(fn)

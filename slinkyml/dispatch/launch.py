@@ -18,27 +18,25 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from slinkyml.dispatch.executor import Executor, Job, _dependency_string, _translate_errors
 from slinkyml.errors import SpecError
+from slinkyml.jobs.request import SlurmJobRequest
+from slinkyml.jobs.spec import JobSpec
 
 #: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
 DEFAULT_PYTHON = "python3"
 
 
-def executor_for(spec: Any, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> Executor:
-    """An Executor with the spec's resources: one task per node (the launcher), its requeue policy."""
+def executor_for(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> Executor:
+    """An Executor with the spec's request: one task per node (the launcher), its requeue policy."""
+    request = replace(SlurmJobRequest.from_spec(spec), tasks_per_node=1, output=None)
     options: dict[str, Any] = dict(
-        folder=folder, nodes=spec.nodes, tasks_per_node=1, gpus_per_node=spec.gpus_per_node,
-        cpus_per_task=spec.cpus_per_task, mem=spec.mem_per_node, time=spec.time_limit,
-        partition=spec.partition, account=spec.account, qos=spec.qos, name=spec.name,
-        exclusive=spec.exclusive, max_restarts=spec.requeue.max_restarts,
-        signal_grace_s=spec.requeue.grace_seconds,
-        additional_parameters={"signal": f"{spec.requeue.signal}@{spec.requeue.grace_seconds}",
-                               "requeue": True},
-    )
+        folder=folder, request=request, max_restarts=spec.requeue.max_restarts,
+        additional_parameters={"signal": f"{request.signal}@{request.signal_grace_s}", "requeue": True})
     options.update(overrides)
     return Executor(**options)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from slinkyml import rendezvous
 from slinkyml.jobs.presets import preset_env_lines
+from slinkyml.jobs.request import SlurmJobRequest, safe_name
 from slinkyml.jobs.spec import JobSpec
 
 #: Where a rendered DeepSpeed script writes its config at run time (next to the logs).
@@ -75,7 +76,6 @@ class Raw(str):
 _ANSI_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 _NEEDS_ANSI_QUOTING = re.compile(r"[$`\x00-\x1f\x7f]").search
 _PLAIN_SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.,:=@+/%-]+").fullmatch
-_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+").sub
 
 
 def quote(value: str) -> str:
@@ -115,11 +115,6 @@ def sbatch_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def safe_name(name: str) -> str:
-    """The job name made safe for file names and Slurm filename patterns."""
-    return _UNSAFE_NAME_CHARS("_", name).strip("._")[:64] or "job"
-
-
 def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:
     """What one training process runs (without any launcher)."""
     entry = spec.entry
@@ -131,15 +126,17 @@ def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:
     return [str(entry.script), *entry.args]
 
 
-def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnodes: int | str | None = None,
-                rdzv_id: str = "slinkyml", node_rank: int | str | None = None, ds_hostfile: str | None = None,
+def launch_argv(spec: JobSpec, head_node: str, port: int | str | None = None, *,
+                nnodes: int | str | None = None, rdzv_id: str = "slinkyml", node_rank: int | str | None = None,
+                rdzv_endpoint: str | None = None, ds_hostfile: str | None = None,
                 ds_rank_entry: str | None = None, ds_srun_output: str | None = None) -> list[str]:
     """The launch command for ONE node (torchrun/deepspeed/neuron/srun task) as an argv list.
 
     torchrun is started as ``python -m torch.distributed.run`` so that the job's interpreter
     (``spec.python``) and its torch are the ones that run. ``head_node``/``port`` are the c10d
-    rendezvous endpoint (static rendezvous: ``node_rank``, else torchrun's ``$PET_NODE_RANK``);
-    ``nnodes`` defaults to ``spec.nodes``.
+    rendezvous endpoint (static rendezvous: ``node_rank``, else torchrun's ``$PET_NODE_RANK``;
+    ``rdzv_endpoint``: the whole word instead); ``nnodes`` defaults to ``spec.nodes``. Words given
+    as text (the script's ``Raw("$SLURM_NNODES")``...) are kept as given.
 
     DeepSpeed's launcher (``deepspeed_via: deepspeed``) instead runs once, on the batch node, and
     starts all ranks with one ``srun``: ``ds_hostfile`` lists the nodes (``slots`` = ranks per node),
@@ -147,20 +144,20 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnode
     ``srun --output`` pattern for per-rank logs.
     """
     port = (spec.rdzv_port or rendezvous.PORT_BASE) if port is None else port
-    nnodes = spec.nodes if nnodes is None else nnodes
-    endpoint = f"{head_node}:{port}"
+    nnodes = _word(spec.nodes if nnodes is None else nnodes)
+    endpoint = rdzv_endpoint or f"{head_node}:{port}"
     if spec.launcher == "srun":
         return entry_argv(spec)
     if spec.uses_deepspeed_launcher:
         procs = spec.effective_procs_per_node
         argv = [spec.python, "-m", "deepspeed.launcher.runner", "--launcher", "slurm",
-                "--hostfile", ds_hostfile or "hostfile", "--num_nodes", str(nnodes)]
+                "--hostfile", ds_hostfile or "hostfile", "--num_nodes", nnodes]
         if spec.gpus_per_node and spec.gpus_per_node == procs:
             argv += ["--num_gpus", str(procs)]  # becomes srun --gpus-per-node; a CPU job must not ask
         srun_args = ["--kill-on-bad-exit=1"]
         if ds_srun_output:
             srun_args.append(f"--output={ds_srun_output}")
-        argv += ["--master_addr", head_node, "--master_port", str(port),
+        argv += ["--master_addr", head_node, "--master_port", _word(port),
                  "--no_ssh_check",  # the nodes are reached through srun, not ssh
                  "--force_multi",  # one node too: srun, not a local launch inside the batch step
                  # added to DeepSpeed's srun line, after its shlex.split (exact for any value)
@@ -170,8 +167,8 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | None = None, *, nnode
     entry = entry_argv(spec)[1:]  # torchrun supplies the interpreter
     # static rendezvous: every node knows its rank (SLURM_NODEID), so torchrun goes straight to the
     # store on the head node instead of c10d's join/poll rounds (a second or more of every start)
-    rank = [] if node_rank is None else ["--node-rank", str(node_rank)]
-    return [spec.python, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+    rank = [] if node_rank is None else ["--node-rank", _word(node_rank)]
+    return [spec.python, "-m", "torch.distributed.run", "--nnodes", nnodes,
             "--nproc-per-node", str(spec.effective_procs_per_node), "--rdzv-id", rdzv_id,
             "--rdzv-backend", "static", *rank, "--rdzv-endpoint", endpoint, *entry]
 
@@ -186,35 +183,8 @@ def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
 
 
 def sbatch_directives(spec: JobSpec) -> list[tuple[str, str | None]]:
-    """``#SBATCH`` options in a fixed order: (option, value or None for a flag)."""
-    out: list[tuple[str, str | None]] = [
-        ("--job-name", spec.name),
-        ("--nodes", str(spec.nodes)),
-        ("--ntasks-per-node", str(spec.effective_tasks_per_node)),
-        ("--cpus-per-task", str(spec.cpus_per_task)),
-    ]
-    if spec.mem_per_node:
-        out.append(("--mem", spec.mem_per_node))
-    if spec.gpus_per_node:
-        out.append(("--gres", f"gpu:{spec.gpus_per_node}"))
-    if spec.neuron_devices_per_node:
-        out.append(("--gres", f"neuron:{spec.neuron_devices_per_node}"))
-    out.append(("--time", spec.time_limit))
-    for key in ("partition", "account", "qos", "nodelist"):
-        if getattr(spec, key):
-            out.append((f"--{key}", getattr(spec, key)))
-    if spec.exclusive:
-        out.append(("--exclusive", None))
-    if spec.dependencies:
-        out.append(("--dependency", ",".join(spec.dependencies)))
-    log_dir = spec.log_dir.replace("%", "%%").rstrip("/") or "/"
-    out += [
-        ("--output", f"{log_dir}/{safe_name(spec.name)}-%j.out"),
-        ("--open-mode", "append"),  # a requeued run appends to the same batch log
-        ("--requeue", None),
-        ("--signal", f"B:{spec.requeue.signal}@{spec.requeue.grace_seconds}"),
-    ]
-    return out
+    """``#SBATCH`` options in a fixed order (see :meth:`SlurmJobRequest.sbatch_directives`)."""
+    return SlurmJobRequest.from_spec(spec).sbatch_directives()
 
 
 def render_sbatch(spec: JobSpec) -> str:
@@ -229,7 +199,7 @@ def render_sbatch(spec: JobSpec) -> str:
              f"# {safe_name(spec.name)}: rendered by `slinkyml sbatch render` from its job spec; "
              "re-render rather than edit.",
              f"# Needs the log directory to exist before submission: mkdir -p {shlex.quote(spec.log_dir)}"]
-    for option, value in sbatch_directives(spec):
+    for option, value in SlurmJobRequest.from_spec(spec).sbatch_directives():
         lines.append(f"#SBATCH {option}" if value is None else f"#SBATCH {option}={sbatch_value(value)}")
     launch = _launch_lines(spec)
     launch_text = "\n".join(launch)
@@ -366,9 +336,8 @@ def _launch_lines(spec: JobSpec) -> list[str]:
                                        *entry_argv(spec)])
     if spec.uses_deepspeed_launcher:
         return _deepspeed_launcher_lines(spec, head, port, nnodes)
-    argv = launch_argv(spec, "HEAD", 0, nnodes="N", rdzv_id="RDZV")
-    mapping = {"N": nnodes, "RDZV": rdzv, "HEAD:0": Raw('"$head_node:$rdzv_port"')}
-    argv = [_substitute(w, mapping) for w in argv[:_entry_start(argv)]] + argv[_entry_start(argv):]
+    argv = launch_argv(spec, head, port, nnodes=nnodes, rdzv_id=rdzv,
+                       rdzv_endpoint=Raw('"$head_node:$rdzv_port"'))
     out = ["# -- launch: one torchrun (python -m torch.distributed.run) per node, static rendezvous "
            "on the first node (node rank: the task's SLURM_NODEID, as PET_NODE_RANK)"]
     prefix = [*_srun_prefix(spec, 1, label="node"), *NODE_RANK_WRAPPER]
@@ -438,28 +407,27 @@ def _deepspeed_launcher_lines(spec: JobSpec, head: Raw, port: Raw, nnodes: Raw) 
     mark = "@RESTART@"  # shlex-safe, so it does not make shlex.join quote the word
     log_dir = spec.log_dir.replace("%", "%%").rstrip("/") or "/"
     output = f"{log_dir}/{safe_name(spec.name)}-%j-r{mark}-rank%t.log"
-    argv = launch_argv(spec, "HEAD", 0, nnodes="N", ds_hostfile="HOSTFILE", ds_rank_entry="ENTRY",
+    entry = Raw('"$rank_entry"')
+    argv = launch_argv(spec, head, port, nnodes=nnodes, ds_hostfile=Raw('"$hostfile"'), ds_rank_entry=entry,
                        ds_srun_output=output)
-    n_opts = argv.index("ENTRY") + 1  # launcher options end here; the rest is the user's
-    mapping = {"HEAD": head, "0": port, "N": nnodes, "HOSTFILE": Raw('"$hostfile"'),
-               "ENTRY": Raw('"$rank_entry"')}
+    n_opts = argv.index(entry) + 1  # launcher options end here; the rest is the user's
     words: list[str] = []
     for word in argv[:n_opts]:
         if word.startswith("--launcher_args="):
             before, after = word.removeprefix("--launcher_args=").rsplit(mark, 1)
             word = Raw("--launcher_args=" + quote(before) + '"$restart_count"' + quote(after))
-        words.append(_substitute(word, mapping))
+        words.append(word)
     return out + _array("launch", words + argv[n_opts:])
 
 
 def _entry_start(argv: list[str]) -> int:
     """Index of the first word after torchrun's own options (module flag or script)."""
-    i = argv.index("--rdzv-endpoint") + 2
-    return i
+    return argv.index("--rdzv-endpoint") + 2
 
 
-def _substitute(word: str, mapping: Mapping[str, Raw]) -> str:
-    return mapping.get(word, word)
+def _word(value: int | str) -> str:
+    """A number as text; text (a :class:`Raw` word included) as it is."""
+    return value if isinstance(value, str) else str(value)
 
 
 __all__ = ["Raw", "deepspeed_config_for", "entry_argv", "launch_argv", "render_sbatch", "safe_name",
