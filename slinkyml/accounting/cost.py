@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from slinkyml.errors import SpecError
+from slinkyml.instances import load_instance_types
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
 
@@ -34,8 +35,6 @@ class PartitionPrice:
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, PartitionPrice]:
     import yaml
-
-    from slinkyml.instances import load_instance_types
 
     data = yaml.safe_load(DATA_FILE.read_text()) or {}
     user = path or os.environ.get("SLINKYML_PRICES")

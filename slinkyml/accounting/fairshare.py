@@ -33,11 +33,15 @@ Usage decays as ``U(t) = U0 * 2^(-t / PriorityDecayHalfLife)``.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
 
 import pandas as pd
+
+from slinkyml.accounting.tres import parse_duration
+from slinkyml.errors import SlinkyError
 
 #: the sshare fields we ask for (``-o``), in order.
 SSHARE_FIELDS = ("Account", "User", "RawShares", "NormShares", "RawUsage", "NormUsage",
@@ -386,8 +390,6 @@ def _path(node: Node) -> list[Node]:
 
 
 def find_user(root: Node, user: str, account: str | None = None) -> Node:
-    from slinkyml.errors import SlinkyError
-
     for node in walk(root):
         if node.user == user and (account is None or node.account == account):
             return node
@@ -423,8 +425,6 @@ def what_if(root: Node, *, shares: dict[str, float] | None = None,
             add_usage: dict[str, float] | None = None) -> pd.DataFrame:
     """Ranks before and after changing shares (key → RawShares) or adding raw usage
     (key → usage, added to the association and all its ancestors, as Slurm does)."""
-    import copy
-
     before = fair_tree(root)
     changed = copy.deepcopy(root)
     nodes = {n.key: n for n in walk(changed)}
@@ -444,8 +444,6 @@ def what_if(root: Node, *, shares: dict[str, float] | None = None,
 
 
 def _require(nodes: dict[str, Node], key: str) -> Node:
-    from slinkyml.errors import SlinkyError
-
     if key not in nodes:
         raise SlinkyError(f"no association {key!r} (use ACCOUNT or ACCOUNT/USER)")
     return nodes[key]
@@ -483,8 +481,6 @@ def recovery_to_fair(root: Node, key: str, half_life_s: float) -> float:
 
 def parse_half_life(text: str) -> float:
     """``PriorityDecayHalfLife`` as printed by ``scontrol show config`` (``7-00:00:00``) → s."""
-    from slinkyml.accounting.tres import parse_duration
-
     return parse_duration(text.strip())
 
 

@@ -11,6 +11,8 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
+from slinkyml.errors import SlinkyError
+
 GROUPS = ("user", "account", "partition", "gpu_type")
 _COLUMN = {"gpu_type": "alloc_gpu_type"}
 
@@ -54,8 +56,6 @@ def usage(jobs: pd.DataFrame, start: datetime, end: datetime, by=("user",), *,
     by = [by] if isinstance(by, str) else list(by)
     for name in by:
         if name not in GROUPS:
-            from slinkyml.errors import SlinkyError
-
             raise SlinkyError(f"--by: unknown grouping {name!r} (choose from {', '.join(GROUPS)})")
     seconds = overlap_seconds(jobs, start, end, now=now, as_of=as_of,
                               running_until=running_until)

@@ -41,7 +41,7 @@ def executor_for(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None,
     return Executor(**options)
 
 
-def prepare(spec: Any) -> tuple[Any, dict[str, str]]:
+def prepare(spec: JobSpec) -> tuple[JobSpec, dict[str, str]]:
     """The spec as the nodes will run it, and the environment the sbatch script would export."""
     from slinkyml.jobs.presets import spec_preset_env
     from slinkyml.jobs.render import (
@@ -82,7 +82,7 @@ def prepare(spec: Any) -> tuple[Any, dict[str, str]]:
 class NodeLauncher:
     """Runs on each node: the per-node launcher, signal forwarding, requeue, final metrics."""
 
-    def __init__(self, spec: Any, env: dict[str, str]):
+    def __init__(self, spec: JobSpec, env: dict[str, str]):
         self.spec = spec
         self.env = env
 
@@ -131,12 +131,12 @@ class NodeLauncher:
         return read_final(self.spec)
 
 
-def metrics_dir(spec: Any) -> Path:
+def metrics_dir(spec: JobSpec) -> Path:
     """Where the training module writes metrics: the checkpoint dir, else the log dir."""
     return Path(spec.checkpoint_dir or spec.log_dir).absolute()
 
 
-def read_final(spec: Any) -> dict[str, Any] | None:
+def read_final(spec: JobSpec) -> dict[str, Any] | None:
     from slinkyml.train import FINAL_FILE
 
     path = metrics_dir(spec) / FINAL_FILE
@@ -146,7 +146,7 @@ def read_final(spec: Any) -> dict[str, Any] | None:
 class TrainingJob(Job):
     """A JobSpec run: ``result()`` is the final metrics; ``metrics()`` every step so far."""
 
-    spec: Any
+    spec: JobSpec
 
     def metrics(self) -> list[dict[str, Any]]:
         from slinkyml.train import METRICS_FILE
@@ -160,7 +160,7 @@ class TrainingJob(Job):
         return self.result(timeout)
 
 
-def launch(spec: Any, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainingJob:
+def launch(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainingJob:
     """Submit ``spec`` (a JobSpec) through submitit: the notebook twin of ``slinkyml sbatch submit``."""
     from slinkyml.dispatch.task import TaskCall
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from slinkyml.jobs.follow import JobState, find_logs, job_state
 from slinkyml.jobs.logs import JobLogs, read_tail
+from slinkyml.slurm.runner import Slurm
 
 #: kinds of ending, most specific first
 KINDS = ("running", "completed", "oom", "node_fail", "timeout", "preempted", "launch", "exception",
@@ -100,7 +100,7 @@ class _Finding:
                         tuple(self.lines[first:self.index + self.after + 1]))
 
 
-def _steps(slurm: Any, job_id: str) -> list[dict[str, str]]:
+def _steps(slurm: Slurm, job_id: str) -> list[dict[str, str]]:
     fields = ["JobID", "State", "ExitCode", "NodeList"]
     try:
         out = slurm.run("sacct", ["-n", "-P", "-j", job_id, "-o", ",".join(fields)], retries=1).stdout
@@ -152,7 +152,7 @@ def _root_causes(lines: list[str]) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
-def diagnose(slurm: Any, job_id: int | str, *, state: JobState | None = None, logs: JobLogs | None = None,
+def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, logs: JobLogs | None = None,
              steps: list[dict[str, str]] | None = None) -> Diagnosis:
     """The diagnosis of one job (any state; a running job gets a one-line "running"). ``state``,
     ``logs`` and ``steps`` (sacct's job and step records) are read from the cluster when not given."""

@@ -11,10 +11,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from slinkyml.jobs.logs import JobLogs, LogTail, locate, rank_logs_next_to, read_tail
 from slinkyml.slurm.errors import JobNotFound
+from slinkyml.slurm.runner import Slurm
 
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
             "DEADLINE", "PREEMPTED")
@@ -49,7 +50,7 @@ class JobState:
         return 0 if self.state.split()[0] == "COMPLETED" else 1
 
 
-def job_state(slurm: Any, job_id: int) -> JobState:
+def job_state(slurm: Slurm, job_id: int) -> JobState:
     try:
         records = slurm.show("job", str(job_id))
     except JobNotFound:
@@ -62,7 +63,7 @@ def job_state(slurm: Any, job_id: int) -> JobState:
     return accounting_state(slurm, job_id)
 
 
-def accounting_state(slurm: Any, job_id: int) -> JobState:
+def accounting_state(slurm: Slurm, job_id: int) -> JobState:
     """The job as sacct remembers it (slurmctld forgets it ``MinJobAge`` seconds after it ends)."""
     fields = ["State", "ExitCode", "Elapsed", "NodeList", "JobName", "WorkDir", "Reason"]
     if slurm.version.at_least(23, 2):
@@ -78,7 +79,7 @@ def accounting_state(slurm: Any, job_id: int) -> JobState:
                     values["JobName"], values["WorkDir"])
 
 
-def find_logs(slurm: Any, state: JobState) -> JobLogs:
+def find_logs(slurm: Slurm, state: JobState) -> JobLogs:
     """The job's log files (record first, then what Slurm said about it)."""
     return locate(state.job_id, conf=getattr(slurm, "conf", None), stdout=state.stdout,
                   workdir=state.workdir, name=state.name)
@@ -99,7 +100,7 @@ def newest_lines(stdout: str, job_id: int, lines: int = 5) -> list[str]:
     return [f"[{r.name} r{r.restart}] {line}" for r in logs.rank_logs() for line in read_tail(r.path, lines)]
 
 
-def wait(slurm: Any, job_id: int, *, timeout: float | None = None, poll: float = 1.0,
+def wait(slurm: Slurm, job_id: int, *, timeout: float | None = None, poll: float = 1.0,
          on_update: Callable[[JobState], None] | None = None,
          until: Callable[[JobState], bool] | None = None) -> JobState:
     """Poll until the job finishes (or ``until`` says so); returns the last state."""
@@ -118,7 +119,7 @@ def wait(slurm: Any, job_id: int, *, timeout: float | None = None, poll: float =
         time.sleep(poll)
 
 
-def follow(slurm: Any, job_id: int, *, stream: TextIO | None = None, poll: float = 2.0,
+def follow(slurm: Slurm, job_id: int, *, stream: TextIO | None = None, poll: float = 2.0,
            timeout: float | None = None, rank: int | None = None) -> JobState:
     """Print state changes and every new log line (batch log and every rank's, by byte offset:
     nothing dropped, nothing repeated) until the job ends."""

@@ -16,6 +16,8 @@ from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
 from slinkyml.jobs.render import render_sbatch, safe_name
 from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.validate import check_job
+from slinkyml.slurm.runner import Slurm
 
 BACKENDS = ("sbatch", "restapi")
 
@@ -30,13 +32,13 @@ class Backend(Protocol):
 class SbatchBackend:
     """Plain ``sbatch`` through :class:`slinkyml.slurm.Slurm` (script on stdin, ``#SBATCH`` lines honoured)."""
 
-    slurm: object
+    slurm: Slurm
     as_user: str | None = None
     name: str = "sbatch"
     extra_args: tuple[str, ...] = ()  # sbatch options given on top of the script's (e.g. --hold)
 
     def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
-        return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd)  # type: ignore[attr-defined]
+        return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd)
 
 
 def backend_name(explicit: str | None = None) -> str:
@@ -46,15 +48,12 @@ def backend_name(explicit: str | None = None) -> str:
     return name
 
 
-def make_backend(name: str | None = None, *, slurm: object | None = None, as_user: str | None = None,
+def make_backend(name: str | None = None, *, slurm: Slurm | None = None, as_user: str | None = None,
                  restapi_url: str | None = None, token: str | None = None) -> Backend:
     name = backend_name(name)
-    if slurm is None:
-        from slinkyml.slurm import Slurm
-
-        slurm = Slurm()
+    slurm = slurm or Slurm()
     if name == "restapi":
-        from slinkyml.jobs.restapi import RestApiBackend
+        from slinkyml.jobs.restapi import RestApiBackend  # lazy: http.client is not needed by sbatch
 
         return RestApiBackend.from_config(slurm=slurm, url=restapi_url, token=token, user=as_user)
     return SbatchBackend(slurm, as_user=as_user)
@@ -68,7 +67,7 @@ class Submitted:
 
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
-           slurm: object | None = None, validate: bool = True, user: str | None = None) -> Submitted:
+           slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
     """Render, check against the live cluster, submit: nothing else on the way, so that submission
     costs what ``sbatch`` costs. The copy of the script kept with the logs is written by the job
     itself when it starts (``cp "$0"`` in the rendered script), so plain ``sbatch`` of a rendered
@@ -77,8 +76,6 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     script = render_sbatch(spec)
     if validate and slurm is not None:
-        from slinkyml.jobs.validate import check_job
-
         check_job(spec, slurm, user=user)
     log_dir = os.path.join(cwd, spec.log_dir)
     try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import getpass
 import re
-from typing import Any
 
 from slinkyml.errors import EXIT_FAILED, SlinkyError
 from slinkyml.jobs.spec import JobSpec, time_limit_seconds
-from slinkyml.slurm.runner import parse_scontrol_record
+from slinkyml.slurm.runner import Slurm, parse_scontrol_record
 
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL")
 
@@ -23,7 +22,7 @@ class JobCheckError(SlinkyError):
     exit_code = EXIT_FAILED
 
 
-def expand_nodes(slurm: Any, nodelist: str) -> list[str]:
+def expand_nodes(slurm: Slurm, nodelist: str) -> list[str]:
     if not nodelist or nodelist == "(null)":
         return []
     return slurm.run("scontrol", ["show", "hostnames", nodelist]).stdout.split()
@@ -46,7 +45,7 @@ def mem_mb(text: str) -> int:
     return int(int(match.group(1)) * scale)
 
 
-def user_associations(slurm: Any, user: str, account: str | None = None) -> list[tuple[str, str]]:
+def user_associations(slurm: Slurm, user: str, account: str | None = None) -> list[tuple[str, str]]:
     """``(account, partition)`` of the user's associations.
 
     First from slurmctld's association cache (``scontrol show assoc_mgr``: what the controller
@@ -69,7 +68,7 @@ def user_associations(slurm: Any, user: str, account: str | None = None) -> list
     return [tuple(line.split("|", 1)) for line in slurm.run("sacctmgr", args).stdout.split()]  # type: ignore[misc]
 
 
-def problems(spec: JobSpec, slurm: Any, *, user: str | None = None) -> list[str]:
+def problems(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> list[str]:
     """Every reason the job cannot start here (empty when it can)."""
     found: list[str] = []
     partitions = {p.get("PartitionName"): p for p in slurm.show("partition")}
@@ -123,7 +122,7 @@ def problems(spec: JobSpec, slurm: Any, *, user: str | None = None) -> list[str]
     return found
 
 
-def check_job(spec: JobSpec, slurm: Any, *, user: str | None = None) -> None:
+def check_job(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> None:
     found = problems(spec, slurm, user=user)
     if found:
         raise JobCheckError(f"job {spec.name!r} cannot run here: " + "; ".join(found))

@@ -10,10 +10,13 @@ stderr. Nothing else in the package calls these commands directly.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -264,7 +267,7 @@ class Slurm:
                     raise
         # 22.05 clients refuse even --version without a readable slurm.conf (and a missing one
         # sends them to a DNS SRV lookup for configless mode): give them a minimal one.
-        import tempfile
+        import tempfile  # lazy: only on this rare path; tempfile costs every command ~3 ms
 
         with tempfile.NamedTemporaryFile("w", suffix=".conf") as probe:
             probe.write("ClusterName=probe\nSlurmctldHost=localhost\n")
@@ -334,17 +337,12 @@ class _Watchdog:
     """
 
     def __init__(self) -> None:
-        import threading
-
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, _Deadline]] = []
         self._seq = 0
         self._thread: threading.Thread | None = None
 
     def add(self, pid: int, limit: float) -> _Deadline:
-        import heapq
-        import threading
-
         entry = _Deadline(pid)
         with self._cond:
             self._seq += 1
@@ -362,8 +360,6 @@ class _Watchdog:
             entry.done = True
 
     def _loop(self) -> None:
-        import heapq
-
         with self._cond:
             while True:
                 while self._heap and self._heap[0][2].done:
@@ -393,8 +389,6 @@ class _Deadline:
 
 
 def _kill_group(pid: int) -> None:
-    import signal
-
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
