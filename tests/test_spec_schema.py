@@ -124,3 +124,8 @@ def test_broken_specs_are_rejected_at_the_same_paths(kind):
             assert ours == _jsonschema_paths(kind, data), (example.name, path, value)
             checked += 1
     assert checked == len(EXAMPLES[kind]) * len(BROKEN[kind])
+
+
+def test_node_set_count_limit_is_the_code_limit():
+    count = specload.schema("cluster")["$defs"]["node_set"]["properties"]["count"]
+    assert count["maximum"] == cluster_spec.MAX_NODES  # gres.conf host ranges are rendered for this many
