@@ -21,7 +21,7 @@ from typing import Any
 from slinkyml.errors import SpecError
 from slinkyml.jobs.spec import JobSpec, time_limit_seconds
 from slinkyml.jobs.validate import mem_mb
-from slinkyml.slurm.rest import RestApiError
+from slinkyml.slurm.errors import RestApiError
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+").sub
 

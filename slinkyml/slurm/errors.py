@@ -55,3 +55,7 @@ class InvalidRequest(SlurmError):
 
 class JobNotFound(SlurmError):
     """The job id is not known to slurmctld (and possibly purged)."""
+
+
+class RestApiError(SlinkyError):
+    """slurmrestd refused the request or could not be reached (:mod:`slinkyml.slurm.rest`)."""

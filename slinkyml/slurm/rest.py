@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slinkyml import config
-from slinkyml.errors import SlinkyError
+from slinkyml.slurm.errors import RestApiError
 from slinkyml.slurm.version import SlurmVersion
 
 #: The OpenAPI versions whose bodies slinkyml builds or reads, per slurmrestd plugin, newest first:
@@ -30,10 +30,6 @@ BUILT_VERSIONS: dict[str, tuple[str, ...]] = {
     "slurm": ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38"),
     "slurmdb": ("v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"),
 }
-
-
-class RestApiError(SlinkyError):
-    """slurmrestd refused the request or could not be reached."""
 
 
 def api_version(slurm_version: SlurmVersion, plugin: str = "slurm") -> str:
