@@ -10,6 +10,7 @@ port. The batch script checks the port is free on the head before the tasks star
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 from collections.abc import Mapping, MutableMapping
@@ -83,15 +84,13 @@ def setup(environ: MutableMapping[str, str] | None = None, *, bind_gpu: bool = T
 
 def default_backend() -> str:
     """nccl where this task has a GPU, gloo otherwise."""
-    import torch
+    import torch  # lazy (here and below): `import slinkyml.dispatch` must not load torch
 
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def init_process_group(backend: str | None = None, **kwargs):
     """``torch.distributed.init_process_group`` from the Slurm environment (idempotent)."""
-    import datetime
-
     import torch.distributed as dist
 
     if dist.is_initialized():

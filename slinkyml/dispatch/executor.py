@@ -39,6 +39,7 @@ from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.slurm import Slurm
+from slinkyml.slurm.errors import SlurmError
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
 RESULT_GRACE_S = 5.0
@@ -328,8 +329,6 @@ class _translate_errors:
 
 def _accounting_facts(slurm: Slurm, job_id: str) -> dict[str, str] | None:
     """sacct's JobName and WorkDir of a job (None when accounting does not know it)."""
-    from slinkyml.slurm.errors import SlurmError
-
     try:
         out = slurm.run("sacct", ["-X", "-n", "-P", "-j", job_id, "-o", "JobName,WorkDir"], retries=1).stdout
     except SlurmError:

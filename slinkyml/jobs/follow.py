@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from slinkyml.errors import SlinkyError
 from slinkyml.jobs.logs import JobLogs, LogTail, locate, rank_logs_next_to, read_tail
 from slinkyml.slurm.errors import JobNotFound
 from slinkyml.slurm.runner import Slurm
@@ -113,8 +114,6 @@ def wait(slurm: Slurm, job_id: int, *, timeout: float | None = None, poll: float
         if done(state):
             return state
         if deadline is not None and time.monotonic() > deadline:
-            from slinkyml.errors import SlinkyError
-
             raise SlinkyError(f"job {job_id} still {state.state} after {timeout:g} s")
         time.sleep(poll)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from slinkyml.plan.deepspeed import config_for
 from slinkyml.plan.hardware import GIB
 from slinkyml.plan.memory import GRAD16, OPTIMIZER_STATES, PARAM16, SHARDED_STATES
 from slinkyml.plan.search import Candidate, PlanResult
@@ -113,8 +114,6 @@ def render(result: PlanResult) -> str:
 
 
 def to_json(result: PlanResult) -> dict[str, Any]:
-    from slinkyml.plan.deepspeed import config_for
-
     best = result.best
     return {
         "model": {**{k: getattr(result.model, k) for k in ("layers", "hidden", "heads", "seq",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slinkyml.errors import SpecError
+from slinkyml.instances import get_instance_type
 
 GPUS_FILE = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
 GIB = 1024**3
@@ -91,8 +92,6 @@ def _from_instance(name: str, inst: Any, *, memory_gib: float | None = None,
 
 def gpu_hardware(name: str) -> Hardware:
     """``--gpu NAME``: a device model from gpus.yaml joined with its instance preset."""
-    from slinkyml.instances import get_instance_type
-
     table, aliases = _gpu_table()
     key = str(name).strip().lower()
     key = aliases.get(key, key)
@@ -109,8 +108,6 @@ def gpu_hardware(name: str) -> Hardware:
 
 def instance_hardware(name: str) -> Hardware:
     """``--instance-type NAME``: device figures straight from the shared preset."""
-    from slinkyml.instances import get_instance_type
-
     inst = get_instance_type(name, field_path="--instance-type")
     pcie = 25.0
     for row in _gpu_table()[0].values():  # borrow the PCIe figure of the matching GPU model

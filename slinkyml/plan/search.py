@@ -36,7 +36,7 @@ from slinkyml.plan.activations import (
     RECOMPUTE_SELECTIVE,
     stage_activation_bytes,
 )
-from slinkyml.plan.hardware import GIB, Hardware
+from slinkyml.plan.hardware import GIB, Hardware, gpu_hardware, gpu_names
 from slinkyml.plan.memory import host_bytes_per_node, model_state_bytes
 from slinkyml.plan.model import ModelShape, stage_layers
 
@@ -533,8 +533,6 @@ def suggestions(model: ModelShape, hw: Hardware, gpus: int, settings: Settings,
             break
     else:
         out.append(f"even {gpus * 32} GPUs do not fit this model on {hw.model}")
-    from slinkyml.plan.hardware import gpu_hardware, gpu_names
-
     bigger = []
     for name in gpu_names():
         other = gpu_hardware(name)
