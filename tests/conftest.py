@@ -34,6 +34,17 @@ def slurm(local_cluster):
     return local_cluster.slurm
 
 
+@pytest.fixture(scope="session")
+def restapi(local_cluster) -> dict[str, str | None]:
+    """How the session's cluster serves slurmrestd, as RestClient/RestBackend keyword arguments: its unix
+    socket (local auth) where it runs one, else its JWT port with a token for root (Slurm 26.05's
+    slurmrestd refuses root, so that cluster serves only JWT)."""
+    spec = local_cluster.spec
+    if not local_cluster.version.restd_refuses_root:
+        return {"url": f"unix:{spec.restd_socket}", "token": None, "user": None}
+    return {"url": spec.restd_url, "token": local_cluster.token("root", lifespan=7200), "user": "root"}
+
+
 @pytest.fixture
 def shared_tmp():
     """A world-writable temporary directory outside root's private home, for jobs run as other users."""

@@ -223,10 +223,10 @@ def test_efficiency_stitches_requeued_runs(workload):
     assert (runs["wait_eligible_s"] >= 0).all() and (runs["wait_start_s"] >= 0).all()
 
 
-def test_rest_backend_gives_the_same_jobs(workload):
+def test_rest_backend_gives_the_same_jobs(workload, restapi):
     from slinkyml.accounting.backends.restapi import RestBackend
 
-    rest = RestBackend(workload["slurm"])
+    rest = RestBackend(workload["slurm"], **restapi)
     start, end = workload["started"] - timedelta(minutes=1), workload["finished"]
     ids = list(workload["ids"].values())
     a = workload["backend"].jobs(start, end, job_ids=ids).jobs

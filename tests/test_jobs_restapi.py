@@ -18,7 +18,8 @@ from slinkyml.slurm.version import SlurmVersion
     ((23, 11, 10), "v0.0.40"),
     ((24, 5, 4), "v0.0.41"),
     ((24, 11, 5), "v0.0.42"),  # what a real 24.11.5 slurmrestd serves newest (v0.0.40..42)
-    ((25, 5, 0), "v0.0.42"),   # v0.0.43 is newer, but its body is unchecked; 25.05 still serves v0.0.42
+    ((25, 5, 0), "v0.0.43"),   # v0.0.43's job fields are v0.0.42's (checked on a real 26.05.5)
+    ((26, 5, 5), "v0.0.45"),   # what a real 26.05.5 slurmrestd serves newest (v0.0.42..45)
 ])
 def test_api_version_is_the_newest_served_that_we_build(release, expected):
     version = SlurmVersion(*release)
@@ -35,9 +36,10 @@ def _spec(**extra) -> JobSpec:
     return JobSpec.from_dict(data)
 
 
-@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"])
 def test_v0_0_4x_body(version):
-    """The fields a real 24.11.5 slurmrestd's /openapi/v3 declares for job_desc_msg, same in all three."""
+    """The fields the /openapi/v3 of real 24.11.5 (v0.0.40–42) and 26.05.5 (v0.0.42–45) slurmrestds
+    declare for job_desc_msg, the same in all."""
     path, body = submit_request(_spec(nodelist="t[1-2]", exclusive=True), "#!/bin/bash\n", version=version,
                                 cwd="/w", environment={"PATH": "/bin", "LANG": "C.UTF-8"})
     assert path == f"/slurm/{version}/job/submit" and set(body) == {"job"}
@@ -93,7 +95,8 @@ def test_default_target_follows_the_dev_cluster_env(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("release,expected", [
-    ((22, 5, 8), "v0.0.38"), ((23, 2, 7), "v0.0.39"), ((24, 11, 5), "v0.0.42"), ((25, 5, 0), "v0.0.43")])
+    ((22, 5, 8), "v0.0.38"), ((23, 2, 7), "v0.0.39"), ((24, 11, 5), "v0.0.42"), ((25, 5, 0), "v0.0.43"),
+    ((26, 5, 5), "v0.0.45")])
 def test_accounting_reads_the_newest_served_slurmdb_version(release, expected):
     version = SlurmVersion(*release)
     assert api_version(version, "slurmdb") == expected == version.restapi_versions[0]

@@ -23,20 +23,22 @@ from slinkyml.slurm.errors import RestApiError
 from slinkyml.slurm.version import SlurmVersion
 
 #: The OpenAPI versions whose bodies slinkyml builds or reads, per slurmrestd plugin, newest first:
-#: the table to extend for a new Slurm release. ``slurm``: the job/submit body (v0.0.40–v0.0.42 take
-#: the same job fields, v0.0.38 is 22.05's; checked against a real 24.11.5 slurmrestd's /openapi/v3).
-#: ``slurmdb``: the job records read by accounting (v0.0.38 plain numbers, v0.0.39+ {set, number}).
+#: the table to extend for a new Slurm release. ``slurm``: the job/submit body (v0.0.40–v0.0.45 take
+#: the same job fields, v0.0.38 is 22.05's; checked against the /openapi/v3 of real 24.11.5 and 26.05.5
+#: slurmrestds: v0.0.43–45 only add fields and inline the same shapes).
+#: ``slurmdb``: the job records read by accounting (v0.0.38 plain numbers, v0.0.39+ {set, number};
+#: v0.0.45's job record only adds fields to v0.0.43's, checked on 26.05.5).
 BUILT_VERSIONS: dict[str, tuple[str, ...]] = {
-    "slurm": ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38"),
-    "slurmdb": ("v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"),
+    "slurm": ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38"),
+    "slurmdb": ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"),
 }
 
 
 def api_version(slurm_version: SlurmVersion, plugin: str = "slurm") -> str:
     """The newest OpenAPI version of ``plugin`` that this release's slurmrestd serves and we build.
 
-    slurm: 22.05/23.02 → v0.0.38; 23.11 → v0.0.40; 24.05 → v0.0.41; 24.11 and 25.05 → v0.0.42
-    (v0.0.43 is newer, but its body is unchecked). A release we do not know yet: its oldest.
+    slurm: 22.05/23.02 → v0.0.38; 23.11 → v0.0.40; 24.05 → v0.0.41; 24.11 → v0.0.42; 25.05 → v0.0.43;
+    26.05 → v0.0.45. A release we do not know yet: its oldest.
     """
     served = slurm_version.restapi_versions
     return next((v for v in BUILT_VERSIONS[plugin] if v in served), served[-1])
