@@ -13,14 +13,21 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from slinkyml.cluster import load_spec
-from slinkyml.dev import throwaway
+from slinkyml.dev import roots, throwaway
 from slinkyml.dev.process import is_alive
-from slinkyml.jobs.shapecheck import ThrowawayController, check_scripts, parse_test_only, render_slurm_conf
+from slinkyml.jobs.shapecheck import (
+    ThrowawayController,
+    check_scripts,
+    parse_test_only,
+    render_slurm_conf,
+    slurm_for,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO / "manifests" / "h100-efa" / "cluster.yaml"
@@ -111,7 +118,8 @@ def test_wrong_shapes_are_rejected_with_slurms_reason(spy, tmp_path):
     nccl = check_scripts([REPO / "sbatch" / "nccl-allreduce.sbatch"], TRN1)[0]
     assert not nccl.accepted
     assert nccl.reason == "Invalid generic resource (gres) specification"
-    assert nccl.line().endswith("rejected by cluster trn1: Invalid generic resource (gres) specification")
+    assert nccl.line().endswith(f"rejected by cluster trn1 (Slurm {nccl.slurm}): Invalid generic resource (gres) "
+                                "specification")
     _assert_gone(spy)
 
 
@@ -121,11 +129,12 @@ def test_cli_lines_exit_codes_and_one_line_errors(cli, spy, tmp_path):
                          str(REPO / "sbatch" / "nccl-allreduce.yaml"), "--cluster", str(H100))
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == 2 and all("accepted by cluster llm: partition gpu, nodes llm-h100-[0-1]" in x
+    judge = f"Slurm {slurm_for('26.05').version()}"  # the manifests' slurm_version where it is here
+    assert len(lines) == 2 and all(f"accepted by cluster llm ({judge}): partition gpu, nodes llm-h100-[0-1]" in x
                                    for x in lines)
 
     code, out, err = cli("sbatch", "check", str(REPO / "sbatch" / "nccl-allreduce.sbatch"), "--cluster", str(TRN1))
-    assert code == 1 and "rejected by cluster trn1: Invalid generic resource (gres) specification" in out
+    assert code == 1 and f"rejected by cluster trn1 ({judge}): Invalid generic resource (gres) specification" in out
 
     code, out, err = cli("sbatch", "check", str(REPO / "sbatch" / "torchrun-ddp.sbatch"), "--cluster", str(H100),
                          "--partition", "cpu")
@@ -215,9 +224,22 @@ def test_parse_test_only_answers():
     ok = parse_test_only("a.sbatch", "llm", 0, "sbatch: Job 7 to start at 2026-01-01T00:00:00 using 384 "
                          "processors on nodes llm-h100-[0-1] in partition gpu\n")
     assert (ok.accepted, ok.nodes, ok.partition, ok.cpus) == (True, "llm-h100-[0-1]", "gpu", 384)
+    # a real 26.05.5 sbatch --test-only, word for word ("a using" is Slurm's)
+    new = parse_test_only("a.sbatch", "llm", 0, "sbatch: Job 1 to start at 2026-11-30T19:12:36 a using 384 "
+                          "processors on nodes llm-h100-[0-1] in partition gpu\n")
+    assert (new.accepted, new.nodes, new.partition, new.cpus) == (True, "llm-h100-[0-1]", "gpu", 384)
     bad = parse_test_only("a.sbatch", "llm", 1, "\nallocation failure: Requested node configuration is not "
                           "available\n")
     assert (bad.accepted, bad.reason) == (False, "Requested node configuration is not available")
     gres = parse_test_only("a.sbatch", "trn1", 1, "sbatch: error: Invalid generic resource (gres) specification")
     assert gres.reason == "Invalid generic resource (gres) specification"
     assert os.linesep not in gres.line()
+    judged = replace(gres, slurm="26.05.5").line()
+    assert judged == "a.sbatch: rejected by cluster trn1 (Slurm 26.05.5): Invalid generic resource (gres) specification"
+
+
+def test_the_specs_release_judges_when_it_is_here():
+    """A spec's slurm_version with no root here falls back to the machine's Slurm; a release we do not
+    build at all (25.11) too."""
+    assert slurm_for("25.11").is_system
+    assert slurm_for("26.05").is_system == (not roots.root_ok("26.05", roots.ROOTS_DIR / "sid-26.05"))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from slinkyml.dev import roots
 from slinkyml.dev.process import Daemon, is_alive, unix_connectable
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm
@@ -79,12 +80,16 @@ class ThrowawaySlurmctld:
     """A slurmctld of its own, in a temporary directory, for asking questions. A context manager.
 
     ``make_conf(state_dir, port, slurmd_port, munge_socket)`` returns (slurm.conf, gres.conf or
-    None); it is called again with new ports when the ones picked were taken meanwhile.
+    None); it is called again with new ports when the ones picked were taken meanwhile. ``install``:
+    whose slurmctld and client commands (the machine's, or another release's root: then slurm.conf
+    needs its ``PluginDir``, :attr:`~slinkyml.dev.roots.SlurmInstall.plugin_dir`).
     """
 
     def __init__(self, make_conf: ConfMaker, *, munge_socket: str | os.PathLike[str] = DEFAULT_MUNGE_SOCKET,
-                 start_timeout: float = 30.0):
+                 start_timeout: float = 30.0, install: roots.SlurmInstall | None = None):
         self.make_conf = make_conf
+        self.install = install or roots.SlurmInstall()
+        self.version = ""  # the release that answers, once started
         self.munge_socket = Path(munge_socket)
         self.start_timeout = start_timeout
         self.dir: Path | None = None
@@ -97,7 +102,8 @@ class ThrowawaySlurmctld:
 
     @property
     def slurm(self) -> Slurm:
-        return Slurm(self.slurm_conf, timeout=60, retries=1)
+        bin_dir = None if self.install.root is None else str(self.install.root / "usr" / "bin")
+        return Slurm(self.slurm_conf, timeout=60, retries=1, bin_dir=bin_dir)
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> ThrowawaySlurmctld:
@@ -119,8 +125,9 @@ class ThrowawaySlurmctld:
 
     def start(self) -> None:
         for binary, package in (("slurmctld", "slurmctld"), ("sbatch", "slurm-client"), ("scontrol", "slurm-client")):
-            if not shutil.which(binary):
+            if self.install.is_system and not shutil.which(binary):
                 raise SlinkyError(f"{binary} not found: install the Debian package {package} (or slurm-wlm)")
+        self.version = str(self.install.version())
         self.dir = Path(tempfile.mkdtemp(prefix="slinkyml-sbatch-check-"))
         for sub in ("etc", "state", "slurmd", "run"):
             (self.dir / sub).mkdir(mode=0o755)
@@ -132,7 +139,8 @@ class ThrowawaySlurmctld:
             if gres:
                 (self.dir / "etc" / "gres.conf").write_text(gres)
             self.slurm_conf.write_text(slurm_conf)
-            daemon = self._daemon("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.slurm_conf)])
+            daemon = self._daemon("slurmctld", [self.install.program("slurmctld"), "-D", "-i", "-f",
+                                                str(self.slurm_conf)])
             try:
                 self._start(daemon, self._controller_up)
                 return

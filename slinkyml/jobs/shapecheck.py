@@ -44,10 +44,11 @@ import re
 import shutil
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slinkyml.cluster import SlurmCluster, load_spec, names, workers
+from slinkyml.dev import roots
 from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
 from slinkyml.errors import SlinkyError, SpecError
 from slinkyml.instances import get_instance_type
@@ -70,8 +71,9 @@ OWNED_KEYS = frozenset(k.lower() for k in (
     "AccountingStorageTRES", "AccountingStoreFlags",
 ))
 
-_ACCEPTED = re.compile(r"Job \d+ to start at (?P<start>\S+) using (?P<cpus>\d+) processors? on nodes? "
-                       r"(?P<nodes>\S+) in partition (?P<partition>\S+)")
+#: 26.05.5 prints "Job 1 to start at 2026-11-30T19:12:35 a using 768 processors on nodes ..." (sic)
+_ACCEPTED = re.compile(r"Job \d+ to start at (?P<start>\S+)(?: on cluster \S+)?(?: a)? using (?P<cpus>\d+) "
+                       r"processors? on nodes? (?P<nodes>\S+) in partition (?P<partition>\S+)")
 _REASON_PREFIXES = ("sbatch: error: ", "allocation failure: ", "Batch job submission failed: ", "sbatch: ")
 
 
@@ -87,11 +89,25 @@ class ShapeResult:
     cpus: int | None = None
     reason: str | None = None
 
+    #: the Slurm release whose slurmctld judged (the spec's when it is here, see :func:`slurm_for`)
+    slurm: str = ""
+
     def line(self) -> str:
+        judge = f"cluster {self.cluster}" + (f" (Slurm {self.slurm})" if self.slurm else "")
         if self.accepted:
-            return (f"{self.script}: accepted by cluster {self.cluster}: partition {self.partition}, "
+            return (f"{self.script}: accepted by {judge}: partition {self.partition}, "
                     f"nodes {self.nodes} ({self.cpus} CPUs)")
-        return f"{self.script}: rejected by cluster {self.cluster}: {self.reason}"
+        return f"{self.script}: rejected by {judge}: {self.reason}"
+
+
+def slurm_for(release: str) -> roots.SlurmInstall:
+    """The Slurm to judge a spec with: its ``slurm_version`` where that release is here (a root that
+    ``slinkyml dev up --slurm-version`` built; never built for a check), else the machine's own."""
+    if release in roots.RELEASES:
+        found = roots.install(release, build=False)
+        if found.root is not None and roots.root_ok(release, found.root):
+            return found
+    return roots.SlurmInstall()
 
 
 # ------------------------------------------------------------------ pure rendering
@@ -188,7 +204,8 @@ def partition_names(cluster: SlurmCluster) -> list[str]:
 
 
 def render_slurm_conf(cluster: SlurmCluster, *, state_dir: Path, port: int, slurmd_port: int,
-                      munge_socket: Path, user: str | None = None, host: str | None = None) -> str:
+                      munge_socket: Path, user: str | None = None, host: str | None = None,
+                      plugin_dir: Path | None = None) -> str:
     """slurm.conf for the throw-away slurmctld (pure; see the module docstring for each choice)."""
     user = user or pwd.getpwuid(os.geteuid()).pw_name
     host = host or socket.gethostname().split(".")[0]
@@ -211,6 +228,8 @@ def render_slurm_conf(cluster: SlurmCluster, *, state_dir: Path, port: int, slur
         "JobCompType": "jobcomp/none",
         "MailProg": shutil.which("true") or "/bin/true",
     }
+    if plugin_dir:  # another release's slurmctld: its plugins, not the machine's Slurm's
+        owned["PluginDir"] = str(plugin_dir)
     defaults = {
         "SlurmdParameters": "config_overrides",
         "ProctrackType": "proctrack/linuxproc",
@@ -253,13 +272,15 @@ class ThrowawayController(ThrowawaySlurmctld):
     """
 
     def __init__(self, cluster: SlurmCluster, *, munge_socket: str | os.PathLike[str] = DEFAULT_MUNGE_SOCKET,
-                 start_timeout: float = 30.0):
-        super().__init__(self._confs, munge_socket=munge_socket, start_timeout=start_timeout)
+                 start_timeout: float = 30.0, install: roots.SlurmInstall | None = None):
+        super().__init__(self._confs, munge_socket=munge_socket, start_timeout=start_timeout,
+                         install=install or slurm_for(cluster.slurm_version))
         self.cluster = cluster
 
     def _confs(self, state_dir: Path, port: int, slurmd_port: int, munge_socket: Path) -> tuple[str, str | None]:
         return (render_slurm_conf(self.cluster, state_dir=state_dir, port=port, slurmd_port=slurmd_port,
-                                  munge_socket=munge_socket), render_gres_conf(self.cluster))
+                                  munge_socket=munge_socket, plugin_dir=self.install.plugin_dir),
+                render_gres_conf(self.cluster))
 
     # -- the check -----------------------------------------------------------------------
     def check(self, script: str | os.PathLike[str], *, partition: str | None = None,
@@ -269,12 +290,12 @@ class ThrowawayController(ThrowawaySlurmctld):
         if partition:
             args += ["--partition", partition]
         result = self.slurm.run("sbatch", [*args, str(script)], check=False, retries=1, timeout=60)
-        return parse_test_only(label or str(script), self.cluster.name, result.returncode,
-                               result.stdout + "\n" + result.stderr)
+        return replace(parse_test_only(label or str(script), self.cluster.name, result.returncode,
+                                       result.stdout + "\n" + result.stderr), slurm=self.version)
 
 
 def parse_test_only(script: str, cluster: str, returncode: int, output: str) -> ShapeResult:
-    """Read ``sbatch --test-only``'s answer (the same words in 22.05 and 24.11)."""
+    """Read ``sbatch --test-only``'s answer (the same words in 22.05, 24.11 and 26.05)."""
     match = _ACCEPTED.search(output)
     if returncode == 0 and match:
         return ShapeResult(script, cluster, True, partition=match["partition"], nodes=match["nodes"],
