@@ -5,8 +5,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
-                libslurm-dev iproute2 util-linux shellcheck chromium
+                libslurm-dev iproute2 util-linux shellcheck chromium debootstrap
 PYTEST_ARGS ?=
+# `make demo SLURM_VERSION=26.05`: the demo on the Slurm 26.05 cluster (README: Slurm 26.05 beside the
+# machine's Slurm), which has its own state dir, names and ports; `make test` runs its smoke suite too.
+SLURM_VERSION ?= system
+SLURM2605 := SLINKYML_STATE_DIR=/var/lib/slinkyml/dev-26.05 SLINKYML_DEV_SLURM_VERSION=26.05 \
+             SLINKYML_DEV_BRIDGE=slkml26 SLINKYML_DEV_NODE_PREFIX=u SLINKYML_DEV_SUBNET=10.226.0.0/24 \
+             SLINKYML_DEV_PORT_BASE=8817 SLINKYML_DEV_MARIADB_PORT=15306
+ON_CLUSTER = $(if $(filter 26.05,$(1)),export $(SLURM2605) && $(SLINKYML) dev up && eval "$$($(SLINKYML) dev env)" &&,)
 
 .PHONY: setup apt venv bytecode demo test lint bench down
 
@@ -42,11 +49,13 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	touch $@
 
 demo: setup
-	$(SLINKYML) demo
+	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo
 
+# the whole suite on the machine's Slurm, then the tests marked slurm2605 on a Slurm 26.05 cluster
 test: setup
 	$(SLINKYML) dev up
 	$(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 $(PYTEST_ARGS)
+	$(call ON_CLUSTER,26.05) $(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 -m slurm2605 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks

@@ -77,6 +77,7 @@ def workload(local_cluster):
     shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.slurm2605
 def test_workload_is_parsed_into_tidy_tables(workload):
     jobs, ids = workload["table"].jobs, workload["ids"]
     assert workload["table"].malformed == 0
@@ -102,6 +103,7 @@ def test_workload_is_parsed_into_tidy_tables(workload):
     assert mine["max_rss_bytes"].max() > 0
 
 
+@pytest.mark.slurm2605
 def test_usage_equals_sreport(workload):
     """Same window, same records: our pro-rated usage vs sreport (seconds and minutes)."""
     backend = workload["backend"]
@@ -136,6 +138,7 @@ def _account_parents(backend) -> dict[str, str | None]:
     return dict(zip(accounts["key"], accounts["parent"], strict=True))
 
 
+@pytest.mark.slurm2605
 def test_consecutive_windows_add_up(workload):
     jobs = workload["table"].jobs
     start, end = workload["started"] - timedelta(minutes=1), workload["finished"]
@@ -148,6 +151,7 @@ def test_consecutive_windows_add_up(workload):
     assert total.to_dict() == pytest.approx(whole.set_index("user")["cpu_seconds"].to_dict())
 
 
+@pytest.mark.slurm2605
 def test_fair_tree_recomputation_equals_sshare(workload):
     """sshare's LevelFS/FairShare come from the last priority calculation (every minute) but its
     raw usage also grows when a job ends in between (other engineers' jobs end all the time),
@@ -223,6 +227,7 @@ def test_efficiency_stitches_requeued_runs(workload):
     assert (runs["wait_eligible_s"] >= 0).all() and (runs["wait_start_s"] >= 0).all()
 
 
+@pytest.mark.slurm2605
 def test_rest_backend_gives_the_same_jobs(workload, restapi):
     from slinkyml.accounting.backends.restapi import RestBackend
 
@@ -264,6 +269,7 @@ def test_pyslurm_backend_gives_the_same_jobs(workload):
                            b.sort_values("job_id")[cols].reset_index(drop=True), check_dtype=False)
 
 
+@pytest.mark.slurm2605
 def test_cli_reports(workload, cli, tmp_path):
     since = (workload["started"] - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
     code, out, err = cli("usage", "--since", since, "--json", "--png", str(tmp_path / "u.png"))

@@ -202,6 +202,7 @@ def test_busy_port_is_refused_before_anything_starts(local_cluster, tmp_path):
     assert local_cluster.running  # the real cluster was not touched
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_all_daemons_and_nodes_are_up(local_cluster):
     status = local_cluster.status()
@@ -210,6 +211,7 @@ def test_all_daemons_and_nodes_are_up(local_cluster):
     assert all(state in ("idle", "mixed", "allocated", "completing") for state in status["nodes"].values())
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_two_node_job_sees_two_hostnames(local_cluster, slurm):
     out = slurm.run("srun", ["-N2", "--ntasks-per-node=1", "hostname"], timeout=60).stdout.split()
@@ -217,6 +219,7 @@ def test_two_node_job_sees_two_hostnames(local_cluster, slurm):
     assert set(out) <= set(local_cluster.spec.node_names)
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_nodes_reach_each_other_by_name(local_cluster, slurm):
     """Node names resolve and route between namespaces (MASTER_ADDR / gloo depend on it)."""
@@ -255,6 +258,7 @@ def test_dns_from_a_node_fails_at_once_instead_of_waiting_out_the_resolver(local
     assert out.strip()  # answered (or failed) well within srun's 8 s, not after the 10 s resolver timeout
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_sbatch_job_appears_in_sacct_as_another_user(slurm, shared_tmp):
     job = slurm.sbatch("#!/bin/bash\n#SBATCH -N2 -o out-%j.txt\nsrun hostname\n", ["-J", "acct-check"],
@@ -271,6 +275,7 @@ def test_sbatch_job_appears_in_sacct_as_another_user(slurm, shared_tmp):
     assert len(set((shared_tmp / f"out-{job}.txt").read_text().split())) == 2
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_sshare_shows_the_account_tree(slurm):
     out = slurm.run("sshare", ["-a", "-P", "-o", "Account,User,RawShares"]).stdout
@@ -316,6 +321,7 @@ def test_slurmrestd_ping_and_submit_over_unix_socket(local_cluster, slurm, share
     assert shown[0]["JobName"] == "rest-unix"
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_slurmrestd_over_tcp_needs_a_valid_jwt(local_cluster, slurm):
     api = slurm.version.restapi_versions[0]
@@ -334,6 +340,7 @@ def test_slurmrestd_over_tcp_needs_a_valid_jwt(local_cluster, slurm):
     assert _ping_state(json.loads(response.read())) == "UP"
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_up_is_idempotent_and_fast_when_running(local_cluster):
     before = {d.name: d.pid for d in local_cluster.status()["daemons"]}
@@ -342,6 +349,7 @@ def test_up_is_idempotent_and_fast_when_running(local_cluster):
     assert before == after and all(after.values())
 
 
+@pytest.mark.slurm2605
 @pytest.mark.slurm
 def test_secrets_stay_private(local_cluster):
     spec = local_cluster.spec

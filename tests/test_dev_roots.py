@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,7 @@ def test_restapi_versions_of_26_05_are_what_its_slurmrestd_serves():
     assert SlurmVersion(26, 5, 5).restd_refuses_root and not SlurmVersion(24, 11, 5).restd_refuses_root
 
 
+@pytest.mark.slurm2605
 @pytest.mark.skipif(not (ROOT / roots.MARKER).exists(), reason="no Slurm 26.05 root built on this machine "
                     "(`slinkyml dev up --slurm-version 26.05` builds it)")
 def test_built_root_runs_on_the_host_with_its_own_libraries():
@@ -94,3 +96,25 @@ def test_built_root_runs_on_the_host_with_its_own_libraries():
     marker = json.loads((ROOT / roots.MARKER).read_text())
     assert marker["release"] == "26.05" and marker["suite"] == "sid"
     assert str(roots.install("26.05", build=False).version()).startswith("26.05.")
+
+
+@pytest.mark.slurm
+@pytest.mark.slurm2605
+def test_session_cluster_is_driven_by_its_own_release(local_cluster, slurm, cli):
+    """Daemons, the client commands slinkyml picks and `dev env`'s PATH are all the cluster's release
+    (on a 26.05 cluster: the root's relinked programs, never the machine's Slurm)."""
+    spec, install = local_cluster.spec, local_cluster.install
+    assert slurm.version == local_cluster.version
+    for daemon in local_cluster._daemons():
+        if daemon.name.startswith(("slurmctld", "slurmdbd")):
+            exe = os.path.realpath(f"/proc/{daemon.pid}/exe")
+            assert exe == os.path.realpath(shutil.which(install.program(daemon.name)) or "")
+    code, out, _ = cli("dev", "env", "--state-dir", str(spec.state_dir))
+    assert code == 0 and f"export SLURM_CONF={spec.slurm_conf}" in out
+    if install.is_system:
+        assert "PATH" not in out and slurm.bin_dir is None
+    else:
+        assert f"export PATH={spec.bin_dir}:" in out and slurm.bin_dir == str(spec.bin_dir)
+        assert slurm.executable("sbatch") == f"{spec.bin_dir}/sbatch"
+        assert os.path.realpath(slurm.executable("sbatch")) == str(install.root / "usr/bin/sbatch")
+        assert str(local_cluster.version).startswith(spec.slurm_version + ".")

@@ -52,6 +52,7 @@ def sleep_then(seconds: float, value):
     return value
 
 
+@pytest.mark.slurm2605
 @needs_torch
 @pytest.mark.timeout(240)
 def test_two_nodes_two_tasks_allreduce_every_rank(slurm, shared_tmp, own):
@@ -187,6 +188,7 @@ class Steps(Checkpointable):
         return {"rank": dist.get_rank(), "step": self.step, "total": self.total, "starts": self.starts}
 
 
+@pytest.mark.slurm2605
 @needs_torch
 @pytest.mark.slow
 @pytest.mark.timeout(300)

@@ -93,6 +93,7 @@ def _rest_backend(local_cluster, slurm, transport: str) -> RestApiBackend:
                                       user="root")
 
 
+@pytest.mark.slurm2605
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("transport", ["unix", "jwt"])
 def test_restapi_backend_submits_the_same_script(slurm, local_cluster, shared_tmp, transport):
@@ -125,6 +126,7 @@ print("task: no signal came", flush=True)
 """
 
 
+@pytest.mark.slurm2605
 @pytest.mark.timeout(240)
 def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp, monkeypatch):
     """One job through the newest submit API (v0.0.42 on 24.11: {set, number} numbers, environment

@@ -77,6 +77,7 @@ def _script(tmp: Path, name: str, *directives: str) -> Path:
     return path
 
 
+@pytest.mark.slurm2605
 @pytest.mark.timeout(120)
 def test_every_template_is_accepted_by_the_cluster_it_targets(spy):
     assert len(TEMPLATES) >= 4

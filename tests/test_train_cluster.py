@@ -124,6 +124,7 @@ def test_time_limit_job_is_queued(slurm, timelimit_job):
     assert job_state(slurm, job_id).state in ("PENDING", "RUNNING")
 
 
+@pytest.mark.slurm2605
 @needs_torch
 @pytest.mark.timeout(300)
 def test_two_node_torchrun_preempted_checkpoints_requeues_and_resumes(slurm, workdir, own_jobs):
