@@ -131,7 +131,7 @@ def test_missing_file_is_worded_once(cli, tmp_path):
                          (("cluster", "diff", str(missing)), ""), (("cluster", "status", str(missing)), ""),
                          (("cluster", "diff", str(CPU_SMALL), "--against", str(missing)), "--against "),
                          (("sbatch", "check", str(REPO / "sbatch" / "torchrun-ddp.sbatch"), "--cluster", str(missing)),
-                          "--cluster: ")]:
+                          "--cluster: "), (("sbatch", "check", str(missing), "--cluster", str(CPU_SMALL)), "")]:
         code, out, err = cli(*argv)
         assert (code, out) == (2, ""), argv
         assert _lines(err) == [prefix + reason], argv

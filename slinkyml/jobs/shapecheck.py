@@ -320,8 +320,9 @@ def _load_cluster(cluster: SlurmCluster | str | os.PathLike[str]) -> SlurmCluste
         return cluster
     try:
         return load_spec(cluster)
-    except SlinkyError as exc:
-        raise SlinkyError(f"--cluster: {exc.one_line()}") from None
+    except SpecError as exc:  # every problem, each naming the flag, file and line
+        raise SpecError(problems=[replace(p, source=f"--cluster: {p.source}" if p.source else "--cluster")
+                                  for p in exc.problems]) from None
 
 
 def _script_text(path: Path, label: str) -> str | None:
@@ -330,15 +331,11 @@ def _script_text(path: Path, label: str) -> str | None:
         from slinkyml.jobs.render import render_sbatch
         from slinkyml.jobs.spec import JobSpec
 
-        try:
-            return render_sbatch(JobSpec.from_yaml(path))
-        except SpecError as exc:
-            where = f"{exc.path}: " if exc.path else ""
-            raise SlinkyError(f"{label}: {where}{' '.join(exc.reason.split())}") from None
+        return render_sbatch(JobSpec.from_yaml(path))  # its errors name the file and line
     if not path.is_file():
-        raise SlinkyError(f"SCRIPT {label}: no such file")
+        raise SlinkyError(f"{label}: cannot read: No such file or directory")
     if not os.access(path, os.R_OK):
-        raise SlinkyError(f"SCRIPT {label}: not readable")
+        raise SlinkyError(f"{label}: cannot read: Permission denied")
     return None
 
 
