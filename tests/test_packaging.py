@@ -102,8 +102,9 @@ def test_fresh_venv_without_extras(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=900)
+    # --isolated: no local pip configuration or mirror; the base dependencies come from PyPI itself
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--isolated", str(source)], env=env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=900)
     if install.returncode != 0 and not _pypi_reachable():
         pytest.skip(f"no network to PyPI, cannot install the base dependencies: {install.stderr[-300:]}")
     assert install.returncode == 0, install.stderr[-3000:]
