@@ -60,6 +60,9 @@ class SpecError(SlinkyError):
     def lines(self) -> list[str]:
         return [" ".join(str(problem).split()) for problem in self.problems]
 
+    def one_line(self) -> str:
+        return "; ".join(self.lines())
+
     def located(self, source: str, line_of: Callable[[str], int | None] | None = None) -> SpecError:
         """The same problems, naming the file (and the line of each field when ``line_of`` knows it)."""
         return SpecError(problems=[
