@@ -44,11 +44,6 @@ def config_value(key: str) -> str | None:
     return None
 
 
-def setting(key: str, env: str, explicit: str | None = None, default: str | None = None) -> str | None:
-    """``explicit``, else ``$env``, else ``key`` of the config file, else ``default``."""
-    return explicit or os.environ.get(env) or config_value(key) or default
-
-
 def default_state_dir() -> Path:
     """The local dev cluster's state: ``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``;
     else ``~/.local/state/slinkyml/dev``.

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from slinkyml.jobs.follow import wait
-from slinkyml.jobs.restapi import RestApiBackend, submit_request
+from slinkyml.jobs.request import SlurmJobRequest
+from slinkyml.jobs.restapi import RestApiBackend
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.jobs.validate import JobCheckError, check_job, problems, user_associations
@@ -141,7 +142,7 @@ def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp
         "time_limit": "2", "python": sys.executable, "entry": {"script": str(task), "args": [str(shared_tmp)]},
         "env": {"SPEC_VAR": "from the spec"}, "log_dir": "logs",  # relative: to the working directory
         "requeue": {"signal": "USR2", "grace_seconds": 60, "max_restarts": 0}})
-    path, _ = submit_request(spec, "", version=backend.version, cwd=str(shared_tmp), environment={})
+    path, _ = SlurmJobRequest.from_spec(spec).restapi_body("", version=backend.version, cwd=str(shared_tmp), environment={})
     assert path == f"/slurm/{slurm.version.restapi_versions[0]}/job/submit"
     job_id = submit(spec, backend=backend, slurm=slurm, cwd=shared_tmp).job_id
 

@@ -11,7 +11,7 @@ import pytest
 
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.render import launch_argv, render_sbatch
-from slinkyml.jobs.restapi import submit_request
+from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -122,12 +122,12 @@ def test_deepspeed_config_is_embedded_from_the_planner():
 
 def test_restapi_bodies_branch_on_version():
     spec = _spec({"mem_per_node": "2G", "time_limit": "00:10:30", "gpus_per_node": 1})
-    path, body = submit_request(spec, "#!/bin/bash\n", version="v0.0.38", cwd="/w", environment={"PATH": "/bin"})
+    path, body = SlurmJobRequest.from_spec(spec).restapi_body("#!/bin/bash\n", version="v0.0.38", cwd="/w", environment={"PATH": "/bin"})
     assert path == "/slurm/v0.0.38/job/submit" and body["script"].startswith("#!")
     job = body["job"]
     assert job["nodes"] == "2" and job["time_limit"] == 11 and job["memory_per_node"] == 2048
     assert job["environment"] == {"PATH": "/bin"} and job["signal"] == "12@60" and job["gres"] == "gpu:1"
-    path, body = submit_request(spec, "#!/bin/bash\n", version="v0.0.40", cwd="/w", environment={"PATH": "/bin"})
+    path, body = SlurmJobRequest.from_spec(spec).restapi_body("#!/bin/bash\n", version="v0.0.40", cwd="/w", environment={"PATH": "/bin"})
     job = body["job"]
     assert path == "/slurm/v0.0.40/job/submit" and job["environment"] == ["PATH=/bin"]
     assert job["time_limit"]["number"] == 11 and job["kill_warning_signal"] == "USR2"
@@ -165,7 +165,7 @@ def test_one_request_feeds_sbatch_restapi_and_submitit():
     request = SlurmJobRequest.from_spec(spec)
     directives = dict(request.sbatch_directives())
     assert directives["--gres"] == "gpu:2" and directives["--nodes"] == str(request.nodes) == "2"
-    _, body = submit_request(spec, "", version="v0.0.42", cwd="/w", environment={})
+    _, body = SlurmJobRequest.from_spec(spec).restapi_body("", version="v0.0.42", cwd="/w", environment={})
     assert body["job"]["tres_per_node"] == "gres/gpu:2" and body["job"]["partition"] == "gpu"
     params = request.submitit_parameters()
     assert (params["gpus_per_node"], params["nodes"], params["time"], params["partition"]) == (2, 2, 11, "gpu")

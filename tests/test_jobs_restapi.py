@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from slinkyml.config import restapi_target as default_target
-from slinkyml.jobs.restapi import RestApiBackend, submit_request
+from slinkyml.jobs.request import SlurmJobRequest
+from slinkyml.jobs.restapi import RestApiBackend
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm.rest import BUILT_VERSIONS, api_version
 from slinkyml.slurm.version import SlurmVersion
@@ -40,8 +41,8 @@ def _spec(**extra) -> JobSpec:
 def test_v0_0_4x_body(version):
     """The fields the /openapi/v3 of real 24.11.5 (v0.0.40–42) and 26.05.5 (v0.0.42–45) slurmrestds
     declare for job_desc_msg, the same in all."""
-    path, body = submit_request(_spec(nodelist="t[1-2]", exclusive=True), "#!/bin/bash\n", version=version,
-                                cwd="/w", environment={"PATH": "/bin", "LANG": "C.UTF-8"})
+    path, body = SlurmJobRequest.from_spec(_spec(nodelist="t[1-2]", exclusive=True)).restapi_body(
+        "#!/bin/bash\n", version=version, cwd="/w", environment={"PATH": "/bin", "LANG": "C.UTF-8"})
     assert path == f"/slurm/{version}/job/submit" and set(body) == {"job"}
     job = body["job"]
     assert job["script"] == "#!/bin/bash\n" and job["current_working_directory"] == "/w"
@@ -57,7 +58,7 @@ def test_v0_0_4x_body(version):
 
 def test_v0_0_38_body_sends_nodes_as_text():
     """22.05.8 accepts the schema's [min, max] list for "nodes" and ignores it (1 node); "2" works."""
-    _, body = submit_request(_spec(), "#!/bin/bash\n", version="v0.0.38", cwd="/w", environment={"PATH": "/bin"})
+    _, body = SlurmJobRequest.from_spec(_spec()).restapi_body("#!/bin/bash\n", version="v0.0.38", cwd="/w", environment={"PATH": "/bin"})
     job = body["job"]
     assert body["script"] == "#!/bin/bash\n" and job["nodes"] == "2" and job["time_limit"] == 3
     assert job["signal"] == "12@60" and job["environment"] == {"PATH": "/bin"}  # no "B:" on v0.0.38

@@ -84,9 +84,6 @@ _DEFAULT_REQUEST = SlurmJobRequest(name="slinkyml", time_limit="10", requeue=Fal
 
 def _request(request: SlurmJobRequest | None, resources: dict[str, Any]) -> SlurmJobRequest:
     """``request`` (default: one task for 10 minutes) with the Executor's resource keywords on top."""
-    unknown = set(resources) - set(RESOURCE_KEYWORDS)
-    if unknown:
-        raise TypeError(f"Executor() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
     fields = {k: v for k, v in resources.items() if k not in ("mem", "time", "gpus_per_node")}
     if "mem" in resources:
         fields["mem_per_node"] = resources["mem"]
@@ -191,10 +188,6 @@ class Executor:
         return self.request.tasks_per_node
 
     @property
-    def gpus_per_node(self) -> int:
-        return self.request.gpus_per_node
-
-    @property
     def time_min(self) -> int:
         return self.request.time_minutes
 
@@ -220,15 +213,16 @@ class Executor:
         if checkpointable:
             extra["requeue"] = True
         multi = tasks and self.num_tasks > 1
-        setup = [f"export {k}={_shell_quote(v)}" for k, v in self.env.items()] + self.setup
+        setup = [f"export {k}={shlex.quote(str(v))}" for k, v in self.env.items()] + self.setup
         if multi:
-            python = self.python or _shell_quote(sys.executable)
+            python = self.python or shlex.quote(sys.executable)
             setup.append(f'eval "$({python} -m slinkyml.dispatch.distributed)"')
         if setup:
             params["setup"] = setup
         # srun only where it is needed: several tasks, or a signal to deliver to the task
         params["use_srun"] = multi or checkpointable
-        if params["use_srun"] and self.gpus_per_node and self.tasks_per_node == self.gpus_per_node:
+        gpus = self.request.gpus_per_node
+        if params["use_srun"] and gpus and self.tasks_per_node == gpus:
             params["srun_args"] = ["--gpus-per-task=1", "--gpu-bind=single:1"]
         extra.update(self.additional_parameters)
         params["additional_parameters"] = extra
@@ -255,7 +249,7 @@ class Executor:
         _pickle_by_value(fn)
         backend = self._backend(checkpointable=checkpointable, name=name or _name_of(fn),
                                 dependency=_dependency_string(afterok, afterany, singleton, dependency))
-        task = make_task(fn, args, kwargs, distributed=self.num_tasks > 1 or self.gpus_per_node > 0,
+        task = make_task(fn, args, kwargs, distributed=self.num_tasks > 1 or self.request.gpus_per_node > 0,
                          timeout_min=self.time_min, max_restarts=self.max_restarts)
         with _translate_errors():
             sjob = backend.submit(task)
@@ -307,10 +301,6 @@ def _name_of(fn: Any) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:60] or "slinkyml"
 
 
-def _shell_quote(value: str) -> str:
-    return shlex.quote(str(value))
-
-
 class _translate_errors:
     """submitit's own failures (bad parameters, pickling) → one-line SlinkyError."""
 
@@ -353,9 +343,8 @@ class _Submitted:
     """What :class:`Job` and :class:`ArrayJob` share: result pickles read as they appear (one per
     rank, or per array task), the wait loop with its progress bar, ``cancel`` and the notebook table.
 
-    A subclass says how many results it expects (``_expected``), where result ``i`` lands
-    (``_result_pickle``), when it is done or failed (``_check``), and what to show (``_progress``,
-    ``_html_rows``).
+    A subclass says how many results it expects (``_expected``) and defines ``_result_pickle(i)``
+    (where result i lands), ``_check()`` (done? raises when failed), ``_progress()`` and ``_html_rows()``.
     """
 
     _expected: int
@@ -369,18 +358,6 @@ class _Submitted:
         self._cancel_ids = list(cancel_ids)
         self._outcomes: dict[int, tuple[str, Any]] = {}
         self.tracker.track(*self._tracked)
-
-    def _result_pickle(self, index: int) -> Path:
-        raise NotImplementedError
-
-    def _check(self) -> bool:
-        raise NotImplementedError
-
-    def _progress(self) -> tuple[int, Counter]:
-        raise NotImplementedError
-
-    def _html_rows(self) -> list[tuple[str, str]]:
-        raise NotImplementedError
 
     def _collect(self) -> None:
         """Read result pickles that appeared (filesystem only, no Slurm call)."""

@@ -119,11 +119,6 @@ class Tracker:
                     self._jobs[job_id] = _Entry(JobInfo(job_id, "SUBMITTED", seen_at=now), next_check=now,
                                                 interval=self.initial_interval)
 
-    def forget(self, *job_ids: str | int) -> None:
-        with self._lock:
-            for job_id in map(str, job_ids):
-                self._jobs.pop(job_id, None)
-
     def info(self, job_id: str | int, *, refresh: bool = True) -> JobInfo:
         """The latest known info (refreshing first if the tracker is due)."""
         job_id = str(job_id)

@@ -182,11 +182,6 @@ def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
     return deepspeed_config(micro_batch=1, grad_accum=1, dp=spec.world_size, zero=2)
 
 
-def sbatch_directives(spec: JobSpec) -> list[tuple[str, str | None]]:
-    """``#SBATCH`` options in a fixed order (see :meth:`SlurmJobRequest.sbatch_directives`)."""
-    return SlurmJobRequest.from_spec(spec).sbatch_directives()
-
-
 def render_sbatch(spec: JobSpec) -> str:
     """The complete sbatch script for ``spec``."""
     sig = spec.requeue.signal
@@ -431,4 +426,4 @@ def _word(value: int | str) -> str:
 
 
 __all__ = ["Raw", "deepspeed_config_for", "entry_argv", "launch_argv", "render_sbatch", "safe_name",
-           "sbatch_directives", "sbatch_value", "shell_join", "shell_word"]
+           "sbatch_value", "shell_join", "shell_word"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
@@ -19,13 +18,6 @@ from slinkyml.slurm.runner import Slurm
 
 #: Variables of the submitting shell handed to the job (sbatch's --export=ALL does this implicitly).
 EXPORTED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "SLURM_CONF", "PYTHONPATH", "VIRTUAL_ENV", "USER")
-
-
-def submit_request(spec: JobSpec, script: str, *, version: str, cwd: str,
-                   environment: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    """(path, JSON body) for ``POST /slurm/<version>/job/submit`` (see
-    :meth:`SlurmJobRequest.restapi_body`, the one version branch)."""
-    return SlurmJobRequest.from_spec(spec).restapi_body(script, version=version, cwd=cwd, environment=environment)
 
 
 @dataclass
@@ -44,7 +36,8 @@ class RestApiBackend:
     def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
         env = {k: os.environ[k] for k in EXPORTED_ENV if os.environ.get(k)}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        path, body = submit_request(spec, script, version=self.version, cwd=str(cwd), environment=env)
+        path, body = SlurmJobRequest.from_spec(spec).restapi_body(script, version=self.version, cwd=str(cwd),
+                                                                 environment=env)
         data = self.client.request("POST", path, body)
         job_id = data.get("job_id")
         if not isinstance(job_id, int):

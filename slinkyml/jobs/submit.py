@@ -42,7 +42,7 @@ class SbatchBackend:
 
 
 def backend_name(explicit: str | None = None) -> str:
-    name = config.setting("backend", "SLINKYML_BACKEND", explicit, "sbatch") or "sbatch"
+    name = explicit or os.environ.get("SLINKYML_BACKEND") or config.config_value("backend") or "sbatch"
     if name not in BACKENDS:
         raise SlinkyError(f"unknown backend {name!r}: use one of {', '.join(BACKENDS)}")
     return name

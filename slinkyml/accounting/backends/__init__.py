@@ -6,27 +6,18 @@ jobs, and ``sshare``-layout association rows — so reports never care which one
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.runner import Slurm
-
-if TYPE_CHECKING:  # the backends import pandas; this module is imported before choosing one
-    from slinkyml.accounting.backends.cli import CliBackend
-    from slinkyml.accounting.backends.pyslurm_backend import PyslurmBackend
-    from slinkyml.accounting.backends.restapi import RestBackend
-
-    Backend = CliBackend | RestBackend | PyslurmBackend
 
 BACKENDS = ("cli", "restapi", "pyslurm")
 #: Older names still accepted: ``rest`` (the accounting CLI's name for slurmrestd before it was one).
 ALIASES = {"rest": "restapi"}
 
 
-def get_backend(name: str = "cli", slurm: Slurm | None = None, **options: str | None) -> Backend:
+def get_backend(name: str = "cli", slurm: Slurm | None = None, **options: str | None):
     """The backend called ``name`` (``cli``, ``restapi`` or ``pyslurm``)."""
     name = ALIASES.get(name, name)
-    if name == "cli":
+    if name == "cli":  # each backend imported once chosen: they import pandas (and pyslurm)
         from slinkyml.accounting.backends.cli import CliBackend
 
         return CliBackend(slurm)
