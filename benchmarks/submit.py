@@ -11,7 +11,9 @@ Figures (medians; the cluster is shared, so expect noise):
   process per job) → ratio to raw ``sbatch``;
 * ``slinkyml sbatch submit --no-check`` as a whole process (Python start-up included);
 * time from submission to the first training step of a 2-node torchrun job, rendered vs a
-  hand-written sbatch running the same trainer, alternating in ABBA order.
+  hand-written sbatch running the same trainer, alternating in ABBA order;
+* beside it, raw ``sbatch`` vs ``submit()`` on the Slurm 26.05 cluster when one runs (``--other-state-dir``,
+  default the one ``make test`` brings up): its release's sbatch, through the links in its state dir.
 Every job submitted here is cancelled or waited for; only its own job ids are touched.
 """
 
@@ -90,6 +92,8 @@ def main() -> int:
                     "comparisons run a quarter as many)")
     ap.add_argument("--skip-training", action="store_true")
     ap.add_argument("--ttfs-rounds", type=int, default=4, help="pairs of 2-node training jobs (ABBA order)")
+    ap.add_argument("--other-state-dir", default="/var/lib/slinkyml/dev-26.05",
+                    help="a local cluster on another Slurm release to measure beside this one, when it runs")
     args = ap.parse_args()
 
     from slinkyml.jobs.render import render_sbatch
@@ -180,10 +184,51 @@ def main() -> int:
         "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
         "cli_submit_process_s": t_cli, "cli_submit_minus_python_startup_ratio": (t_cli - t_python) / t_raw,
     }
+    other = Path(args.other_state_dir) / "etc" / "slurm.conf"
+    if other.exists() and str(other) != slurm.conf:
+        results.update(other_release(Slurm(other), spec, work, max(args.repeats // 2, 10)))
     if not args.skip_training:
         results.update(time_to_first_step(slurm, work, args.ttfs_rounds))
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()}, indent=2))
     return 0
+
+
+def other_release(slurm, spec, work: Path, repeats: int) -> dict[str, object]:
+    """Raw ``sbatch`` vs ``submit()`` on another local cluster (its own release's commands)."""
+    from slinkyml.jobs.render import render_sbatch
+    from slinkyml.jobs.submit import SbatchBackend, submit
+    from slinkyml.slurm import SlurmError
+
+    try:
+        version = str(slurm.version)
+        slurm.run("sinfo", ["-h"], retries=0, timeout=10)
+    except SlurmError as exc:
+        return {"other_release": f"not measured: {exc}"}
+    script = work / "bench-other.sbatch"
+    script.write_text(render_sbatch(spec))
+    argv, env = [slurm.executable("sbatch"), "--parsable", "--hold", str(script)], slurm.environ(utc=False)
+    backend = SbatchBackend(slurm, extra_args=("--hold",))
+    job_ids: list[int] = []
+
+    def raw() -> None:
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=work, env=env).stdout
+        job_ids.append(int(out.strip().split(";")[0]))
+
+    def ours() -> None:
+        job_ids.append(submit(spec, backend=backend, cwd=work).job_id)
+
+    try:
+        raw()
+        ours()
+        rounds = interleaved({"raw": raw, "ours": ours}, repeats)
+    finally:
+        for chunk in range(0, len(job_ids), 50):
+            slurm.run("scancel", [str(j) for j in job_ids[chunk:chunk + 50]], check=False, retries=0)
+    stats = ratio_stats(rounds, "ours")
+    return {"other_release": version, "other_raw_sbatch_s": statistics.median(rounds["raw"]),
+            "other_submit_in_process_s": statistics.median(rounds["ours"]),
+            "other_ratio_in_process": stats["ratio"],
+            "other_ratio_in_process_ci95": [round(stats["ratio_ci95_low"], 4), round(stats["ratio_ci95_high"], 4)]}
 
 
 def time_to_first_step(slurm, work: Path, rounds: int) -> dict[str, float]:
