@@ -78,7 +78,7 @@ def _recorded_fields(release: str) -> str:
 
 
 @pytest.mark.parametrize("engine", ["pandas", "pyarrow"])
-@pytest.mark.parametrize("release", ["22.05", "24.11"])
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
 def test_recorded_requeue_keeps_both_segments_apart(release, engine):
     """24.11's DBIndex is ~1.7e19 (past int64 and float64 precision): read exactly, the requeued
     job's two records stay two segments with their own keys on both releases and both engines."""
@@ -97,7 +97,7 @@ def test_recorded_requeue_keeps_both_segments_apart(release, engine):
     assert set(steps["parent_key"]) <= set(both["key"])
 
 
-@pytest.mark.parametrize("release", ["22.05", "24.11"])
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
 def test_recorded_json_records_equal_recorded_sacct(release):
     """The REST backend's record conversion (slurmdbd's job records: ``sacct --json`` has the same
     shape) gives the CLI parser's rows, requeued record included: 24.11 lists it as

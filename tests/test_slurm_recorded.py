@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
-RELEASES = ("22.05", "24.11")
+RELEASES = ("22.05", "24.11", "26.05")
 DELIMITER = "~|~"
 
 
@@ -45,3 +45,18 @@ def test_json_outputs_load(release):
     for name in ("sacct.json", "squeue.json"):
         data = json.loads((folder / name).read_text())
         assert data["jobs"], name
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_sshare_and_sreport_layouts_hold(release):
+    """The columns slinkyml asks sshare for, in that order, and sreport's AccountUtilizationByUser header
+    are the same on the releases that print LevelFS; parse_sshare rebuilds the account tree from them."""
+    from slinkyml.accounting.fairshare import SSHARE_FIELDS, parse_sshare
+
+    folder = DATA / f"slurm-{release}"
+    text = (folder / "sshare.txt").read_text()
+    assert text.splitlines()[0].split("|")[:len(SSHARE_FIELDS)] == list(SSHARE_FIELDS)
+    tree = parse_sshare(text).set_index("key")
+    assert tree.at["physics", "parent"] == "science" and tree.at["physics/alice", "parent"] == "physics"
+    assert tree.at["ml/dave", "raw_shares"] == 1 and tree.at["science", "raw_shares"] == 60
+    assert "Cluster|Account|Login|Proper Name|Used|Energy" in (folder / "sreport.txt").read_text().splitlines()
