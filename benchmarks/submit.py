@@ -125,9 +125,14 @@ def main() -> int:
     def ours_checked() -> None:
         job_ids.append(submit(spec, backend=held_backend, cwd=work, slurm=slurm).job_id)
 
+    from slinkyml import config
     from slinkyml.jobs.restapi import RestApiBackend
 
-    rest_backend = RestApiBackend.from_config(slurm=slurm)  # the dev cluster's unix socket (local auth)
+    # the dev cluster's unix socket (local auth); a cluster without one (Slurm 26.05) over JWT
+    token = None
+    if not config.restapi_target().startswith("unix:"):
+        token = slurm.run("scontrol", ["token", "lifespan=3600"]).stdout.strip().partition("=")[2]
+    rest_backend = RestApiBackend.from_config(slurm=slurm, token=token, user="root" if token else None)
 
     rest_times: list[float] = []
 

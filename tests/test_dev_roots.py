@@ -118,3 +118,5 @@ def test_session_cluster_is_driven_by_its_own_release(local_cluster, slurm, cli)
         assert slurm.executable("sbatch") == f"{spec.bin_dir}/sbatch"
         assert os.path.realpath(slurm.executable("sbatch")) == str(install.root / "usr/bin/sbatch")
         assert str(local_cluster.version).startswith(spec.slurm_version + ".")
+    if local_cluster.version.restd_refuses_root:  # no socket file for REST clients to try in vain
+        assert not spec.restd_socket.exists()

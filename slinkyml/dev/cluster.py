@@ -245,6 +245,8 @@ class LocalCluster:
             self._wait_nodes(daemons)
             if "slurmrestd-unix" in daemons:
                 self._start(daemons["slurmrestd-unix"], lambda: unix_connectable(self.spec.restd_socket))
+            else:  # no stale socket file for clients to pick (they try the unix socket first)
+                self.spec.restd_socket.unlink(missing_ok=True)
             self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
             self._link_system_conf()
         except BaseException:
@@ -379,7 +381,8 @@ class LocalCluster:
         if munged.pid and f"--socket={self.spec.munge_socket} " not in cmdline(munged.pid) + " ":
             names.append("munged")  # the socket moved (a state dir from before per-cluster sockets)
         if changed & {"slurm.conf", "gres.conf", "cgroup.conf", "plugstack.conf"}:
-            names += ["slurmrestd-jwt", *(["slurmrestd-unix"] if "slurmrestd-unix" in daemons else []), *(f"slurmd-{n}" for n in self.spec.node_names),
+            names += ["slurmrestd-jwt", *(["slurmrestd-unix"] if "slurmrestd-unix" in daemons else []),
+                      *(f"slurmd-{n}" for n in self.spec.node_names),
                       "slurmctld"]
         if "slurmdbd.conf" in changed:
             names.append("slurmdbd")
