@@ -1,0 +1,312 @@
+"""Benchmark: slinkyml at production size on one machine, as a table (and a PNG of each curve).
+
+    .venv/bin/python benchmarks/scale.py [--sizes 1000,10000] [--only NAME,...] [--png DIR]
+
+Measurements (each a row per size, with a ratio against a baseline run in the same process):
+
+- ``tracker``: N array tasks (held, so nothing runs) tracked by the dispatch tracker for a minute on
+  a cluster of its own: slurmctld RPCs per minute from ``sdiag`` (the goal: flat in N), the
+  tracker's CPU seconds and memory. Baseline: the same minute with N = 100.
+- ``map_array``: 10,000 trivial items through ``Executor.map_array`` to all results (goal ≤ 60 s,
+  ≥ 166 items/s). Baseline: 100 items.
+- ``fairshare``: 1,000 users in a 3-level tree (shares 1/3/7/100 and ``parent``), real usage from
+  jobs of four users placed across it; slinkyml's Fair Tree recomputation compared with sshare for
+  every association, and its time (goal ≤ 1 s). Baseline: parsing sshare's output.
+- ``sacct``: sacct text → DataFrames (TRES, keys, types) against ``pandas.read_csv`` of the same
+  text (goal ≥ 1.0×), at each size in rows.
+- ``sbatch-check``: every template checked by a throw-away slurmctld declaring a 512-node
+  h100-efa cluster. Baseline: the same at 2 nodes.
+- ``render``: ``cluster render`` + ``validate`` of a spec with 64 node sets. Baseline: 1 node set.
+- ``planner``: the layout search for a 1T model at 16,384 GPUs. Baseline: 1,024 GPUs.
+
+The live rows bring up their own cluster (state dir /var/lib/slinkyml/bench-scale, bridge slkbs0,
+node prefix bs, 10.227.0.0/24, ports 7927-7930 and 14927; MaxJobCount raised), so the session's
+cluster and its accounts are untouched. What this 2-core machine cannot do is said in the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accounting import synthesise  # noqa: E402 - the sibling benchmark's sacct generator
+
+from slinkyml.accounting import fairshare  # noqa: E402
+from slinkyml.accounting.backends.cli import CliBackend  # noqa: E402
+from slinkyml.accounting.sacct import SEP  # noqa: E402
+from slinkyml.accounting.sacct_arrow import parse_sacct  # noqa: E402
+from slinkyml.dev import LocalCluster  # noqa: E402
+from slinkyml.dispatch import Executor  # noqa: E402
+from slinkyml.dispatch.tracking import Tracker  # noqa: E402
+from slinkyml.plan import Settings, gpu_hardware, plan, shape_from_params  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER = dict(nodes=2, bridge="slkbs0", node_prefix="bs", subnet="10.227.0.0/24", slurmctld_port=7927,
+               slurmd_port=7928, slurmdbd_port=7929, slurmrestd_port=7930, mariadb_port=14927,
+               extra_slurm_conf="MaxJobCount=200000\n")
+ROWS: list[dict] = []
+
+
+def row(measure: str, size: int, seconds: float, baseline: float, **extra) -> None:
+    entry = {"measure": measure, "N": size, "seconds": round(seconds, 3),
+             "ratio_vs_baseline": round(seconds / baseline, 2) if baseline else float("nan"), **extra}
+    ROWS.append(entry)
+    print("  " + ", ".join(f"{k}={v}" for k, v in entry.items()), flush=True)
+
+
+def live_cluster() -> LocalCluster:
+    cluster = LocalCluster("/var/lib/slinkyml/bench-scale", keep_running=True, gpus=0, **CLUSTER)
+    return cluster.up()
+
+
+# -- tracker ---------------------------------------------------------------------------------------
+def _sdiag_total(slurm) -> int:
+    """All RPCs slurmctld has served since its statistics were last reset (sdiag -r)."""
+    out = slurm.run("sdiag", []).stdout
+    section = out.split("Remote Procedure Call statistics by message type", 1)[1].split("Remote Procedure Call", 1)[0]
+    return sum(int(part.split("count:")[1].split()[0]) for part in section.splitlines() if "count:" in part)
+
+
+def tracker(sizes: list[int], minute: float) -> None:
+    cluster = live_cluster()
+    slurm = cluster.slurm
+    work = Path(tempfile.mkdtemp(prefix="slinkyml-scale-", dir="/tmp"))
+    baseline = None
+    for size in [100, *sizes]:
+        arrays = []
+        for start in range(0, size, 1000):  # MaxArraySize 1001: held arrays of ≤ 1000 tasks
+            count = min(1000, size - start)
+            out = slurm.run("sbatch", ["--parsable", "--hold", f"--array=0-{count - 1}", "-o", "/dev/null",
+                                       "--wrap", "true"], cwd=work).stdout
+            arrays.append(out.strip().split(";")[0])
+        ids = [f"{a}_{t}" for a, start in zip(arrays, range(0, size, 1000), strict=True)
+               for t in range(min(1000, size - start))]
+        tracemalloc.start()
+        track = Tracker(slurm)
+        track.track(*ids)
+        slurm.run("sdiag", ["-r"])
+        before = _sdiag_total(slurm)
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
+        end = time.monotonic() + minute
+        while time.monotonic() < end:
+            track.refresh()
+            time.sleep(0.2)  # a notebook polling results
+        cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime - cpu0
+        rpcs = (_sdiag_total(slurm) - before - 1) * 60.0 / minute  # minus our own closing sdiag
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        states = {track.info(i, refresh=False).state for i in ids[:5]}
+        slurm.run("scancel", arrays)
+        if baseline is None:
+            baseline = rpcs
+            print(f"  tracker baseline N=100: {rpcs:.0f} RPCs/min, states {states}")
+            continue
+        row("tracker", size, cpu, 0, rpcs_per_min=round(rpcs, 1), rpcs_vs_N100=round(rpcs / baseline, 2),
+            tracker_queries=track.queries, tracker_peak_mib=round(peak / 2**20, 1))
+
+
+# -- map_array -------------------------------------------------------------------------------------
+def square(x: int) -> int:
+    return x * x
+
+
+def map_array(sizes: list[int]) -> None:
+    cluster = live_cluster()
+    folder = Path(tempfile.mkdtemp(prefix="slinkyml-scale-map-", dir="/tmp"))
+    folder.chmod(0o777)
+    executor = Executor(folder, slurm=cluster.slurm, time=30, mem="256M")
+    t0 = time.perf_counter()
+    assert executor.map_array(square, range(100)).results(timeout=600) == [x * x for x in range(100)]
+    baseline = time.perf_counter() - t0
+    for size in sizes:
+        t0 = time.perf_counter()
+        array = executor.map_array(square, range(size))
+        assert array.results(timeout=1800) == [x * x for x in range(size)]
+        seconds = time.perf_counter() - t0
+        row("map_array", size, seconds, baseline, items_per_s=round(size / seconds), tasks=len(array.task_ids))
+
+
+# -- fair-share ------------------------------------------------------------------------------------
+SHARES = (1, 3, 7, 100)
+
+
+def fairshare_tree(cluster: LocalCluster, users: int = 1000) -> list[tuple[str, str]]:
+    """root → 10 accounts → 10 sub-accounts each → 10 users each; every 7th account and sub-account
+    ``fairshare=parent``. Returns (account, user) pairs that get real usage."""
+    mgr = cluster.slurm
+    existing = mgr.run("sacctmgr", ["-n", "-P", "list", "account", "format=Account"]).stdout.split()
+    if "fs0" in existing:
+        return [(f"fs{a}s{a}", u) for a, u in enumerate(("alice", "bob", "carol", "dave"))]
+    per = users // 100
+    for a in range(10):
+        share = "parent" if a % 7 == 6 else SHARES[a % 4]
+        mgr.run("sacctmgr", ["-i", "add", "account", f"fs{a}", "parent=root", f"fairshare={share}"])
+        for b in range(10):
+            sub = f"fs{a}s{b}"
+            share = "parent" if (a * 10 + b) % 7 == 3 else SHARES[(a + b) % 4]
+            mgr.run("sacctmgr", ["-i", "add", "account", sub, f"parent=fs{a}", f"fairshare={share}"])
+            names = ",".join(f"u{a}{b}{c}" for c in range(per))
+            mgr.run("sacctmgr", ["-i", "add", "user", names, f"account={sub}", f"fairshare={SHARES[b % 4]}"])
+    placed = []
+    for a, user in enumerate(("alice", "bob", "carol", "dave")):
+        mgr.run("sacctmgr", ["-i", "add", "user", user, f"account=fs{a}s{a}", f"fairshare={SHARES[a]}"])
+        placed.append((f"fs{a}s{a}", user))
+    return placed
+
+
+def fairshare_compare() -> None:
+    cluster = live_cluster()
+    placed = fairshare_tree(cluster)
+    slurm = cluster.slurm
+    for i, (account, user) in enumerate(placed):  # real usage: jobs of different lengths
+        slurm.run("sbatch", ["--uid", user, "-A", account, "-n", "1", "-o", "/dev/null",
+                             "--wrap", f"sleep {2 + 3 * i}"], cwd="/tmp")
+    while slurm.run("squeue", ["-h", "-o", "%i"]).stdout.strip():
+        time.sleep(2)
+    # slurmctld folds usage into the tree (decay, EffectvUsage) once per PriorityCalcPeriod (1 min):
+    # sshare and assoc_mgr agree only after a pass with no job running
+    time.sleep(70)
+    backend = CliBackend(slurm)
+    t0 = time.perf_counter()
+    assocs, raw = backend.shares_snapshot()
+    snapshot = time.perf_counter() - t0
+    text = slurm.run("sshare", fairshare.sshare_args()).stdout
+    t0 = time.perf_counter()
+    fairshare.parse_sshare(text)
+    parse = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    root = fairshare.build_tree(assocs, raw)
+    ours = fairshare.recompute(root, "fair_tree")
+    seconds = time.perf_counter() - t0
+    mismatches = fairshare.fair_tree_mismatches(assocs, raw)
+    users = int(assocs["is_user"].sum())
+    row("fairshare", users, seconds, parse, associations=len(ours), mismatches=len(mismatches),
+        sshare_snapshot_s=round(snapshot, 2), first_mismatch=str(mismatches[0]) if mismatches else "")
+
+
+# -- sacct parsing ---------------------------------------------------------------------------------
+def sacct(sizes: list[int]) -> None:
+    for size in sizes:
+        text = synthesise(size)
+        t0 = time.perf_counter()
+        pd.read_csv(io.StringIO(text), sep=SEP, header=None, dtype=str, keep_default_na=False)
+        baseline = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        table = parse_sacct(text)
+        seconds = time.perf_counter() - t0
+        row("sacct", size, seconds, baseline, rows_per_s=round(size / seconds),
+            vs_read_csv=round(baseline / seconds, 2), jobs=len(table.jobs))
+
+
+# -- sbatch check, render, planner ----------------------------------------------------------------
+def _big_spec(path: Path, count: int, node_sets: int = 1) -> Path:
+    spec = (REPO / "manifests" / "h100-efa" / "cluster.yaml").read_text()
+    data = __import__("yaml").safe_load(spec)
+    first = data["node_sets"][0]
+    data["node_sets"] = [{**first, "name": f"{first['name']}{i}" if node_sets > 1 else first["name"],
+                          "count": count} for i in range(node_sets)]
+    path.write_text(__import__("yaml").safe_dump(data, sort_keys=False))
+    return path
+
+
+def sbatch_check() -> None:
+    from slinkyml.cli import main
+
+    templates = [str(p) for p in sorted((REPO / "sbatch").glob("*.sbatch"))
+                 if "trainium" not in p.name]  # the trn1 template targets the trn1 cluster
+    with tempfile.TemporaryDirectory() as tmp:
+        times = {}
+        for count in (2, 512):
+            spec = _big_spec(Path(tmp) / f"c{count}.yaml", count)
+            t0 = time.perf_counter()
+            code = main(["sbatch", "check", *templates, "--cluster", str(spec)])
+            times[count] = time.perf_counter() - t0
+            print(f"  sbatch check at {count} nodes: exit {code}")
+        row("sbatch-check", 512, times[512], times[2], templates=len(templates))
+
+
+def render() -> None:
+    from slinkyml.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        times = {}
+        for sets in (1, 64):
+            spec = _big_spec(Path(tmp) / f"s{sets}.yaml", 4, node_sets=sets)
+            t0 = time.perf_counter()
+            assert main(["cluster", "render", str(spec), "-o", f"{tmp}/out{sets}"]) == 0
+            code = main(["cluster", "validate", f"{tmp}/out{sets}"])
+            times[sets] = time.perf_counter() - t0
+            print(f"  render+validate {sets} node sets: validate exit {code}")
+        row("render", 64, times[64], times[1], unit="node sets")
+
+
+def planner() -> None:
+    model = shape_from_params(1e12)
+    hw = gpu_hardware("a100-80gb")
+    times = {}
+    for gpus in (1024, 16384):
+        t0 = time.perf_counter()
+        result = plan(model, hw, gpus, Settings(global_batch=4096))
+        times[gpus] = time.perf_counter() - t0
+    row("planner", 16384, times[16384], times[1024], layouts_evaluated=result.evaluated,
+        feasible=result.feasible)
+
+
+def write_png(directory: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(ROWS)
+    directory.mkdir(parents=True, exist_ok=True)
+    for measure, part in frame.groupby("measure"):
+        y = "rpcs_per_min" if measure == "tracker" else "seconds"
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.plot(part["N"], part[y], marker="o")
+        ax.set_xscale("log")
+        ax.set_xlabel("N")
+        ax.set_ylabel(y)
+        ax.set_title(f"slinkyml scale: {measure}")
+        fig.tight_layout()
+        fig.savefig(directory / f"scale-{measure}.png")
+        plt.close(fig)
+    print(f"curves in {directory}/scale-*.png")
+
+
+MEASURES = ("sacct", "planner", "render", "sbatch-check", "fairshare", "tracker", "map_array")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000", help="N for tracker, map_array and sacct rows")
+    parser.add_argument("--only", help=f"comma-separated subset of {', '.join(MEASURES)}")
+    parser.add_argument("--minute", type=float, default=60.0, help="tracker measuring window (s)")
+    parser.add_argument("--png", default="out/bench", help="where the curves go")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    only = set(args.only.split(",")) if args.only else set(MEASURES)
+    steps = {"sacct": lambda: sacct([s * 10 for s in sizes]), "planner": planner, "render": render,
+             "sbatch-check": sbatch_check, "fairshare": fairshare_compare,
+             "tracker": lambda: tracker(sizes, args.minute), "map_array": lambda: map_array(sizes)}
+    for name, step in steps.items():
+        if name in only:
+            print(f"== {name}", flush=True)
+            step()
+    print()
+    print(pd.DataFrame(ROWS).to_string(index=False))
+    if ROWS:
+        write_png(Path(args.png))
+
+
+if __name__ == "__main__":
+    main()
