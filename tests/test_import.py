@@ -211,7 +211,8 @@ def test_pytorchjob_mapping():
     assert data["entry"] == {"script": "train.py", "args": ["--model=llama-3-8b", "--epochs=3"]}
     assert data["env"] == {"NCCL_DEBUG": "INFO"}  # HF_TOKEN comes from a Secret: warned, not copied
     warned = {w.path for w in result.warnings}
-    for field in ("spec.pytorchReplicaSpecs.Master.template.spec.nodeSelector",
+    assert data["instance_type"] == "p5.48xlarge"  # the nodeSelector's instance type is mapped, not dropped
+    for field in ("spec.pytorchReplicaSpecs.Master.template.spec.tolerations",
                   "spec.pytorchReplicaSpecs.Worker.template.spec.tolerations",
                   "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].env[1].valueFrom",
                   "spec.pytorchReplicaSpecs.Master.template.spec.volumes[2].secret",
@@ -234,6 +235,24 @@ def test_mpijob_v2beta1_mapping():
     assert data["env"] == {"NCCL_DEBUG": "INFO", "OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "^openib"}
     assert data["entry"]["script"] == "scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
     assert data["gpus_per_node"] == 1 and data["requeue"] == {"max_restarts": 2}
+
+
+@pytest.mark.parametrize(("instance", "devices", "ranks"), [("trn1.32xlarge", 16, 32), ("trn2.48xlarge", 16, 64),
+                                                          (None, 64, 128)])
+def test_neuroncores_follow_the_instance_type(instance, devices, ranks):
+    manifest = _manifest("pytorchjob-cpu.yaml")
+    for role in ("Master", "Worker"):
+        pod = manifest["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]
+        cores = 32 if instance == "trn1.32xlarge" else 128
+        pod["containers"][0]["resources"] = {"limits": {"aws.amazon.com/neuroncore": cores}}
+        pod["containers"][0]["command"] = ["torchrun", "--nproc_per_node=auto", "train.py"]
+        if instance:
+            pod["nodeSelector"] = {"node.kubernetes.io/instance-type": instance}
+    result = import_manifest(manifest)
+    spec = result.spec
+    assert (spec.launcher, spec.neuron_devices_per_node, spec.effective_procs_per_node) == ("neuron", devices, ranks)
+    assert spec.instance_type == instance
+    assert any("read as trn1 devices" in n for n in result.notes) == (instance is None)
 
 
 def test_mpijob_v1_slots_become_tasks():
@@ -287,7 +306,7 @@ def test_unmappable_manifests_fail_in_one_line(name, edit, message):
 
 
 def test_strict_makes_every_warning_an_error():
-    with pytest.raises(ManifestError, match=r"--strict: \d+ field\(s\) cannot be mapped: .*nodeSelector"):
+    with pytest.raises(ManifestError, match=r"--strict: \d+ field\(s\) cannot be mapped: .*tolerations"):
         import_manifest(DATA / "pytorchjob-gpu.yaml", ImportOptions(strict=True))
     assert import_manifest(DATA / "trainjob.yaml", ImportOptions(strict=True)).warnings == ()
 
@@ -329,7 +348,7 @@ def test_cli_writes_the_spec_and_lists_warnings(cli, tmp_path):
     assert spec.partition == "p5" and spec.container.mounts[0] == "/fsx:/fsx"
     lines = stderr.splitlines()
     assert lines and all(line.startswith("slinkyml: ") for line in lines)
-    assert sum("warning:" in line and "(not mapped)" in line for line in lines) == 7
+    assert sum("warning:" in line and "(not mapped)" in line for line in lines) == 5
     code, _, _ = cli("sbatch", "render", str(out))
     assert code == 0
 

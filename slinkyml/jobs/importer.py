@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from slinkyml.errors import SpecError
+from slinkyml.instances import InstanceType, get_instance_type
 from slinkyml.jobs.spec import JobSpec
 
 #: (apiVersion, kind) pairs this module reads.
@@ -34,8 +35,12 @@ GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 NEURON_DEVICE = "aws.amazon.com/neuron"
 NEURON_CORE = "aws.amazon.com/neuroncore"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
-#: NeuronCores per device when only ``aws.amazon.com/neuroncore`` is requested (trn1/inf2: 2).
+#: NeuronCores per device when only ``aws.amazon.com/neuroncore`` is requested and the pod names no
+#: known instance type (trn1: 2; trn2 has 8, from the instance data)
 NEURON_CORES_PER_DEVICE = 2
+#: node labels that name the instance type (Kubernetes' well-known label, its beta name, Karpenter's)
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
+                        "karpenter.k8s.aws/instance-type")
 _PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.\d+)?)?$")
 _TORCHRUN_VALUE_OPTS = {"--nnodes", "--nproc-per-node", "--nproc_per_node", "--rdzv-backend", "--rdzv_backend",
                         "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id", "--rdzv-conf",
@@ -189,6 +194,7 @@ class _Builder:
         self.options = options
         self.warnings: list[ImportWarning] = []
         self.notes: list[str] = []
+        self.instance: InstanceType | None = None
 
     def warn(self, path: str, message: str) -> None:
         self.warnings.append(ImportWarning(path, message))
@@ -220,14 +226,26 @@ class _Builder:
             if i != index:
                 self.warn(f"{path}.spec.containers[{i}]", f"sidecar container {other.get('name')!r} is not run "
                           "(slinkyml runs one program per node)")
-        for key, what in (("initContainers", "init containers"), ("nodeSelector", "node selectors"),
-                          ("affinity", "node/pod affinity"), ("tolerations", "tolerations"),
+        selector = dict(self.mapping(pod.get("nodeSelector"), f"{path}.spec.nodeSelector"))
+        for label in INSTANCE_TYPE_LABELS:
+            if label in selector:
+                self.instance_type(str(selector.pop(label)), f"{path}.spec.nodeSelector.{label}")
+        for key, what in (("initContainers", "init containers"), ("affinity", "node/pod affinity"), ("tolerations", "tolerations"),
                           ("topologySpreadConstraints", "topology spread"), ("hostNetwork", "host networking"),
                           ("securityContext", "pod security context"), ("serviceAccountName", "service accounts"),
                           ("priorityClassName", "priority classes (use the job's qos)")):
             if pod.get(key):
                 self.warn(f"{path}.spec.{key}", f"{what} have no Slurm equivalent here; dropped")
+        for label in selector:
+            self.warn(f"{path}.spec.nodeSelector.{label}", "node selectors have no Slurm equivalent here; dropped")
         return _Pod(path, pod, containers[index], f"{path}.spec.containers[{index}]")
+
+    def instance_type(self, name: str, path: str) -> None:
+        """A node selector's instance type: the spec's ``instance_type`` when the instance data knows it."""
+        try:
+            self.instance = get_instance_type(name)
+        except SpecError:
+            self.warn(path, f"instance type {name!r} is not in slinkyml's instance data; dropped")
 
     def resources(self, pod: _Pod) -> dict[str, Any]:
         """Pod resource limits (else requests) → per-node fields."""
@@ -243,8 +261,15 @@ class _Builder:
             out["neuron_devices_per_node"] = _count(limits[NEURON_DEVICE], f"{where}.{NEURON_DEVICE}")
         elif NEURON_CORE in limits:
             cores = _count(limits[NEURON_CORE], f"{where}.{NEURON_CORE}")
-            out["neuron_devices_per_node"] = max(1, math.ceil(cores / NEURON_CORES_PER_DEVICE))
-            out["procs_per_node"] = cores
+            accelerator = self.instance.accelerator if self.instance else None
+            if accelerator is not None and accelerator.kind == "neuron":
+                # ranks per device come from the instance data (trn2 runs 4 logical cores of 8)
+                out["neuron_devices_per_node"] = max(1, math.ceil(cores / accelerator.cores_per_device))
+            else:
+                out["neuron_devices_per_node"] = max(1, math.ceil(cores / NEURON_CORES_PER_DEVICE))
+                out["procs_per_node"] = cores
+                self.notes.append(f"{where}.{NEURON_CORE}: {cores} cores read as trn1 devices (2 cores each); "
+                                  "a nodeSelector naming the instance type decides it")
         if EFA_RESOURCE in limits and _count(limits[EFA_RESOURCE], f"{where}.{EFA_RESOURCE}"):
             out["network"] = "efa"
         if "cpu" in limits:
@@ -606,7 +631,9 @@ def _assemble(b: _Builder, data: dict[str, Any], pod: _Pod, style: str,
 
 
 def _finish(b: _Builder, data: dict[str, Any]) -> dict[str, Any]:
-    """Per-task CPUs for multi-task nodes, the time-limit note, the spec's field order."""
+    """Per-task CPUs for multi-task nodes, the time-limit note, the instance type, the field order."""
+    if b.instance is not None:
+        data["instance_type"] = b.instance.name
     tasks = data.get("tasks_per_node") or (data.get("gpus_per_node") or 1 if data.get("launcher") == "srun" else 1)
     if "cpus_per_task" in data and tasks > 1:  # a pod's CPU limit is per node; its tasks share it
         data["cpus_per_task"] = max(1, data["cpus_per_task"] // tasks)
@@ -773,7 +800,7 @@ _CONVERTERS = {("kubeflow.org/v1", "PyTorchJob"): _pytorchjob, ("kubeflow.org/v2
                ("kubeflow.org/v1", "MPIJob"): _mpijob, ("trainer.kubeflow.org/v1alpha1", "TrainJob"): _trainjob,
                ("batch.volcano.sh/v1alpha1", "Job"): _volcano}
 
-_FIELD_ORDER = ("name", "nodes", "gpus_per_node", "neuron_devices_per_node", "tasks_per_node", "procs_per_node",
+_FIELD_ORDER = ("name", "instance_type", "nodes", "gpus_per_node", "neuron_devices_per_node", "tasks_per_node", "procs_per_node",
                 "cpus_per_task", "mem_per_node", "time_limit", "partition", "account", "qos", "launcher",
                 "network", "python", "srun_args", "container", "env", "entry", "requeue")
 
