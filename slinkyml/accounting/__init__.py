@@ -13,15 +13,18 @@ default), so results are the same whichever one is used.
 
 from __future__ import annotations
 
+from slinkyml.accounting import cost, efficiency, fairshare, usage
+from slinkyml.accounting.backends import get_backend
+from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.timeparse import parse_when
+from slinkyml.errors import SlinkyError
+from slinkyml.slurm.runner import Slurm
 
 __all__ = ["load_jobs", "usage_report", "fairshare_report", "efficiency_report", "cost_report",
            "parse_when"]
 
 
-def _backend(backend, slurm):
-    from slinkyml.accounting.backends import get_backend
-
+def _backend(backend, slurm: Slurm | None):
     if backend is None or isinstance(backend, str):
         return get_backend(backend or "cli", slurm)
     return backend
@@ -32,8 +35,6 @@ def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
     """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     if end <= start:
-        from slinkyml.errors import SlinkyError
-
         raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since "
                           f"{start:%Y-%m-%dT%H:%M:%S}")
     return _backend(backend, slurm).jobs(start, end, users=users, accounts=accounts,
@@ -43,8 +44,6 @@ def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
 def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm=None,
                  users=None, accounts=None, with_cost: bool = True):
     """CPU/GPU/billing hours (and cost) per group over the window, pro-rated at its edges."""
-    from slinkyml.accounting import cost, usage
-
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     table = load_jobs(start, end, users=users, accounts=accounts, backend=backend, slurm=slurm)
     report = usage.usage(table.jobs, start, end, by=by)
@@ -62,11 +61,7 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
     association (:data:`slinkyml.accounting.fairshare.TREE_COLUMNS` plus ``*_sshare`` and
     ``*_diff``). ``attrs``: ``algorithm``, ``slurm_algorithm`` (what sshare's columns are),
     ``tree`` (the :class:`~slinkyml.accounting.fairshare.Node` root)."""
-    from slinkyml.accounting import fairshare
-
     be = _backend(backend, slurm)
-    from slinkyml.accounting.backends.cli import CliBackend
-
     cli = be if isinstance(be, CliBackend) else CliBackend(be.slurm)
     assocs, usage_raw = cli.shares_snapshot()
     config = cli.config()
@@ -86,8 +81,6 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
 def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
                       backend=None, slurm=None):
     """One row per training run (requeued segments stitched) with efficiency and waste."""
-    from slinkyml.accounting import efficiency
-
     table = load_jobs(since, until, users=users, accounts=accounts, job_ids=job_ids,
                       backend=backend, slurm=slurm)
     return efficiency.runs(table.jobs, table.steps)
@@ -95,8 +88,6 @@ def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job
 
 def cost_report(since="1d", until="now", by=("account", "user"), *, prices=None, backend=None,
                 slurm=None):
-    from slinkyml.accounting import cost, usage
-
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     table = load_jobs(start, end, backend=backend, slurm=slurm)
     seconds = usage.overlap_seconds(table.jobs, start, end)

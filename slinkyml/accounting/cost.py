@@ -34,7 +34,7 @@ class PartitionPrice:
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, PartitionPrice]:
-    import yaml
+    import yaml  # lazy: PyYAML only when the data file is first read
 
     data = yaml.safe_load(DATA_FILE.read_text()) or {}
     user = path or os.environ.get("SLINKYML_PRICES")

@@ -533,7 +533,7 @@ def write(data: DashboardData, path: str | Path) -> Path:
 def serve(build, port: int = 8765, refresh_s: int = 300) -> int:
     """Serve the page on 127.0.0.1:``port``, rebuilt by ``build()`` on every load (a login pod with
     ``kubectl port-forward``); Ctrl-C stops it."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # lazy: serving only
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name

@@ -9,10 +9,10 @@ import pandas as pd
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # lazy: matplotlib is the optional plots extra
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is the optional plots extra
 
     return plt
 

@@ -37,7 +37,7 @@ def _numeric(text: str) -> bool:
 
 
 def rich_table(df: pd.DataFrame, title: str | None = None):
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich costs the CLI's start-up; only text tables need it
 
     table = Table(title=title)
     for col in df.columns:

@@ -16,7 +16,7 @@ from slinkyml.errors import SlinkyError
 def allreduce_task(offset: float = 1.0) -> dict[str, Any]:
     """Runs on every task: init torch.distributed from the Slurm env, all-reduce rank+offset."""
     import torch  # lazy: runs on the tasks only; torch costs ~1 s to import where the demo starts
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch only where the task runs
 
     init_process_group()
     value = torch.tensor([float(dist.get_rank()) + offset])

@@ -14,9 +14,12 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slinkyml.errors import SlinkyError
+
+if TYPE_CHECKING:  # array tasks unpickle Chunk from this module: they need no Slurm client
+    from slinkyml.slurm.runner import Slurm
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def plan_array(n_items: int, *, max_array_size: int, chunk_size: int | None = No
     return ArrayPlan(chunks, arrays, parallelism, max_array_size)
 
 
-def max_array_size(slurm: Any) -> int:
+def max_array_size(slurm: Slurm) -> int:
     """The cluster's MaxArraySize from ``scontrol show config`` (Slurm's default is 1001)."""
     value = slurm.show_config().get("MaxArraySize", "1001")
     try:
@@ -116,7 +119,7 @@ def max_array_size(slurm: Any) -> int:
         return 1001
 
 
-def total_cpus(slurm: Any, partition: str | None = None) -> int:
+def total_cpus(slurm: Slurm, partition: str | None = None) -> int:
     """CPUs of the partition (``sinfo %C``: allocated/idle/other/total) to size chunks by."""
     args = ["-h", "-o", "%C"] + (["-p", partition] if partition else [])
     out = slurm.run("sinfo", args, retries=1, timeout=30).stdout.split()

@@ -91,14 +91,14 @@ def default_backend() -> str:
 
 def init_process_group(backend: str | None = None, **kwargs):
     """``torch.distributed.init_process_group`` from the Slurm environment (idempotent)."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: torch only where the task runs
 
     if dist.is_initialized():
         return dist.group.WORLD
     setup()
     backend = backend or default_backend()
     if backend == "nccl":
-        import torch
+        import torch  # lazy: torch only where the task runs
 
         torch.cuda.set_device(0 if os.environ.get("SLINKYML_GPU_BOUND") else int(os.environ["LOCAL_RANK"]))
     kwargs.setdefault("timeout", datetime.timedelta(minutes=10))

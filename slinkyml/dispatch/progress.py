@@ -55,7 +55,7 @@ class Progress:
             return
         states = states or Counter()
         if self._notebook:
-            from IPython.display import HTML, display
+            from IPython.display import HTML, display  # lazy: only inside a notebook
 
             html = HTML(self.render_html(done, states))
             if self._handle is None:

@@ -13,7 +13,7 @@ def _is_array(*xs: Any) -> bool:
 
 def where(cond: Any, a: Any, b: Any) -> Any:
     if _is_array(cond, a, b):
-        import numpy as np
+        import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
         return np.where(cond, a, b)
     return a if cond else b
@@ -21,7 +21,7 @@ def where(cond: Any, a: Any, b: Any) -> Any:
 
 def minimum(a: Any, b: Any) -> Any:
     if _is_array(a, b):
-        import numpy as np
+        import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
         return np.minimum(a, b)
     return a if a <= b else b
@@ -29,7 +29,7 @@ def minimum(a: Any, b: Any) -> Any:
 
 def maximum(a: Any, b: Any) -> Any:
     if _is_array(a, b):
-        import numpy as np
+        import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
         return np.maximum(a, b)
     return a if a >= b else b
@@ -37,7 +37,7 @@ def maximum(a: Any, b: Any) -> Any:
 
 def floor(a: Any) -> Any:
     if _is_array(a):
-        import numpy as np
+        import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
         return np.floor(a)
     return float(math.floor(a))
@@ -45,7 +45,7 @@ def floor(a: Any) -> Any:
 
 def ceil(a: Any) -> Any:
     if _is_array(a):
-        import numpy as np
+        import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
         return np.ceil(a)
     return float(math.ceil(a))

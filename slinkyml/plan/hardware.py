@@ -46,7 +46,7 @@ class Hardware:
 
 @lru_cache(maxsize=1)
 def _gpu_table() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    import yaml
+    import yaml  # lazy: PyYAML only when the data file is first read
 
     data = yaml.safe_load(GPUS_FILE.read_text()) or {}
     return dict(data.get("gpus", {})), dict(data.get("aliases", {}))

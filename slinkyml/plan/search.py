@@ -247,7 +247,7 @@ def _combos(settings: Settings, pp: int, dp: int) -> list[tuple[int, bool, bool]
 def build_grid(model: ModelShape, hw: Hardware, gpus: int, settings: Settings, *,
                splits: list[tuple[int, int, int]] | None = None) -> Grid:
     """All candidates for ``gpus`` (or only the given (tp, pp, dp) splits), as numpy columns."""
-    import numpy as np
+    import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
     if splits is None:
         splits = [(tp, pp, gpus // (tp * pp))
@@ -294,7 +294,7 @@ def build_grid(model: ModelShape, hw: Hardware, gpus: int, settings: Settings, *
 
 def evaluate_grid(model: ModelShape, hw: Hardware, settings: Settings, grid: Grid) -> dict[str, Any]:
     c = grid.columns
-    import numpy as np
+    import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
     f = {k: c[k].astype(np.float64) for k in ("tp", "pp", "dp", "mb", "first_layers", "last_layers",
                                                  "most_layers")}
@@ -392,7 +392,7 @@ def search(model: ModelShape, hw: Hardware, gpus: int, settings: Settings, *, to
            splits: list[tuple[int, int, int]] | None = None) -> tuple[int, int, list[Candidate],
                                                                        Candidate | None]:
     """(evaluated, feasible, best ``top`` feasible by step time, the lowest-memory candidate)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy only for the search (`import slinkyml.plan` stays light)
 
     grid = build_grid(model, hw, gpus, settings, splits=splits)
     if not len(grid):

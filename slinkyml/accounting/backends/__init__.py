@@ -17,16 +17,16 @@ ALIASES = {"rest": "restapi"}
 def get_backend(name: str = "cli", slurm: Slurm | None = None, **options: str | None):
     """The backend called ``name`` (``cli``, ``restapi`` or ``pyslurm``)."""
     name = ALIASES.get(name, name)
-    if name == "cli":  # each backend imported once chosen: they import pandas (and pyslurm)
-        from slinkyml.accounting.backends.cli import CliBackend
+    if name == "cli":
+        from slinkyml.accounting.backends.cli import CliBackend  # lazy: each backend once chosen (pandas)
 
         return CliBackend(slurm)
     if name == "restapi":
-        from slinkyml.accounting.backends.restapi import RestBackend
+        from slinkyml.accounting.backends.restapi import RestBackend  # lazy: as above
 
         return RestBackend(slurm, **options)
     if name == "pyslurm":
-        from slinkyml.accounting.backends.pyslurm_backend import PyslurmBackend
+        from slinkyml.accounting.backends.pyslurm_backend import PyslurmBackend  # lazy: as above
 
         return PyslurmBackend(slurm)
     raise SlinkyError(f"--backend: unknown backend {name!r} (choose from {', '.join(BACKENDS)})")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.sacct import SacctTable
 from slinkyml.accounting.sacct_arrow import rows_to_table
 from slinkyml.errors import SlinkyError
@@ -58,8 +59,6 @@ class PyslurmBackend:
                                  for job in pyslurm.db.Jobs.load(flt).values()])
 
     def shares(self):
-        from slinkyml.accounting.backends.cli import CliBackend
-
         return CliBackend(self.slurm).shares()
 
 
