@@ -169,7 +169,7 @@ def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp
     task_logs = "".join(p.read_text() for p in sorted(logs.glob(f"rest-options-{job_id}-r0-task*.log")))
     assert task_logs.count("task got SIGUSR2") == 2 and "no signal came" not in task_logs
     batch = (logs / f"rest-options-{job_id}.out").read_text()
-    assert "preempted with no restarts left (0)" in batch
+    assert "preemption with no restarts left (0)" in batch
     if backend.version != "v0.0.38":  # kill_warning_flags BATCH_JOB (= sbatch's "B:"): the batch shell traps it
         assert "SIGUSR2 received; forwarding to the training processes" in batch
 

@@ -212,4 +212,4 @@ def test_time_limit_requeues_up_to_the_limit_and_no_further(slurm, timelimit_job
     logs = _logs(spec)
     assert state.state == "FAILED" and state.restarts == 1, logs
     assert "requeueing (restart 1 of 1)" in logs
-    assert "preempted with no restarts left (1)" in logs
+    assert "preemption with no restarts left (1)" in logs

@@ -26,6 +26,22 @@ from slinkyml.dispatch.executor import Executor, Job, _dependency_string, _trans
 from slinkyml.errors import SpecError
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
+from slinkyml.slurm.protocol import (
+    ANY_FAILURE,
+    COMMUNICATION,
+    ENV_CHECKPOINT_DIR,
+    ENV_DS_CONFIG,
+    ENV_LOG_DIR,
+    ENV_RESTART,
+    ENV_SIGNAL,
+    NODE_FAILURE,
+    USER,
+    USER_ERROR,
+    die_with_parent,
+    events_file,
+    failure_marker,
+    preempted_marker,
+)
 
 #: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
 DEFAULT_PYTHON = "python3"
@@ -44,14 +60,7 @@ def executor_for(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None,
 def prepare(spec: JobSpec) -> tuple[JobSpec, dict[str, str]]:
     """The spec as the nodes will run it, and the environment the sbatch script would export."""
     from slinkyml.jobs.presets import spec_preset_env
-    from slinkyml.jobs.render import (
-        ENV_CHECKPOINT_DIR,
-        ENV_DS_CONFIG,
-        ENV_LOG_DIR,
-        ENV_SIGNAL,
-        TORCHELASTIC_SIGNALS,
-        deepspeed_config_for,
-    )
+    from slinkyml.jobs.render import deepspeed_config_for
 
     if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
         raise SpecError("deepspeed_via", "DeepSpeed's own launcher (it calls srun from the batch node) cannot "
@@ -63,8 +72,7 @@ def prepare(spec: JobSpec) -> tuple[JobSpec, dict[str, str]]:
     log_dir = Path(spec.log_dir).absolute()
     log_dir.mkdir(parents=True, exist_ok=True)
     env = spec_preset_env(spec)
-    env.update({ENV_SIGNAL: spec.requeue.signal, ENV_LOG_DIR: str(log_dir),
-                "TORCHELASTIC_SIGNALS_TO_HANDLE": f"{TORCHELASTIC_SIGNALS},SIG{spec.requeue.signal}"})
+    env.update({ENV_SIGNAL: spec.requeue.signal, ENV_LOG_DIR: str(log_dir)})
     if spec.checkpoint_dir:
         env[ENV_CHECKPOINT_DIR] = str(Path(spec.checkpoint_dir).absolute())
     if spec.launcher == "deepspeed":
@@ -88,7 +96,7 @@ class NodeLauncher:
 
     def __call__(self) -> dict[str, Any] | None:
         from slinkyml.dispatch import checkpointable
-        from slinkyml.jobs.render import ENV_RESTART, launch_argv
+        from slinkyml.jobs.render import launch_argv
 
         node = int(os.environ.get("SLURM_NODEID", "0"))
         restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
@@ -99,7 +107,8 @@ class NodeLauncher:
         for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"):
             env.pop(key, None)  # torchrun sets its own per worker
         print(f"slinkyml: node {node} restart {restart}: {' '.join(argv)}", flush=True)
-        child = subprocess.Popen(argv, env=env, start_new_session=True)
+        # its own session (a signal to this task is forwarded once, below), but it dies with us
+        child = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent)
         got: list[int] = []
 
         def forward(signum: int, _frame: Any) -> None:
@@ -113,22 +122,55 @@ class NodeLauncher:
         for s in {sig, signal.SIGTERM}:
             signal.signal(s, forward)
         status = child.wait()
-        marker = Path(self.spec.log_dir) / f".preempted-{job_id}-r{restart}"
+        marker = preempted_marker(self.spec.log_dir, job_id, restart)
         if got or marker.exists():
             time.sleep(0.5)  # let the marker land on a shared filesystem
             preempted = marker.exists() or sig in got
             if preempted and node == 0:
                 if restart < self.spec.requeue.max_restarts:
-                    if sig in got or marker.exists():
-                        checkpointable._requeue_once()
+                    checkpointable._requeue_once()
                     sys.exit(0)
-                raise RuntimeError(f"preempted with no restarts left ({self.spec.requeue.max_restarts})")
+                raise RuntimeError(f"preemption with no restarts left ({self.spec.requeue.max_restarts})")
             sys.exit(0)  # no result: the job is being requeued or ended by Slurm
         if status != 0:
-            raise RuntimeError(f"{argv[2] if len(argv) > 2 else argv[0]} exited with status {status} on node {node}")
+            cause, detail = failure_cause(self.spec.log_dir, job_id, restart, status)
+            detail = detail or f"{argv[2] if len(argv) > 2 else argv[0]} exited with status {status} on node {node}"
+            wanted = cause in self.spec.requeue.on or ANY_FAILURE in self.spec.requeue.on
+            if wanted and node == 0 and restart < self.spec.requeue.max_restarts:
+                _record_event(self.spec.log_dir, job_id, f"r{restart} requeue {cause}: {detail}")
+                checkpointable._requeue_once()
+                sys.exit(0)
+            if node == 0:
+                _record_event(self.spec.log_dir, job_id, f"r{restart} failed {cause}: {detail}")
+            raise RuntimeError(f"{cause}: {detail}")
         if node != 0:
             return None
         return read_final(self.spec)
+
+
+def failure_cause(log_dir: str, job_id: str, restart: int, status: int) -> tuple[str, str]:
+    """(cause, one line) for a launcher that exited non-zero: what the ranks wrote, else its status
+    (a launcher killed by a signal it did not ask for is the machine's doing)."""
+    try:
+        lines = failure_marker(log_dir, job_id, restart).read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        if line.startswith(f"{USER} "):
+            return USER_ERROR, line
+    if lines and lines[0].startswith(f"{COMMUNICATION} "):
+        return NODE_FAILURE, lines[0]
+    if status < 0:
+        return NODE_FAILURE, f"launcher killed by {signal.Signals(-status).name}"
+    return USER_ERROR, ""
+
+
+def _record_event(log_dir: str, job_id: str, line: str) -> None:
+    try:
+        with open(events_file(log_dir, job_id), "a") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass
 
 
 def metrics_dir(spec: JobSpec) -> Path:

@@ -15,14 +15,8 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
-from slinkyml.slurm import Slurm
+from slinkyml.slurm import Slurm, states
 from slinkyml.slurm.errors import SlurmError
-
-#: states after which a job never runs again (REQUEUED/PREEMPTED jobs come back, so not here).
-TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
-                      "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"})
-#: terminal states that mean "the job did not finish its work".
-FAILED = TERMINAL - {"COMPLETED"}
 
 
 @dataclass(frozen=True)
@@ -40,11 +34,11 @@ class JobInfo:
 
     @property
     def terminal(self) -> bool:
-        return self.state in TERMINAL
+        return self.state in states.TERMINAL
 
     @property
     def failed(self) -> bool:
-        return self.state in FAILED
+        return self.state in states.FAILED
 
     def describe(self) -> str:
         """One line for an error message: state, exit code/signal, reason."""
@@ -64,11 +58,6 @@ class _Entry:
     next_check: float = 0.0
     interval: float = 0.0
     missing_since: float | None = None
-
-
-def _normalise_state(state: str) -> str:
-    """``CANCELLED by 0`` → ``CANCELLED``; squeue's ``OUT_OF_MEMORY`` and sacct's agree."""
-    return (state or "UNKNOWN").split()[0].rstrip("+").upper()
 
 
 def _array_ids(job_id: str, task: str) -> list[str]:
@@ -220,7 +209,7 @@ class Tracker:
             if status.isdigit():
                 raw = int(status)
                 code, sig = raw >> 8, raw & 0x7F
-            out[key] = JobInfo(key, _normalise_state(state), code, sig or None, reason, nodes, "squeue", now)
+            out[key] = JobInfo(key, states.normalise(state), code, sig or None, reason, nodes, "squeue", now)
         return out
 
     def _sacct(self, ids: list[str]) -> dict[str, JobInfo]:
@@ -243,7 +232,7 @@ class Tracker:
             job_id, _, task = raw_id.partition("_")
             keys = _array_ids(job_id, task) if task else [job_id]
             for key in keys:  # -D lists every attempt of a requeued job: the last one wins
-                out[key] = JobInfo(key, _normalise_state(state), code, sig, reason, nodes, "sacct", now)
+                out[key] = JobInfo(key, states.normalise(state), code, sig, reason, nodes, "sacct", now)
         return out
 
 

@@ -1,7 +1,7 @@
 """Following a job: its state (``scontrol show job``, then ``sacct`` once purged), logs by rank, waiting.
 
 A requeued job goes RUNNING → PENDING → RUNNING again under the same id; "done" means a state
-from :data:`FINISHED` with no requeue pending.
+from :data:`slinkyml.slurm.states.TERMINAL` with no requeue pending.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import TextIO
 
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.logs import JobLogs, LogTail, locate, rank_logs_next_to, read_tail
+from slinkyml.slurm import states
 from slinkyml.slurm.errors import JobNotFound
 from slinkyml.slurm.runner import Slurm
-
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-            "DEADLINE", "PREEMPTED")
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ class JobState:
 
     @property
     def finished(self) -> bool:
-        return self.state.split()[0] in FINISHED
+        return states.is_terminal(self.state)
 
     @property
     def exit_status(self) -> int:

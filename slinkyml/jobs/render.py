@@ -18,17 +18,11 @@ from slinkyml import rendezvous
 from slinkyml.jobs.presets import preset_env_lines
 from slinkyml.jobs.request import SlurmJobRequest, safe_name
 from slinkyml.jobs.spec import JobSpec
+from slinkyml.slurm import protocol
+from slinkyml.slurm.protocol import ENV_CHECKPOINT_DIR, ENV_DS_CONFIG, ENV_LOG_DIR, ENV_RESTART, ENV_SIGNAL
 
 #: Where a rendered DeepSpeed script writes its config at run time (next to the logs).
 DS_CONFIG_FILE = "ds_config-${SLURM_JOB_ID}.json"
-#: Environment the training module reads (so user arguments stay exactly as written).
-ENV_CHECKPOINT_DIR = "SLINKYML_CHECKPOINT_DIR"
-ENV_LOG_DIR = "SLINKYML_LOG_DIR"
-ENV_DS_CONFIG = "SLINKYML_DEEPSPEED_CONFIG"
-ENV_SIGNAL = "SLINKYML_PREEMPT_SIGNAL"
-ENV_RESTART = "SLINKYML_RESTART_COUNT"
-#: torchrun's agent only forwards the signals listed here to its workers (torch ≥ 2.4).
-TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 #: each srun task hands its node index to torchrun's --node-rank (srun cannot set per-task variables)
 NODE_RANK_WRAPPER = ("bash", "-c", 'PET_NODE_RANK="$SLURM_NODEID" exec "$@"', "slinkyml-node")
 #: Where a script for DeepSpeed's launcher writes the hostfile and the ranks' entry (see below).
@@ -166,10 +160,13 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | str | None = None, *,
         return argv + entry_argv(spec)[1:]  # DeepSpeed's srun line supplies the interpreter
     entry = entry_argv(spec)[1:]  # torchrun supplies the interpreter
     # static rendezvous: every node knows its rank (SLURM_NODEID), so torchrun goes straight to the
-    # store on the head node instead of c10d's join/poll rounds (a second or more of every start)
+    # store on the head node instead of c10d's join/poll rounds (a second or more of every start);
+    # torchrun forwards only --signals-to-handle to its workers (torch 2.13 sets
+    # TORCHELASTIC_SIGNALS_TO_HANDLE from it) and waits --shutdown-timeout for them to checkpoint
     rank = [] if node_rank is None else ["--node-rank", _word(node_rank)]
     return [spec.python, "-m", "torch.distributed.run", "--nnodes", nnodes,
-            "--nproc-per-node", str(spec.effective_procs_per_node), "--rdzv-id", rdzv_id,
+            "--nproc-per-node", str(spec.effective_procs_per_node),
+            *protocol.torchrun_signal_args(spec.requeue.signal, spec.requeue.grace_seconds), "--rdzv-id", rdzv_id,
             "--rdzv-backend", "static", *rank, "--rdzv-endpoint", endpoint, *entry]
 
 
@@ -203,6 +200,7 @@ def render_sbatch(spec: JobSpec) -> str:
         "log_dir": spec.log_dir,
         "log_name": safe_name(spec.name),
         "max_restarts": str(spec.requeue.max_restarts),
+        "requeue_on": " ".join(spec.requeue.on),
     }
     for key, value in settings.items():
         if key == "log_name" and f"${key}" not in launch_text:
@@ -218,7 +216,6 @@ def render_sbatch(spec: JobSpec) -> str:
         f'export {ENV_RESTART}="$restart_count"',
         f"export {ENV_SIGNAL}={sig}",
         f'export {ENV_LOG_DIR}="$log_dir"',
-        f"export TORCHELASTIC_SIGNALS_TO_HANDLE={TORCHELASTIC_SIGNALS},SIG{sig}",
     ]
     if spec.checkpoint_dir:
         lines.append(f"export {ENV_CHECKPOINT_DIR}={quote(spec.checkpoint_dir)}")
@@ -252,30 +249,77 @@ def render_sbatch(spec: JobSpec) -> str:
     lines += launch
     lines += [
         "",
-        "# -- preemption: forward the signal, let training checkpoint, then requeue up to the limit",
+        "# -- stop signals: the preemption signal is forwarded and we requeue; Slurm's own SIGTERM",
+        "# (scontrol requeue, GraceTime preemption, scancel) is forwarded and Slurm decides. Either way",
+        "# the script waits for the trainers: they checkpoint, then leave the preemption marker.",
         "preempted=0",
         f"trap 'preempted=1; echo \"slinkyml: SIG{sig} received; forwarding to the training processes\"; "
         f"{forward} 2>/dev/null || true' {sig}",
-        '"${launch[@]}" &',
+        "trap 'echo \"slinkyml: SIGTERM received; forwarding to the training processes\"; "
+        f"{forward.replace(f'-{sig}', '-TERM').replace(f'-s {sig}', '-s TERM')} 2>/dev/null || true' TERM",
+        f"step_errors={protocol.SH_STEP_ERRORS}",
+        '"${launch[@]}" 2>>"$step_errors" &',
         "launcher_pid=$!",
         "status=0",
         "while true; do",
         '  if wait "$launcher_pid"; then status=0; else status=$?; fi',
         '  kill -0 "$launcher_pid" 2>/dev/null || break  # still running: wait was cut short by the trap',
         "done",
-        "# the trainer leaves this marker when a signal reached it directly (not via this shell)",
-        'if [[ -e "$log_dir/.preempted-$SLURM_JOB_ID-r$restart_count" ]]; then preempted=1; fi',
-        "if (( preempted )); then",
-        "  if (( restart_count < max_restarts )); then",
-        '    echo "slinkyml: requeueing (restart $((restart_count + 1)) of $max_restarts)"',
-        '    scontrol requeue "$SLURM_JOB_ID"',
-        "    exit 0",
+        'cat -- "$step_errors" >&2 2>/dev/null || true  # srun\'s own messages, into the batch log',
+        "",
+        "# -- the decision: preemption (a stop signal reached the trainers, which checkpointed), node",
+        "# failure (srun lost a node or its step daemon; a peer's connection dropped; a rank killed by a",
+        "# signal it did not ask for) or a user error (a rank raised; any other non-zero exit)",
+        f"preempted_marker={protocol.SH_PREEMPTED_MARKER}",
+        f"failure_marker={protocol.SH_FAILURE_MARKER}",
+        f"events={protocol.SH_EVENTS_FILE}",
+        'cause="" detail=""',
+        'if [[ -e "$preempted_marker" ]] || (( preempted )); then',
+        '  cause=preemption detail="SIG$(cat -- "$preempted_marker" 2>/dev/null || echo ' + sig + ')"',
+        'elif (( status != 0 )); then',
+        "  infra=\"$(grep -E -m 1 -- " + quote(protocol.INFRA_REGEX) + ' "$step_errors" 2>/dev/null || true)"',
+        "  killed=\"$(grep -E -m 1 -- 'task [0-9,-]+: Killed' \"$step_errors\" 2>/dev/null || true)\"",
+        "  exited=\"$(grep -E -m 1 -- 'task [0-9,-]+: Exited with exit code' \"$step_errors\" 2>/dev/null || true)\"",
+        f"  user=\"$(grep -m 1 -- '^{protocol.USER} ' \"$failure_marker\" 2>/dev/null || true)\"",
+        f"  lost=\"$(grep -m 1 -- '^{protocol.COMMUNICATION} ' \"$failure_marker\" 2>/dev/null || true)\"",
+        '  if [[ -n "$infra" ]]; then cause=node_failure detail="$infra"',
+        f'  elif [[ -n "$user" ]]; then cause={protocol.USER_ERROR} detail="$user"',
+        '  elif [[ -n "$lost" ]] || [[ -n "$killed" && -z "$exited" ]]; then cause=node_failure detail="${lost:-$killed}"',
+        f'  else cause={protocol.USER_ERROR} detail="exit status $status: $(grep -m 1 error "$step_errors" 2>/dev/null || true)"',
         "  fi",
-        '  echo "slinkyml: preempted with no restarts left ($max_restarts)" >&2',
-        "  exit 1",
         "fi",
-        'echo "slinkyml: training exited with status $status"',
-        'exit "$status"',
+        'if [[ -z "$cause" ]]; then',
+        '  echo "slinkyml: training exited with status 0"',
+        "  exit 0",
+        "fi",
+        'detail="$(printf %s "$detail" | tr -s \'\\n\\t\' \'  \' | cut -c 1-400)"',
+        'wanted=0',
+        'for c in $requeue_on; do',
+        f'  if [[ $c == "$cause" || $c == {protocol.ANY_FAILURE} ]]; then wanted=1; fi',
+        "done",
+        'state="$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null || true)"',
+        'if (( wanted )) && [[ -n $state && $state != RUNNING ]]; then',
+        '  echo "slinkyml: $cause ($detail); job is $state: Slurm ends or requeues it"',
+        '  echo "r$restart_count slurm $cause: $detail" >> "$events"',
+        "  exit 0",
+        "fi",
+        'if (( wanted && restart_count < max_restarts )); then',
+        '  echo "slinkyml: requeueing (restart $((restart_count + 1)) of $max_restarts) after $cause: $detail"',
+        '  echo "r$restart_count requeue $cause: $detail" >> "$events"',
+        '  for _ in 1 2 3 4 5 6 7 8 9 10; do  # slurmctld may be restarting',
+        '    if scontrol requeue "$SLURM_JOB_ID"; then exit 0; fi',
+        "    sleep 3",
+        "  done",
+        '  echo "slinkyml: scontrol requeue failed; the job ends here" >&2',
+        f"  exit {protocol.EXIT_FAILED}",
+        "fi",
+        'if (( wanted )); then',
+        '  echo "slinkyml: $cause with no restarts left ($max_restarts): $detail" >&2',
+        'else',
+        '  echo "slinkyml: $cause, not requeued (requeue.on: $requeue_on): $detail" >&2',
+        "fi",
+        'echo "r$restart_count failed $cause: $detail" >> "$events"',
+        f"exit {protocol.EXIT_FAILED}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -336,6 +380,8 @@ def _launch_lines(spec: JobSpec) -> list[str]:
     out = ["# -- launch: one torchrun (python -m torch.distributed.run) per node, static rendezvous "
            "on the first node (node rank: the task's SLURM_NODEID, as PET_NODE_RANK)"]
     prefix = [*_srun_prefix(spec, 1, label="node"), *NODE_RANK_WRAPPER]
+    signals = protocol.torchrun_signals(spec.requeue.signal)  # quoted: a comma list is one word (SC2054)
+    argv = [Raw(f"'{w}'") if w == signals else w for w in argv]
     if spec.launcher == "neuron" and spec.neuron_precompile:
         out += [f"# Trainium: extract and compile the graphs once (first run only; {spec.neuron_compile_steps} "
                 "steps into their own output directory), then train",

@@ -21,6 +21,7 @@ from typing import Any
 from slinkyml import specload
 from slinkyml.errors import SpecError
 from slinkyml.instances import InstanceType, get_instance_type
+from slinkyml.slurm.protocol import DEFAULT_REQUEUE_ON
 
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
@@ -74,15 +75,21 @@ class Container:
 
 @dataclass(frozen=True)
 class RequeuePolicy:
-    """How a run survives preemption: signal ahead of the end, checkpoint, requeue up to a limit."""
+    """How a run survives preemption and lost nodes: signal ahead of the end, checkpoint, requeue up
+    to a limit. ``on`` says which endings requeue: ``preemption`` (the signal, ``scontrol requeue``,
+    the time-limit warning), ``node_failure`` (a node or its step daemon went away, a peer's
+    connection dropped, a rank killed by a signal it did not ask for), ``any_failure`` (also a
+    Python exception or a non-zero exit). A user error ends the job FAILED at once otherwise."""
 
     signal: str = "USR2"
     grace_seconds: int = 60
     max_restarts: int = 3
+    on: tuple[str, ...] = DEFAULT_REQUEUE_ON
 
     def __post_init__(self) -> None:
         specload.check_fields(self, "job", definition="requeue", path="requeue")
         object.__setattr__(self, "signal", self.signal.removeprefix("SIG"))
+        object.__setattr__(self, "on", tuple(dict.fromkeys((self.on,) if isinstance(self.on, str) else self.on)))
 
 
 @dataclass(frozen=True)

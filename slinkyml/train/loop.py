@@ -3,7 +3,9 @@
 Started once per process by torchrun (or DeepSpeed's launcher); a lone ``python -m slinkyml.train``
 runs as a world of one. On the preemption signal (``$SLINKYML_PREEMPT_SIGNAL``, default USR2) or
 SIGTERM every rank finishes its step, the ranks agree (an all-reduce of the flag) to stop at the
-same step, checkpoint and exit 0 — the batch script then requeues the job.
+same step, checkpoint, leave the preemption marker and exit 0 — the batch script then requeues the
+job. A rank that raises leaves one line in the failure marker (see :mod:`slinkyml.slurm.protocol`).
+Under a launcher every rank dies with its launcher (``PR_SET_PDEATHSIG``): no orphan keeps training.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from slinkyml.slurm import protocol
 from slinkyml.train import FINAL_FILE, METRICS_FILE
 
 
@@ -41,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--deepspeed-config")
     p.add_argument("--zero", type=int, help="override the config's ZeRO stage")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
-    p.add_argument("--checkpoint-dir", default=os.environ.get("SLINKYML_CHECKPOINT_DIR"))
+    p.add_argument("--checkpoint-dir", default=os.environ.get(protocol.ENV_CHECKPOINT_DIR))
     p.add_argument("--checkpoint-every", type=int, default=10)
     p.add_argument("--keep", type=int, default=2, help="checkpoints to keep")
     p.add_argument("--metrics-dir", help="default: the checkpoint dir, else $SLINKYML_LOG_DIR, else .")
@@ -55,6 +58,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be ≥ 1")
     return args
+
+
+class StopFlag:
+    """A stop request: set by the signal handler, agreed on by every rank at a step boundary.
+
+    The handler only ever sets :attr:`requested`; the ranks' agreement lives apart in
+    :attr:`agreed`, so a signal that lands while a step's all-reduce is in flight is carried into
+    the next step's instead of being overwritten by a flag computed before it arrived.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal = ""
+        self.agreed = False
+
+    def request(self, signame: str) -> bool:
+        """From a signal handler; True the first time."""
+        first = not self.requested
+        self.requested = True
+        self.signal = self.signal or signame
+        return first
+
+    def all_reduce(self, torch: Any, dist: Any, loss: float, device: Any, world: int) -> float:
+        """One all-reduce per step: the mean loss, and whether any rank was asked to stop."""
+        flags = torch.tensor([loss, 1.0 if self.requested else 0.0], device=device)
+        dist.all_reduce(flags)
+        self.agreed = self.agreed or float(flags[1].item()) > 0
+        return float(flags[0].item()) / world
 
 
 class Trainer:
@@ -73,10 +104,10 @@ class Trainer:
         self.device = torch.device(f"cuda:{self.local_rank}" if self.cuda else "cpu")
         if self.cuda:
             torch.cuda.set_device(self.device)
-        self.restart = int(os.environ.get("SLINKYML_RESTART_COUNT", "0"))
-        self.stop_requested = False
+        self.restart = int(os.environ.get(protocol.ENV_RESTART, "0"))
+        self.stop = StopFlag()
         self.ckpt_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else None
-        metrics = args.metrics_dir or args.checkpoint_dir or os.environ.get("SLINKYML_LOG_DIR") or "."
+        metrics = args.metrics_dir or args.checkpoint_dir or os.environ.get(protocol.ENV_LOG_DIR) or "."
         self.metrics_dir = Path(metrics)
 
     # -- output -------------------------------------------------------------------------------
@@ -227,12 +258,11 @@ class Trainer:
 
     # -- the loop -----------------------------------------------------------------------------
     def install_signal_handlers(self) -> None:
-        name = os.environ.get("SLINKYML_PREEMPT_SIGNAL", "USR2")
-        sigs = {getattr(signal, f"SIG{name}", signal.SIGUSR2), signal.SIGTERM}
+        name = os.environ.get(protocol.ENV_SIGNAL, "USR2")
+        sigs = {getattr(signal, f"SIG{name}", signal.SIGUSR2), getattr(signal, f"SIG{protocol.SLURM_STOP_SIGNAL}")}
 
         def handler(signum: int, _frame: Any) -> None:
-            if not self.stop_requested:
-                self.stop_requested = True
+            if self.stop.request(signal.Signals(signum).name.removeprefix("SIG")):
                 print(f"[rank {self.rank}] {signal.Signals(signum).name} received: will checkpoint "
                       "and stop after this step", flush=True)
 
@@ -258,14 +288,7 @@ class Trainer:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        # The mean loss over ranks, and whether any rank was asked to stop: one all-reduce.
-        flags = torch.tensor([loss.detach().float().item(), 1.0 if self.stop_requested else 0.0],
-                             device=self.device)
-        stop = flags[1:].clone()
-        self.dist.all_reduce(flags[:1])
-        self.dist.all_reduce(stop, op=self.dist.ReduceOp.MAX)
-        self.stop_requested = bool(stop.item())
-        return float(flags[0].item()) / self.world
+        return self.stop.all_reduce(torch, self.dist, loss.detach().float().item(), self.device, self.world)
 
     def run(self) -> int:
         args = self.args
@@ -298,7 +321,7 @@ class Trainer:
                 with open(self.metrics_dir / METRICS_FILE, "a") as fh:
                     fh.write(json.dumps(record) + "\n")
                 self.log(f"step {step} loss {loss:.4f} ({dt * 1000:.0f} ms)")
-            if self.stop_requested:
+            if self.stop.agreed:
                 self.log(f"preempted at step {step}: checkpointing and exiting for requeue")
                 self.save(step, losses)
                 self.mark_preempted()
@@ -317,12 +340,13 @@ class Trainer:
         return 0 if check["ok"] else 1
 
     def mark_preempted(self) -> None:
-        """Tell the batch script to requeue even if the signal never went through it."""
-        job, log_dir = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLINKYML_LOG_DIR")
+        """Tell the batch script the checkpoint is written and which signal stopped us (the
+        preemption signal: requeue; SIGTERM: Slurm is already ending or requeueing the job)."""
+        job, log_dir = os.environ.get("SLURM_JOB_ID"), os.environ.get(protocol.ENV_LOG_DIR)
         if self.rank == 0 and job and log_dir:
-            marker = Path(log_dir) / f".preempted-{job}-r{self.restart}"
+            marker = protocol.preempted_marker(log_dir, job, self.restart)
             try:
-                marker.touch()
+                marker.write_text((self.stop.signal or "?") + "\n")
             except OSError as exc:
                 self.log(f"cannot write the preemption marker {marker}: {exc}")
 
@@ -337,6 +361,25 @@ class Trainer:
             self.log(f"no peak for {gpu_name!r} in slinkyml/data/gpus.yaml: no MFU (give --peak-tflops)")
             return None, "unknown"
         return found[1], f"gpus.yaml:{found[0]}"
+
+    def mark_failed(self, exc: BaseException) -> None:
+        """One line for the batch script's decision and ``slinkyml jobs status``: kind, rank, host,
+        exception. Every failing rank appends; the first ``user`` line is the cause."""
+        job, log_dir = os.environ.get("SLURM_JOB_ID"), os.environ.get(protocol.ENV_LOG_DIR)
+        if not (job and log_dir):
+            return
+        message = (str(exc).strip().splitlines() or [""])[0][:300]
+        line = (f"{protocol.failure_kind(exc)} rank {self.rank} on {socket.gethostname()}: "
+                f"{type(exc).__name__}: {message}\n")
+        try:
+            fd = os.open(protocol.failure_marker(log_dir, job, self.restart), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                         0o644)
+            try:
+                os.write(fd, line.encode(errors="replace"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
 
     def write_final(self, check: dict[str, Any], start_step: int, step: int, losses: list[float],
                     timed_tokens: int, timed_secs: float, wall: float) -> None:
@@ -363,7 +406,14 @@ class Trainer:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return Trainer(args).run()
+    if "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_RANK" in os.environ:
+        protocol.die_with_parent()
+    trainer = Trainer(args)
+    try:
+        return trainer.run()
+    except Exception as exc:
+        trainer.mark_failed(exc)
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

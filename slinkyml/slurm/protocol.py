@@ -1,0 +1,184 @@
+"""The run protocol: what the batch script, the submitit launcher and the trainer agree on.
+
+One place for the signals, environment variables, marker files, exit codes and the requeue rule,
+so the three parties (``jobs/render.py``'s bash, ``dispatch/launch.py``, ``train/loop.py``) cannot
+drift apart.
+
+- **Signals.** The job's preemption signal (``requeue.signal``, default USR2: ``--signal`` before
+  the time limit, ``scancel --signal``) means "checkpoint, then *we* requeue". SIGTERM comes from
+  Slurm itself (``scontrol requeue``, preemption with GraceTime, ``scancel``): checkpoint and stop,
+  Slurm decides what happens next. torchrun forwards only the signals named by
+  ``--signals-to-handle`` (torch 2.13 rewrites ``TORCHELASTIC_SIGNALS_TO_HANDLE`` from that flag),
+  and waits ``--shutdown-timeout`` seconds for its workers before SIGKILL.
+- **Markers** (in the job's log dir, per job and restart): the trainer writes
+  :func:`preempted_marker` after the checkpoint it took on a stop signal (content: the signal
+  name), and :func:`failure_marker` when a rank raises (content: one line, ``rank R on HOST:
+  Exception: message``, with the :data:`USER` or :data:`COMMUNICATION` kind first). The batch
+  script decides from those files and srun's own error lines, never from a race with the ranks.
+- **Events** (:func:`events_file`): one line per decision (requeue or final failure) with its
+  cause, which ``slinkyml jobs status`` shows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+# -- environment the launchers export and the trainer reads -----------------------------------------
+ENV_SIGNAL = "SLINKYML_PREEMPT_SIGNAL"
+ENV_RESTART = "SLINKYML_RESTART_COUNT"
+ENV_LOG_DIR = "SLINKYML_LOG_DIR"
+ENV_CHECKPOINT_DIR = "SLINKYML_CHECKPOINT_DIR"
+ENV_DS_CONFIG = "SLINKYML_DEEPSPEED_CONFIG"
+
+# -- signals ------------------------------------------------------------------------------------------
+#: what torchrun handles by default; the preemption signal is added to it
+TORCHELASTIC_DEFAULT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+#: Slurm's own "stop now" (scontrol requeue, GraceTime preemption, scancel): checkpoint only
+SLURM_STOP_SIGNAL = "TERM"
+#: torch's default agent shutdown timeout; never go below it
+TORCHELASTIC_MIN_SHUTDOWN_S = 30
+
+
+def torchrun_signals(preempt_signal: str) -> str:
+    """``--signals-to-handle`` value: torch's defaults plus the job's preemption signal."""
+    wanted = f"SIG{preempt_signal.upper().removeprefix('SIG')}"
+    names = list(TORCHELASTIC_DEFAULT_SIGNALS)
+    if wanted not in names:
+        names.append(wanted)
+    return ",".join(names)
+
+
+def shutdown_timeout(grace_seconds: int) -> int:
+    """torchrun's ``--shutdown-timeout``: at least the grace period the job asks Slurm for, so the
+    agent never SIGKILLs a worker that is still writing its checkpoint."""
+    return max(int(grace_seconds), TORCHELASTIC_MIN_SHUTDOWN_S)
+
+
+def torchrun_signal_args(preempt_signal: str, grace_seconds: int) -> list[str]:
+    return ["--signals-to-handle", torchrun_signals(preempt_signal),
+            "--shutdown-timeout", str(shutdown_timeout(grace_seconds))]
+
+
+# -- exit codes ---------------------------------------------------------------------------------------
+#: the trainer stopped on a signal after checkpointing (its launcher may report a non-zero status)
+EXIT_OK = 0
+#: a requeue was wanted but no restarts are left; or a user error
+EXIT_FAILED = 1
+
+# -- requeue rule -------------------------------------------------------------------------------------
+PREEMPTION = "preemption"
+NODE_FAILURE = "node_failure"
+ANY_FAILURE = "any_failure"
+REQUEUE_CAUSES = (PREEMPTION, NODE_FAILURE, ANY_FAILURE)
+DEFAULT_REQUEUE_ON = (PREEMPTION, NODE_FAILURE)
+
+#: failure kinds a rank writes into its failure marker
+USER = "user"
+#: the cause for a deterministic failure (a rank raised; a non-zero exit with no machine to blame)
+USER_ERROR = "user_error"
+COMMUNICATION = "communication"
+
+#: srun's and slurmstepd's words for a step that ended because a node or its daemons went away
+#: (Slurm 22.05/24.11: src/srun/, src/slurmd/slurmstepd/ messages), one alternation for bash's grep -E
+INFRA_PATTERNS = (
+    "missing step",
+    "Node failure",
+    "NODE FAILURE",
+    "DUE TO NODE FAILURE",
+    "Communication connection failure",
+    "Unable to contact slurm controller",
+    "Task launch for .* failed",
+    "Application launch failed",
+    "Zero Bytes were transmitted or received",
+    "Socket timed out",
+    "Connection refused",
+    "Connection reset by peer",
+    "io_init_msg_read_from_fd",
+    "step_launch_notify_io_failure",
+    "Lost connection",
+)
+INFRA_REGEX = "|".join(INFRA_PATTERNS)
+
+#: exception texts of collective/rendezvous failures: a peer went away, not a bug in the rank
+COMMUNICATION_ERRORS = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|Socket Timeout|timed out|"
+    r"DistNetworkError|DistStoreError|NCCL (?:error|communicator was aborted)|ProcessGroup.*abort|"
+    r"Gloo connectFullMesh failed|ECONNREFUSED|Connection refused|No route to host|"
+    r"RendezvousClosedError|RendezvousTimeoutError", re.I)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """:data:`COMMUNICATION` for a lost peer/collective, :data:`USER` for anything else."""
+    text = f"{type(exc).__name__}: {exc}"
+    name = type(exc).__name__
+    if name.startswith("Dist") or COMMUNICATION_ERRORS.search(text):
+        return COMMUNICATION
+    return USER
+
+
+# -- files --------------------------------------------------------------------------------------------
+def preempted_marker(log_dir: str | Path, job_id: str | int, restart: int | str) -> Path:
+    return Path(log_dir) / f".preempted-{job_id}-r{restart}"
+
+
+def failure_marker(log_dir: str | Path, job_id: str | int, restart: int | str) -> Path:
+    return Path(log_dir) / f".failed-{job_id}-r{restart}"
+
+
+def events_file(log_dir: str | Path, job_id: str | int) -> Path:
+    """One line per restart or failure decision: ``r<restart> <action> <cause>: <detail>``."""
+    return Path(log_dir) / f"slinkyml-{job_id}.events"
+
+
+#: the same names as bash words, for the rendered batch script (``$log_dir``/``$SLURM_JOB_ID``/``$restart_count``)
+SH_PREEMPTED_MARKER = '"$log_dir/.preempted-$SLURM_JOB_ID-r$restart_count"'
+SH_FAILURE_MARKER = '"$log_dir/.failed-$SLURM_JOB_ID-r$restart_count"'
+SH_EVENTS_FILE = '"$log_dir/slinkyml-$SLURM_JOB_ID.events"'
+SH_STEP_ERRORS = '"$log_dir/.srun-$SLURM_JOB_ID-r$restart_count.err"'
+
+
+def read_events(log_dir: str | Path, job_id: str | int) -> list[str]:
+    """The job's decision lines, oldest first (empty when it has none)."""
+    try:
+        return [line for line in events_file(log_dir, job_id).read_text(errors="replace").splitlines() if line]
+    except OSError:
+        return []
+
+
+def last_reason(log_dir: str | Path, job_id: str | int) -> str:
+    """The newest decision line, or ``""``."""
+    events = read_events(log_dir, job_id)
+    return events[-1] if events else ""
+
+
+# -- no orphans ---------------------------------------------------------------------------------------
+def die_with_parent() -> None:
+    """SIGKILL this process when its launcher (torchrun's agent) dies, however it dies.
+
+    slurmstepd's proctrack/linuxproc finds a step's processes through their parents: a worker
+    re-parented to PID 1 after its agent was killed escapes it and would train on outside Slurm.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return
+    if os.getppid() != parent:  # the launcher died before prctl took effect
+        os._exit(1)
+
+
+__all__ = [
+    "ANY_FAILURE", "COMMUNICATION", "DEFAULT_REQUEUE_ON", "die_with_parent", "ENV_CHECKPOINT_DIR", "ENV_DS_CONFIG",
+    "ENV_LOG_DIR", "ENV_RESTART", "ENV_SIGNAL", "EXIT_FAILED", "EXIT_OK", "INFRA_PATTERNS",
+    "INFRA_REGEX", "NODE_FAILURE", "PREEMPTION", "REQUEUE_CAUSES", "SLURM_STOP_SIGNAL", "USER",
+    "events_file", "failure_kind", "failure_marker", "last_reason", "preempted_marker", "read_events",
+    "shutdown_timeout", "torchrun_signal_args", "torchrun_signals",
+]

@@ -1,0 +1,46 @@
+"""Slurm job states, one set of each for every reader (squeue, scontrol, sacct, the dispatch tracker).
+
+Names as Slurm prints them (``src/common/slurm_protocol_defs.c: job_state_string``). A requeued job
+goes RUNNING → (REQUEUED) → PENDING → RUNNING under the same id, so none of the requeue states is
+terminal.
+"""
+
+from __future__ import annotations
+
+#: the job ended for good and will not run again
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+                      "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
+#: terminal states that mean "the job did not finish its work"
+FAILED = TERMINAL - {"COMPLETED"}
+#: the job ended because of the machine, not the program (it may be requeued by Slurm)
+INFRASTRUCTURE_FAILURE = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+#: states of a job that is on its way back to the queue
+REQUEUEING = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING"})
+#: waiting to run (a held job is PENDING with a hold reason)
+PENDING = frozenset({"PENDING", "CONFIGURING", *REQUEUEING})
+ACTIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "STOPPED"})
+
+#: squeue reasons of a job that will never start by itself (someone must release it)
+HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser", "launch failed requeued held",
+                          "job requeued in held state"})
+#: a requeued job waits for its BeginTime (slurmctld sets now + the credential lifetime)
+REQUEUE_WAIT_REASON = "BeginTime"
+
+
+def normalise(state: str) -> str:
+    """``CANCELLED by 0`` → ``CANCELLED``; ``COMPLETED+`` → ``COMPLETED``; empty → ``UNKNOWN``."""
+    return ((state or "UNKNOWN").split() or ["UNKNOWN"])[0].rstrip("+").upper()
+
+
+def is_terminal(state: str) -> bool:
+    return normalise(state) in TERMINAL
+
+
+def is_held(reason: str) -> bool:
+    """Whether a pending job's reason says it waits for a release (``launch failed requeued held``)."""
+    reason = (reason or "").strip()
+    return reason in HELD_REASONS or reason.startswith("JobHeld") or "requeued held" in reason
+
+
+__all__ = ["ACTIVE", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "PENDING", "REQUEUEING",
+           "REQUEUE_WAIT_REASON", "TERMINAL", "is_held", "is_terminal", "normalise"]
