@@ -16,6 +16,7 @@ import pytest
 from slinkyml.dev import DevClusterSpec, LocalCluster
 from slinkyml.dev.cluster import missing_plugins
 from slinkyml.dev.config import (
+    CRED_EXPIRE_S,
     ENV_OPTIONS,
     SYSTEM_MUNGE_SOCKET,
     options_from_env,
@@ -524,7 +525,8 @@ def test_each_state_dir_gets_its_own_munge_socket(tmp_path):
     assert other.munge_socket_path != DevClusterSpec(state_dir=tmp_path / "b").munge_socket_path
     conf = render_slurm_conf(other, SlurmVersion(22, 5, 8))
     # connections to slurmdbd take munge's socket from AccountingStoragePass, the others from AuthInfo
-    assert f"\nAuthInfo=socket={other.munge_socket_path}\nAccountingStoragePass={other.munge_socket_path}\n" in conf
+    assert (f"\nAuthInfo=socket={other.munge_socket_path},cred_expire={CRED_EXPIRE_S}\n"
+            f"AccountingStoragePass={other.munge_socket_path}\n") in conf
     assert f"AuthInfo=socket={other.munge_socket_path}\n" in render_slurmdbd_conf(other, "pw")
 
 

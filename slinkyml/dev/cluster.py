@@ -82,6 +82,16 @@ class ClusterStartError(SlinkyError):
 
 
 @dataclass
+class ClusterUnhealthy(ClusterStartError):
+    """The daemons run, but Slurm cannot run jobs as asked: nodes drained for a reason of Slurm's
+    own (``Duplicate jobid`` after a controller crash...) or jobs it put on hold. Nothing is stopped."""
+
+
+#: drain reasons the dev cluster's own lifecycle leaves (a slurmd killed or restarted under a job):
+#: ``up`` returns such nodes to service; any other drain is Slurm telling us something, and reported
+LIFECYCLE_DRAIN_REASONS = ("Kill task failed", "Not responding", "Node unexpectedly rebooted", "slinkyml")
+
+
 class DaemonStatus:
     name: str
     pid: int | None
@@ -253,7 +263,28 @@ class LocalCluster:
             self.down()
             raise
         self._started_here = not already
+        problems = self.health_problems()
+        if problems:
+            raise ClusterUnhealthy("cluster is up but not healthy: " + "; ".join(problems))
         return self
+
+    def health_problems(self) -> list[str]:
+        """Nodes drained for a reason of Slurm's own and jobs Slurm holds after a failed launch."""
+        problems = []
+        nodes = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,fail,failing", "-o", "%N|%T|%E"],
+                               check=False, retries=0, timeout=10).stdout
+        for line in sorted(set(nodes.splitlines())):
+            name, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            if name in self.spec.node_names and not _lifecycle_reason(reason):
+                problems.append(f"node {name} {state} ({reason}; `scontrol update NodeName={name} State=RESUME` "
+                                "once its jobs are gone)")
+        jobs = self.slurm.run("squeue", ["-h", "-t", "PD", "-o", "%i|%r"], check=False, retries=0, timeout=10).stdout
+        held = [job for job, _, reason in (line.partition("|") for line in jobs.splitlines())
+                if "requeued held" in reason]
+        if held:
+            problems.append(f"jobs held by Slurm after a failed launch: {', '.join(held)} (`scontrol release`)")
+        return problems
 
     def down(self) -> list[str]:
         """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped.
@@ -557,17 +588,20 @@ class LocalCluster:
                 d = daemons[f"slurmd-{node}"]
                 if not d.running:
                     raise ClusterStartError(f"{d.name} exited; last lines of {d.log_file}:\n{d.log_tail()}")
-            result = self.slurm.run("sinfo", ["-h", "-N", "-o", "%N %T"], check=False, retries=0, timeout=10)
-            states = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+            result = self.slurm.run("sinfo", ["-h", "-N", "-o", "%N %T|%E"], check=False, retries=0, timeout=10)
+            rows = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+            states = {n: row.partition("|")[0] for n, row in rows.items()}
+            reasons = {n: row.partition("|")[2] for n, row in rows.items()}
             ready = {n for n, st in states.items() if st.rstrip("*~#").lower() in ("idle", "mixed", "allocated",
                                                                                     "completing")}
-            down = {n for n, st in states.items() if n in wanted and st.rstrip("*").lower() in ("down", "drained")}
+            down = {n for n, st in states.items() if n in wanted and st.rstrip("*").lower() in ("down", "drained")
+                    and _lifecycle_reason(reasons.get(n, ""))}
             if down:
                 # a node left DOWN by an earlier run (killed slurmd): return it to service.
                 self.slurm.run("scontrol", ["update", f"NodeName={','.join(sorted(down))}", "State=RESUME"],
                                check=False, retries=0)
-            if wanted <= ready:
-                return
+            if wanted <= ready | {n for n, st in states.items() if "drain" in st.lower()}:
+                return  # a node drained for Slurm's own reason is reported by health_problems
             time.sleep(0.2)
         raise ClusterStartError(f"nodes not ready after {timeout:g} s: {states}")
 
@@ -598,6 +632,10 @@ class LocalCluster:
                 return part.split("=", 1)[1]
         raise SlinkyError("scontrol token printed no SLURM_JWT")
 
+
+
+def _lifecycle_reason(reason: str) -> bool:
+    return reason in ("", "none", "(null)") or reason.startswith(LIFECYCLE_DRAIN_REASONS)
 
 
 def _saved_identity(state_dir: Path) -> dict:

@@ -38,7 +38,7 @@ from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
 from slinkyml.jobs.request import SlurmJobRequest
-from slinkyml.slurm import Slurm
+from slinkyml.slurm import Slurm, states
 from slinkyml.slurm.errors import SlurmError
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
@@ -48,6 +48,11 @@ RESULT_GRACE_S = 5.0
 #: ("Killing non-startable batch JobId=…: Job credential revoked"; half the releases at 0 s, none
 #: of 15 at 2 s or more on a real 24.11.5). slurmctld's own hold is ~120 s.
 REQUEUE_SETTLE_S = 3.0
+#: a task Slurm itself holds ("launch failed requeued held", e.g. after a controller restart found
+#: its job id still running on a node) is released once after this long...
+HELD_RELEASE_S = 5.0
+#: ...and fails the wait, naming every held task, if it is still held this long after that
+HELD_FAIL_S = 60.0
 _POLL_S = 0.2
 
 
@@ -69,6 +74,57 @@ class JobError(SlinkyError):
         self.traceback = traceback_text
         lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
         super().__init__(f"job {job_id} rank {rank} raised {lines[-1] if lines else 'an error'}")
+
+
+class HeldWatch:
+    """Tasks that sit held will never run by themselves: release Slurm's own holds once (a launch
+    that failed after a controller restart), then fail naming whatever is still held, with the
+    nodes that are drained, within :data:`HELD_FAIL_S` — never a silent wait to the timeout."""
+
+    def __init__(self, slurm: Slurm, *, release_after: float | None = None, fail_after: float | None = None):
+        self.slurm = slurm
+        self.release_after = HELD_RELEASE_S if release_after is None else release_after
+        self.fail_after = HELD_FAIL_S if fail_after is None else fail_after
+        self._since: dict[str, float] = {}
+        self._released: set[str] = set()
+        self.releases = 0  # scontrol release calls made
+
+    def check(self, infos: Sequence[JobInfo]) -> None:
+        now = time.monotonic()
+        held = [info for info in infos if info.state == "PENDING" and states.is_held(info.reason)]
+        held_ids = {info.job_id for info in held}
+        for job_id in list(self._since):
+            if job_id not in held_ids:
+                del self._since[job_id]
+        for info in held:
+            self._since.setdefault(info.job_id, now)
+        due = [info.job_id for info in held if info.job_id not in self._released
+               and not info.reason.startswith("JobHeld") and now - self._since[info.job_id] >= self.release_after]
+        if due:
+            self.slurm.run("scontrol", ["release", ",".join(due)], check=False, retries=0, timeout=30)
+            self._released.update(due)
+            self.releases += 1
+            for job_id in due:
+                self._since[job_id] = now
+        stuck = [info for info in held if now - self._since[info.job_id] >= self.fail_after
+                 and (info.job_id in self._released or info.reason.startswith("JobHeld"))]
+        if stuck:
+            raise JobFailed(stuck[0], f"{describe_held(held)}{_drained_nodes(self.slurm)}")
+
+
+def describe_held(held: Sequence[JobInfo]) -> str:
+    """``held by Slurm: 12_3, 12_7 (launch failed requeued held)`` (grouped by reason)."""
+    by_reason: dict[str, list[str]] = {}
+    for info in held:
+        by_reason.setdefault(info.reason, []).append(info.job_id)
+    return "held by Slurm: " + "; ".join(f"{', '.join(ids)} ({reason})" for reason, ids in by_reason.items())
+
+
+def _drained_nodes(slurm: Slurm) -> str:
+    result = slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,down,fail", "-o", "%N|%T|%E"],
+                       check=False, retries=0, timeout=15)
+    rows = sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
+    return ("; nodes not usable: " + ", ".join(r.replace("|", " ", 1).replace("|", ": ", 1) for r in rows)) if rows else ""
 
 
 def default_folder() -> Path:
@@ -358,6 +414,7 @@ class _Submitted:
         self._cancel_ids = list(cancel_ids)
         self._outcomes: dict[int, tuple[str, Any]] = {}
         self.tracker.track(*self._tracked)
+        self.held = HeldWatch(executor.slurm)
 
     def _collect(self) -> None:
         """Read result pickles that appeared (filesystem only, no Slurm call)."""
@@ -485,6 +542,7 @@ class Job(_Submitted):
             return True
         info = self.tracker.info(self.job_id)
         self._release_if_requeued(info)
+        self.held.check([info])
         if info.terminal:
             deadline = time.monotonic() + (RESULT_GRACE_S if info.state == "COMPLETED" else 1.0)
             while time.monotonic() < deadline:
@@ -670,7 +728,11 @@ class ArrayJob(_Submitted):
                 if i not in self._outcomes:
                     raise JobFailed(info, f"items {self.plan.chunks[i][0]}.."
                                           f"{sum(self.plan.chunks[i]) - 1} of {self.name}")
+        self.held.check(self._waiting())
         return False
+
+    def _waiting(self) -> list[JobInfo]:
+        return [self.tracker.info(t, refresh=False) for i, t in enumerate(self.task_ids) if i not in self._outcomes]
 
     def _label(self) -> str:
         return f"{self.name} ({len(self.array_ids)} array(s), {len(self._sjobs)} tasks)"
@@ -682,7 +744,10 @@ class ArrayJob(_Submitted):
         return self._items_done(), counts
 
     def _still_running(self, timeout: float) -> str:
-        return f"{self.name}: {self._items_done()}/{self.n_items} items after {timeout:g} s"
+        counts = Counter(f"{info.state} ({info.reason})" if info.reason not in ("", "None") else info.state
+                         for info in self._waiting())
+        return (f"{self.name}: {self._items_done()}/{self.n_items} items after {timeout:g} s; not done: "
+                + ", ".join(f"{n} {what}" for what, n in counts.most_common()))
 
     def outcomes(self, timeout: float | None = None) -> list[Any]:
         """Per item: an ItemOutcome (value or error), in item order."""

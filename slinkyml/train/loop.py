@@ -411,8 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     trainer = Trainer(args)
     try:
         return trainer.run()
-    except Exception as exc:
-        trainer.mark_failed(exc)
+    except (Exception, SystemExit) as exc:
+        if not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            trainer.mark_failed(exc)
         raise
 
 

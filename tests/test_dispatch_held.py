@@ -1,0 +1,82 @@
+"""Held array tasks on the real cluster: a task Slurm itself put on hold after requeueing it is
+released and finishes; a task that stays held fails the wait, named, within the bound — not a
+silent wait to the caller's timeout."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import cloudpickle
+import pytest
+
+from slinkyml.dispatch import Executor, JobFailed
+from slinkyml.dispatch.tracking import JobInfo
+from slinkyml.slurm import states
+
+pytestmark = pytest.mark.slurm
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture
+def own(slurm):
+    ids: list[str] = []
+    yield ids
+    for job_id in ids:
+        slurm.run("scancel", [job_id], check=False, retries=0)
+
+
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def _wait_running(slurm, task: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = slurm.run("squeue", ["-h", "-r", "-j", task, "-o", "%T"], check=False).stdout.strip()
+        if out == "RUNNING":
+            return
+        time.sleep(0.3)
+    pytest.fail(f"{task} never ran")
+
+
+def test_held_reasons_are_recognised():
+    assert states.is_held("launch failed requeued held")
+    assert states.is_held("job requeued in held state") and states.is_held("JobHeldUser")
+    assert not states.is_held("BeginTime") and not states.is_held("Resources")
+
+
+@pytest.mark.timeout(240)
+def test_a_task_slurm_holds_is_released_and_finishes(slurm, shared_tmp, own):
+    ex = Executor(shared_tmp, slurm=slurm, time=5)
+    arr = ex.map_array(nap, [4.0, 4.0, 4.0], chunk_size=1)
+    own.extend(arr.array_ids)
+    arr.held.release_after = 1.0
+    _wait_running(slurm, arr.task_ids[1])
+    # Slurm's own requeue-and-hold, as after a failed launch ("job requeued in held state")
+    slurm.run("scontrol", ["requeuehold", arr.task_ids[1]])
+    assert arr.results(timeout=200) == [4.0, 4.0, 4.0]
+    assert arr.held.releases >= 1
+
+
+@pytest.mark.timeout(240)
+def test_a_task_that_stays_held_fails_naming_it_within_the_bound(slurm, shared_tmp, own):
+    ex = Executor(shared_tmp, slurm=slurm, time=5)
+    arr = ex.map_array(nap, [30.0, 30.0], chunk_size=1, max_parallel=1)
+    own.extend(arr.array_ids)
+    arr.held.fail_after = 5.0
+    slurm.run("scontrol", ["hold", arr.task_ids[1]])  # a hold nobody will lift
+    started = time.monotonic()
+    with pytest.raises(JobFailed) as err:
+        arr.results(timeout=200)
+    assert time.monotonic() - started < 60
+    assert f"held by Slurm: {arr.task_ids[1]} (JobHeld" in str(err.value)
+
+
+def test_held_tasks_are_described_by_reason():
+    from slinkyml.dispatch.executor import describe_held
+
+    held = [JobInfo("9_1", "PENDING", reason="launch failed requeued held"),
+            JobInfo("9_4", "PENDING", reason="launch failed requeued held"), JobInfo("9_2", "PENDING", reason="JobHeldUser")]
+    assert describe_held(held) == "held by Slurm: 9_1, 9_4 (launch failed requeued held); 9_2 (JobHeldUser)"
