@@ -81,7 +81,6 @@ class ClusterStartError(SlinkyError):
     """A daemon failed to start; the message ends with the last lines of its log."""
 
 
-@dataclass
 class ClusterUnhealthy(ClusterStartError):
     """The daemons run, but Slurm cannot run jobs as asked: nodes drained for a reason of Slurm's
     own (``Duplicate jobid`` after a controller crash...) or jobs it put on hold. Nothing is stopped."""
@@ -92,6 +91,7 @@ class ClusterUnhealthy(ClusterStartError):
 LIFECYCLE_DRAIN_REASONS = ("Kill task failed", "Not responding", "Node unexpectedly rebooted", "slinkyml")
 
 
+@dataclass
 class DaemonStatus:
     name: str
     pid: int | None
@@ -271,7 +271,7 @@ class LocalCluster:
     def health_problems(self) -> list[str]:
         """Nodes drained for a reason of Slurm's own and jobs Slurm holds after a failed launch."""
         problems = []
-        nodes = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,fail,failing", "-o", "%N|%T|%E"],
+        nodes = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,fail", "-o", "%N|%T|%E"],
                                check=False, retries=0, timeout=10).stdout
         for line in sorted(set(nodes.splitlines())):
             name, _, rest = line.partition("|")
