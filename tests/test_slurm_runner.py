@@ -183,3 +183,18 @@ def test_a_shorter_deadline_fires_while_a_longer_one_is_pending(tmp_path):
     long_call.join(30)
     assert results == {"long": "slept 1.5"}  # the longer call was neither killed nor cut short
     assert slurm.run("sdiag", ["0"], timeout=0.2).stdout.strip() == "slept 0"
+
+
+def test_the_slurm_layer_imports_nothing_above_it() -> None:
+    """slurm/ is the bottom layer: it finds the dev cluster through slinkyml.config, never dev/."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import slinkyml.slurm
+
+    modules = [f"slinkyml.slurm.{m.name}" for m in pkgutil.iter_modules(slinkyml.slurm.__path__)]
+    code = (f"import sys; import {', '.join(modules)}; "
+            "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('slinkyml.')}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['config', 'errors', 'slurm']"
