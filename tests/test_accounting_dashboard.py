@@ -145,6 +145,33 @@ def test_page_is_self_contained(month):
         assert f'<section id="{section}">' in page
 
 
+def test_serve_rebuilds_the_page_on_each_load(month):
+    import threading
+    import urllib.error
+    import urllib.request
+
+    builds = []
+
+    def build():
+        builds.append(1)
+        return month[0]
+
+    server = dashboard.make_server(build, port=0, refresh_s=60)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/"
+        for _ in range(2):
+            page = urllib.request.urlopen(url, timeout=30).read().decode()
+            assert '<meta http-equiv="refresh" content="60">' in page and '<section id="fairshare">' in page
+        assert len(builds) == 2
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(url + "elsewhere", timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # -- in a real browser -------------------------------------------------------------------------
 needs_browser = pytest.mark.skipif(
     CHROMIUM is None or importlib.util.find_spec("playwright") is None,

@@ -530,9 +530,9 @@ def write(data: DashboardData, path: str | Path) -> Path:
     return path
 
 
-def serve(build, port: int = 8765, refresh_s: int = 300) -> int:
-    """Serve the page on 127.0.0.1:``port``, rebuilt by ``build()`` on every load (a login pod with
-    ``kubectl port-forward``); Ctrl-C stops it."""
+def make_server(build, port: int = 8765, refresh_s: int = 300):
+    """An HTTP server on 127.0.0.1:``port`` (0: any free port) answering ``/`` with the page rebuilt
+    by ``build()`` on every load, reloading itself every ``refresh_s``."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # lazy: serving only
 
     class Handler(BaseHTTPRequestHandler):
@@ -547,10 +547,15 @@ def serve(build, port: int = 8765, refresh_s: int = 300) -> int:
             self.end_headers()
             self.wfile.write(page)
 
-        def log_message(self, *args) -> None:  # keep the terminal for the one line below
+        def log_message(self, *args) -> None:  # keep the terminal for the one line serve() prints
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+
+def serve(build, port: int = 8765, refresh_s: int = 300) -> int:
+    """Serve the page until Ctrl-C (a login pod with ``kubectl port-forward``)."""
+    server = make_server(build, port, refresh_s)
     print(f"serving the accounting dashboard on http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
