@@ -31,7 +31,7 @@ def _backend(backend, slurm: Slurm | None):
 
 
 def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
-              backend=None, slurm=None):
+              backend=None, slurm: Slurm | None = None):
     """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     if end <= start:
@@ -41,7 +41,7 @@ def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
                                          job_ids=job_ids)
 
 
-def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm=None,
+def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm: Slurm | None = None,
                  users=None, accounts=None, with_cost: bool = True):
     """CPU/GPU/billing hours (and cost) per group over the window, pro-rated at its edges."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
@@ -55,7 +55,7 @@ def usage_report(since="1d", until="now", by=("account", "user"), *, backend=Non
     return report
 
 
-def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
+def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm | None = None):
     """The association tree recomputed by slinkyml (Fair Tree or classic; default: what
     slurmctld's PriorityFlags select) beside sshare's own columns and the difference, one row per
     association (:data:`slinkyml.accounting.fairshare.TREE_COLUMNS` plus ``*_sshare`` and
@@ -79,7 +79,7 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm=None):
 
 
 def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
-                      backend=None, slurm=None):
+                      backend=None, slurm: Slurm | None = None):
     """One row per training run (requeued segments stitched) with efficiency and waste."""
     table = load_jobs(since, until, users=users, accounts=accounts, job_ids=job_ids,
                       backend=backend, slurm=slurm)
@@ -87,7 +87,7 @@ def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job
 
 
 def cost_report(since="1d", until="now", by=("account", "user"), *, prices=None, backend=None,
-                slurm=None):
+                slurm: Slurm | None = None):
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     table = load_jobs(start, end, backend=backend, slurm=slurm)
     seconds = usage.overlap_seconds(table.jobs, start, end)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slinkyml.cluster.diff import FIELD_MANAGER
+from slinkyml.cluster.spec import SlurmCluster
 from slinkyml.errors import SlinkyError
 
 
@@ -60,7 +61,7 @@ def _resource(dyn: Any, obj: dict[str, Any]) -> Any:
         return None
 
 
-def ensure_secrets(cluster: Any, api: Any, log: Callable[[str], None] = print) -> list[str]:
+def ensure_secrets(cluster: SlurmCluster, api: Any, log: Callable[[str], None] = print) -> list[str]:
     """Create each credential Secret slinkyml owns that does not exist yet; never overwrite.
 
     Returns the names created. Values are random and never leave this function except
