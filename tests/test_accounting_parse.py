@@ -294,15 +294,19 @@ def test_what_if_and_recovery():
     assert diff.at["physics/alice", "level_fs_after"] == diff.at["physics/alice", "level_fs_before"]
     assert diff.at["physics/alice", "rank_after"] >= diff.at["physics/alice", "rank_before"]
     week = 7 * 86400
-    assert fairshare.decayed(800, week, week) == pytest.approx(400)
-    assert fairshare.recovery_seconds(800, 100, week) == pytest.approx(3 * week)
+    # Slurm's decay: (1 - 0.693/HL) per second, so one half-life leaves a hair over half
+    assert fairshare.decayed(800, week, week) == pytest.approx(800 * (1 - 0.693 / week) ** week)
+    assert 400 < fairshare.decayed(800, week, week) < 400.1
+    assert fairshare.recovery_seconds(800, 100, week) == pytest.approx(3 * week, rel=1e-3)
+    assert fairshare.decayed(800, fairshare.recovery_seconds(800, 100, week), week) == \
+        pytest.approx(100)
     # dave is the only share holder in ml (root there uses "parent"): fair already
     assert fairshare.recovery_to_fair(root, "ml/dave", week) == 0
     # alice: S=0.5, bob unused → never by decay alone
     assert math.isinf(fairshare.recovery_to_fair(root, "physics/alice", week))
     # physics vs bio: S=0.4, bio=100 → physics must decay from 300 to 66.7
     assert fairshare.recovery_to_fair(root, "physics", week) == pytest.approx(
-        week * math.log2(300 / (0.4 * 100 / 0.6)))
+        week * math.log2(300 / (0.4 * 100 / 0.6)), rel=1e-3)
     with pytest.raises(SlinkyError):
         fairshare.what_if(root, shares={"nope": 1})
 

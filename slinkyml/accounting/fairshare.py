@@ -28,7 +28,9 @@ priority_multifactor.c, 22.05-25.11 alike); the code is ours:
   ``FairShare = 2^(-EffectvUsage / NormShares / FairShareDampeningFactor)`` (0 without shares).
   ``DEPTH_OBLIVIOUS`` is not recomputed.
 
-Usage decays as ``U(t) = U0 * 2^(-t / PriorityDecayHalfLife)``.
+Usage decays as Slurm applies it every calculation period: ``U(t) = U0 * (1 - 0.693 / HL)^t``
+(t and ``PriorityDecayHalfLife`` HL in seconds; 0.693 as written in priority_multifactor.c, so one
+half-life leaves 0.50007 of the usage, not exactly a half).
 """
 
 from __future__ import annotations
@@ -449,18 +451,23 @@ def _require(nodes: dict[str, Node], key: str) -> Node:
     return nodes[key]
 
 
+def decay_factor(half_life_s: float) -> float:
+    """Slurm's per-second decay (priority_multifactor.c): ``1 - 0.693 / half-life``."""
+    return 1.0 - 0.693 / half_life_s
+
+
 def decayed(usage: float, seconds: float, half_life_s: float) -> float:
-    """U(t) = U0 * 2^(-t/HL)."""
-    return usage * 2.0 ** (-seconds / half_life_s) if half_life_s > 0 else usage
+    """Raw usage after ``seconds`` without new usage: U0 * (1 - 0.693/HL)^t."""
+    return usage * decay_factor(half_life_s) ** seconds if half_life_s > 0 else usage
 
 
 def recovery_seconds(usage: float, target: float, half_life_s: float) -> float:
-    """Seconds until ``usage`` decays to ``target`` with no new usage: HL * log2(U0/target)."""
+    """Seconds until ``usage`` decays to ``target`` with no new usage (Slurm's decay)."""
     if usage <= target:
         return 0.0
     if target <= 0 or half_life_s <= 0:
         return math.inf
-    return half_life_s * math.log2(usage / target)
+    return math.log(target / usage) / math.log(decay_factor(half_life_s))
 
 
 def recovery_to_fair(root: Node, key: str, half_life_s: float) -> float:
