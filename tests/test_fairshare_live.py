@@ -169,9 +169,15 @@ def test_cli_shows_recomputed_beside_sshare(tree, cli):
     assert code == 0, err
     rows = {r["key"]: r for r in json.loads(out)}
     carol = rows["fsp/carol"]
-    # classic's own formula on classic's own NormShares, whatever slurmctld runs
+    # classic's own formula on classic's own NormShares, whatever slurmctld runs: sshare's columns
+    # stay Fair Tree's (100/118 at carol's level), ours are classic's (the product down the tree)
     assert carol["fairshare"] == pytest.approx(
         2 ** (-carol["effectv_usage"] / carol["norm_shares"]), rel=1e-9)
+    assert carol["norm_shares_sshare"] == pytest.approx(100 / 118, abs=1e-6)
+    assert carol["norm_shares"] < carol["norm_shares_sshare"] / 10
+    code, out, err = cli("fairshare")
+    assert code == 0 and "max |slinkyml - sshare| over" in " ".join(out.split()), out
+    assert "NormShares" in out and "sshare" in out and "diff" in out
 
 
 def test_classic_equals_sshare_of_a_classic_slurmctld(tree, local_cluster):

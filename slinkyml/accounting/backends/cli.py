@@ -62,6 +62,18 @@ class CliBackend:
         """Force slurmdbd's usage rollup for [start, end) (sreport reads only rolled-up data)."""
         self.slurm.run("sacctmgr", ["-i", "rollup", slurm_time(start), slurm_time(end)])
 
+    def account_parents(self) -> dict[str, str | None]:
+        """account → parent account, deleted accounts included (sreport still counts their
+        usage, and :func:`~slinkyml.accounting.usage.reconcile_sreport` adds it up the tree)."""
+        out = self.slurm.run("sacctmgr", ["-n", "-P", "list", "associations", "withdeleted",
+                                          "format=Account,ParentName,User"]).stdout
+        parents: dict[str, str | None] = {}
+        for line in out.splitlines():
+            account, parent, user = (line.split("|") + ["", "", ""])[:3]
+            if account and not user:
+                parents[account] = parent or None
+        return parents
+
     def config(self) -> dict[str, str]:
         return self.slurm.show_config()
 
