@@ -480,3 +480,21 @@ def test_req_mem_per_cpu_and_per_node_before_21_08():
     for engine in ("pandas", "pyarrow"):
         jobs = parse_sacct("\n".join(rows) + "\n", engine=engine).jobs
         assert jobs["req_mem_bytes"].tolist() == [900 * 2**20] * 3
+
+
+def test_sreport_window_and_minute_rounding():
+    """sreport rounds each window edge to the nearest hour (≥ 1 h) and prints minutes with
+    ``%.0lf`` (exact halves to even): what ``usage`` warns about and reconcile_sreport mirrors."""
+    t = lambda h, m, s=0: datetime(2026, 1, 1, h, m, s, tzinfo=UTC)  # noqa: E731
+    assert usage.sreport_window(t(10, 29, 29), t(12, 30)) == (pd.Timestamp(t(10, 0)),
+                                                               pd.Timestamp(t(13, 0)))
+    assert usage.sreport_window(t(10, 29, 30), t(10, 40)) == (pd.Timestamp(t(11, 0)),
+                                                               pd.Timestamp(t(12, 0)))
+    assert usage.sreport_window_note(t(10, 0), t(12, 0)) is None
+    assert "sreport would report 2026-01-01 10:00–2026-01-01 12:00" in \
+        usage.sreport_window_note(t(10, 10), t(12, 0))
+    ours = pd.DataFrame({"account": ["a", "a", "b"], "user": ["u", "v", "w"],
+                         "cpu_seconds": [30.0, 90.0, 2266.0]})
+    sreport = pd.DataFrame({"account": ["a", "a", "b"], "user": ["u", "v", "w"],
+                            "used": [0, 2, 38]})
+    assert usage.reconcile_sreport(ours, sreport, {"a": None, "b": None}, 60)["diff"].eq(0).all()

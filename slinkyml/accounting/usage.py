@@ -123,9 +123,9 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
     """Our per (account, user) CPU seconds next to sreport AccountUtilizationByUser.
 
     ``ours``: :func:`usage` grouped by account and user; ``parents``: account → parent account
-    (sreport's account rows include their sub-accounts). sreport prints whole units rounded to
-    the nearest (observed on 22.05: 2266 s → 38 min), so ours is converted the same way
-    (``unit_seconds`` = 60 for ``-t Minutes``).
+    (sreport's account rows include their sub-accounts). sreport prints whole units with printf's
+    ``%.0lf`` (2266 s → 38 min; 90 s → 2, 30 s → 0: halves to even), so ours is converted the same
+    way (``unit_seconds`` = 60 for ``-t Minutes``).
     """
     per_user = {(a, u): s for a, u, s in zip(ours["account"], ours["user"], ours["cpu_seconds"], strict=False)}
     per_account: dict[str, float] = {}
@@ -153,4 +153,6 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
 
 
 def _units(seconds: float, unit_seconds: int) -> int:
-    return int(np.floor(seconds / unit_seconds + 0.5))
+    """sreport prints ``seconds / unit`` with ``%.0lf`` (sreport/common.c): to the nearest, and
+    exact halves (a 30-second remainder in minutes) to the even neighbour, as Python's round."""
+    return int(round(seconds / unit_seconds))
