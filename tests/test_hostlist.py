@@ -110,6 +110,7 @@ def _ours(text: str, suffixes: bool) -> list[str] | None:
 
 
 @pytest.mark.slurm
+@pytest.mark.slurm2605  # the 23.11+ grammar (suffixes) against a real 26.05 scontrol
 # no shrinking: a batch of 40-80 lists shrinks for minutes; the failure names the list as it is
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck),
           phases=(Phase.explicit, Phase.reuse, Phase.generate))
@@ -124,6 +125,7 @@ def test_expansion_equals_live_scontrol(slurm, texts):
 
 
 @pytest.mark.slurm
+@pytest.mark.slurm2605
 def test_fixed_cases_equal_live_scontrol(slurm):
     """The table above on the live Slurm, whitespace cases through argv (a pipe splits on it)."""
     suffixes = slurm.version.at_least(23, 11)
