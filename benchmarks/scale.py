@@ -18,6 +18,10 @@ Measurements (each a row per size, with a ratio against a baseline run in the sa
   h100-efa cluster. Baseline: the same at 2 nodes.
 - ``render``: ``cluster render`` + ``validate`` of a spec with 64 node sets. Baseline: 1 node set.
 - ``planner``: the layout search for a 1T model at 16,384 GPUs. Baseline: 1,024 GPUs.
+- ``records``: slurmdbd filled with ``--records`` real job records (1,000-task arrays of ``true`` on a
+  64-node emulated cluster, state dir /var/lib/slinkyml/bench-records), then ``slinkyml usage``,
+  ``efficiency`` and ``report --html`` over them: wall time and peak memory, and sacct's fetch rate.
+  Baseline: sacct's own fetch of the same records.
 
 The live rows bring up their own cluster (state dir /var/lib/slinkyml/bench-scale, bridge slkbs0,
 node prefix bs, 10.227.0.0/24, ports 7927-7930 and 14927; MaxJobCount raised), so the session's
@@ -261,6 +265,60 @@ def planner() -> None:
         feasible=result.feasible)
 
 
+RECORDS_CLUSTER = dict(nodes=64, bridge="slkbr0", node_prefix="br", subnet="10.228.0.0/24", slurmctld_port=7937,
+                       slurmd_port=7938, slurmdbd_port=7939, slurmrestd_port=7940, mariadb_port=14937,
+                       extra_slurm_conf="MaxJobCount=200000\nMinJobAge=30\n")
+
+
+def _timed_cli(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB, from the child's own rusage) of one ``slinkyml`` command."""
+    import os
+    import subprocess
+
+    code = "import sys; from slinkyml.cli import main; sys.exit(main(sys.argv[1:]))"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"slinkyml {' '.join(argv)}: {err.strip()[-500:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def records(total: int) -> None:
+    import os
+
+    from slinkyml.dev.config import EMULATED_NODE
+
+    cluster = LocalCluster("/var/lib/slinkyml/bench-records", keep_running=True, gpus=0,
+                           **{**EMULATED_NODE, **RECORDS_CLUSTER}).up()
+    slurm = cluster.slurm
+    have = len(slurm.run("sacct", ["-X", "-n", "-a", "-S", "2026-01-01", "-o", "JobID", "-s", "CD"]).stdout.split())
+    t0 = time.perf_counter()
+    while have < total:
+        count = min(1000, total - have)
+        job = slurm.run("sbatch", ["--parsable", f"--array=0-{count - 1}", "-n1", "--mem=1M", "-o", "/dev/null",
+                                   "--wrap", "true"], cwd="/tmp").stdout.strip()
+        while slurm.run("squeue", ["-h", "-j", job, "-o", "%i"], check=False).stdout.strip():
+            time.sleep(1)
+        have += count
+        print(f"  {have:,} records ({have / (time.perf_counter() - t0):.0f} tasks/s)", flush=True)
+    time.sleep(30)  # slurmdbd commits the last completions
+    env = {**os.environ, "SLURM_CONF": str(cluster.spec.slurm_conf)}
+    t0 = time.perf_counter()
+    text = slurm.run("sacct", ["-a", "-X", "-n", "-P", "-S", "2026-01-01", "-o", "JobID,State"], timeout=600).stdout
+    fetch = time.perf_counter() - t0
+    rows = len(text.splitlines())
+    row("records", rows, fetch, 0, sacct_rows_per_s=round(rows / fetch))
+    for name, argv in (("usage", ["usage", "--since", "2026-01-01"]),
+                       ("efficiency", ["efficiency", "--since", "2026-01-01", "--csv"]),
+                       ("report", ["report", "--since", "2026-01-01", "--html", "/tmp/bench-records.html"])):
+        seconds, peak = _timed_cli(argv, env)
+        row(f"records:{name}", rows, seconds, fetch, peak_mib=round(peak))
+
+
 def write_png(directory: Path) -> None:
     import matplotlib
 
@@ -283,7 +341,7 @@ def write_png(directory: Path) -> None:
     print(f"curves in {directory}/scale-*.png")
 
 
-MEASURES = ("sacct", "planner", "render", "sbatch-check", "fairshare", "tracker", "map_array")
+MEASURES = ("sacct", "planner", "render", "sbatch-check", "fairshare", "tracker", "map_array", "records")
 
 
 def main() -> None:
@@ -292,12 +350,14 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated subset of {', '.join(MEASURES)}")
     parser.add_argument("--minute", type=float, default=60.0, help="tracker measuring window (s)")
     parser.add_argument("--png", default="out/bench", help="where the curves go")
+    parser.add_argument("--records", type=int, default=100_000, help="job records for the records step")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     only = set(args.only.split(",")) if args.only else set(MEASURES)
     steps = {"sacct": lambda: sacct([s * 10 for s in sizes]), "planner": planner, "render": render,
              "sbatch-check": sbatch_check, "fairshare": fairshare_compare,
-             "tracker": lambda: tracker(sizes, args.minute), "map_array": lambda: map_array(sizes)}
+             "tracker": lambda: tracker(sizes, args.minute), "map_array": lambda: map_array(sizes),
+             "records": lambda: records(args.records)}
     for name, step in steps.items():
         if name in only:
             print(f"== {name}", flush=True)
