@@ -258,7 +258,8 @@ class LocalCluster:
             else:  # no stale socket file for clients to pick (they try the unix socket first)
                 self.spec.restd_socket.unlink(missing_ok=True)
             self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
-            self._link_system_conf()
+            if self.install.is_system:  # the machine's own sbatch cannot talk to another release
+                self._link_system_conf()
         except BaseException:
             self.down()
             raise
