@@ -120,3 +120,17 @@ def test_session_cluster_is_driven_by_its_own_release(local_cluster, slurm, cli)
         assert str(local_cluster.version).startswith(spec.slurm_version + ".")
     if local_cluster.version.restd_refuses_root:  # no socket file for REST clients to try in vain
         assert not spec.restd_socket.exists()
+
+
+def test_daemons_of_a_26_05_cluster_are_known_without_running_its_programs(tmp_path, monkeypatch):
+    """`down`/`status` list the daemons of a 26.05 state dir even when its root is gone: the JWT
+    slurmrestd unprivileged, no unix-socket one, slurmd with the root's slurmstepd."""
+    monkeypatch.setattr(roots, "ROOTS_DIR", tmp_path / "roots")
+    cluster = LocalCluster(tmp_path / "state", nodes=2, gpus=0, slurm_version="26.05", bridge="slk26t",
+                           node_prefix="q", subnet="10.250.0.0/24")
+    daemons = {d.name: d for d in cluster._daemons()}
+    assert "slurmrestd-unix" not in daemons
+    assert daemons["slurmrestd-jwt"].argv[:4] == ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    stepd = str(tmp_path / "roots/sid-26.05/usr/sbin/slurmstepd-wlm")
+    assert daemons["slurmd-q1"].argv[-2:] == ["-d", stepd]
+    assert daemons["slurmctld"].argv[0] == str(tmp_path / "roots/sid-26.05/usr/sbin/slurmctld-wlm")

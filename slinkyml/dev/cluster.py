@@ -205,7 +205,9 @@ class LocalCluster:
                                   log_file=s.log / f"slurmd-{node}.log", match="slurmd"))
         # slurmrestd as root needs disable_user_check, which 26.05 refuses (and its become_user mode
         # refuses SlurmUser, root here): there only the JWT one runs, as an unprivileged user
-        refuses_root = self.version.restd_refuses_root
+        # (a root's release from its name: `down` works even when its programs are gone)
+        release = self.version if self.install.is_system else SlurmVersion.parse(self.install.release)
+        refuses_root = release.restd_refuses_root
         restd_env = {**env_slurm, "SLURMRESTD_SECURITY": "disable_user_check"}
         if not refuses_root:
             daemons.append(Daemon("slurmrestd-unix", [slurm("slurmrestd"), "-f", str(s.slurm_conf), "-a",

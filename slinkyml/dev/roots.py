@@ -107,14 +107,14 @@ class SlurmInstall:
             link.symlink_to(target)
 
 
-def install(release: str, roots_dir: Path = ROOTS_DIR, *, build: bool = True) -> SlurmInstall:
+def install(release: str, roots_dir: Path | None = None, *, build: bool = True) -> SlurmInstall:
     """The Slurm for ``release`` (``system`` or a key of :data:`RELEASES`), building its root when
     it is missing or broken (and ``build``)."""
     if release == SYSTEM:
         return SlurmInstall()
     if release not in RELEASES:
         raise SlinkyError(f"--slurm-version: expected one of {', '.join(valid_choices())}, got {release!r}")
-    root = roots_dir / f"{RELEASES[release]}-{release}"
+    root = (roots_dir or ROOTS_DIR) / f"{RELEASES[release]}-{release}"
     if build:
         ensure_root(release, root)
     return SlurmInstall(release, root)
