@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,28 @@ def test_daemons_of_a_26_05_cluster_are_known_without_running_its_programs(tmp_p
     stepd = str(tmp_path / "roots/sid-26.05/usr/sbin/slurmstepd-wlm")
     assert daemons["slurmd-q1"].argv[-2:] == ["-d", stepd]
     assert daemons["slurmctld"].argv[0] == str(tmp_path / "roots/sid-26.05/usr/sbin/slurmctld-wlm")
+
+
+def test_down_stops_a_daemon_the_cluster_no_longer_runs_but_never_a_stranger(tmp_path, monkeypatch):
+    """A PID file left by a daemon this release no longer starts (a unix-socket slurmrestd of a 26.05
+    state dir) is stopped by name at `down`; a PID file whose process is not that daemon is dropped,
+    and the process left alone."""
+    monkeypatch.setattr(roots, "ROOTS_DIR", tmp_path / "roots")
+    cluster = LocalCluster(tmp_path / "state", nodes=2, gpus=0, slurm_version="26.05", bridge="slk26t",
+                           node_prefix="q", subnet="10.250.0.0/24")
+    pids = cluster.spec.run / "daemons"
+    pids.mkdir(parents=True)
+    ours = subprocess.Popen(["bash", "-c", "exec -a slurmrestd sleep 60"])
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        time.sleep(0.2)
+        (pids / "slurmrestd-unix.pid").write_text(f"{ours.pid}\n")
+        (pids / "slurmrestd-old.pid").write_text(f"{stranger.pid}\n")
+        cluster._stop_leftovers()
+        assert ours.wait(timeout=20) is not None
+        assert stranger.poll() is None
+        assert not any(pids.iterdir())
+    finally:
+        for proc in (ours, stranger):
+            proc.kill()
+            proc.wait()
