@@ -116,7 +116,9 @@ class Bench:
         self.slurm = Slurm()
         self.work = Path(tempfile.mkdtemp(prefix="slinkyml-peers-", dir="/tmp"))
         self.work.chmod(0o777)
-        (self.work / "probe.py").write_text(PROBE)
+        probe = self.work / "probe.py"
+        probe.write_text(f"#!{PY}\n{PROBE}")  # runnable as is (nemo-run starts it with --no-python)
+        probe.chmod(0o755)
         self.n = 0
 
     def _out(self, tag: str) -> Path:
@@ -158,7 +160,7 @@ class Bench:
         executor = self._submitit(nodes=2, tasks_per_node=1, timeout_min=5, slurm_mem="1G")
         job = executor.submit(first_step_fn, str(out))
         first = wait_for_file(out) - t0
-        job.result()
+        job.results()
         wait_gone(self.slurm, str(job.job_id))
         return first
 
@@ -167,7 +169,7 @@ class Bench:
         env = dict(os.environ, PATH=f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}")
         t0 = time.time()
         proc = subprocess.run([self.args.torchx, "run", "-s", "slurm", "--scheduler_args",
-                               f"mem=1024,time=5,job_dir={self.work / 'torchx'}", "dist.ddp", "-j", "2x1",
+                               f"mem=1024,time=5,job_dir={self.work / out.stem}", "dist.ddp", "-j", "2x1",
                                "--script", "probe.py", "--", str(out)],
                               cwd=self.work, env=env, capture_output=True, text=True, check=True)
         first = wait_for_file(out) - t0
@@ -178,23 +180,39 @@ class Bench:
 
     def ttfs_nemo(self) -> float:
         out = self._out("nemo")
+        home = self.work / "nemo"
         code = textwrap.dedent(f"""
             import nemo_run as run
-            executor = run.SlurmExecutor(account="", nodes=2, ntasks_per_node=1, mem="1G", time="00:05:00",
-                                         tunnel=run.LocalTunnel(job_dir={str(self.work / 'nemo')!r}),
-                                         launcher="torchrun")
-            script = run.Script(path={str(self.work / 'probe.py')!r}, args=[{str(out)!r}],
-                                entrypoint={PY!r})
+            executor = run.SlurmExecutor(account={self.account()!r}, nodes=2, ntasks_per_node=1, mem="1G",
+                                         time="00:05:00", launcher="torchrun", packager=run.Packager(),
+                                         tunnel=run.LocalTunnel(job_dir={str(home / 'experiments')!r}))
+            script = run.Script(path={str(self.work / 'probe.py')!r}, args=[{str(out)!r}])
             with run.Experiment("ttfs", executor=executor, log_level="WARN") as exp:
                 exp.add(script, tail_logs=False)
                 exp.run(detach=True)
         """)
+        env = dict(os.environ, NEMORUN_HOME=str(home), PATH=f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}")
         t0 = time.time()
-        subprocess.run([self.args.nemo_python, "-c", code], cwd=self.work, capture_output=True, text=True,
+        subprocess.run([self.args.nemo_python, "-c", code], cwd=self.work, env=env, capture_output=True, text=True,
                        check=True)
         first = wait_for_file(out) - t0
-        time.sleep(2)
+        self.wait_idle()
         return first
+
+    def account(self) -> str:
+        """The user's default account (nemo-run's SlurmExecutor wants one)."""
+        user = os.environ.get("USER") or "root"
+        out = self.slurm.run("sacctmgr", ["-n", "-P", "show", "user", user, "format=DefaultAccount"]).stdout
+        return out.strip().splitlines()[0] if out.strip() else "root"
+
+    def wait_idle(self, timeout: float = 300) -> None:
+        """Until none of this user's jobs is left in the queue (tools that print no job id)."""
+        user = os.environ.get("USER") or "root"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.slurm.run("squeue", ["-h", "-u", user], check=False, retries=0).stdout.strip():
+                return
+            time.sleep(0.2)
 
     # -- mapped items -------------------------------------------------------------------------------
     def map_slinkyml(self) -> float:

@@ -33,6 +33,13 @@ def rank_says(word: str) -> str:
     return f"{word}-{rank}"
 
 
+def fail_on_rank_1() -> int:
+    if os.environ.get("SLURM_PROCID") == "1":
+        raise KeyError("rank 1 lost its key")
+    time.sleep(30)
+    return 0
+
+
 def double(x: int) -> int:
     return 2 * x
 
@@ -71,6 +78,29 @@ def test_attach_a_finished_two_task_job_elsewhere(slurm, shared_tmp, records_dir
         print("RESULTS", Job.attach("{job.job_id}").results(timeout=30))
     """, slurm, shared_tmp)
     assert "RESULTS ['hi-0', 'hi-1']" in out
+
+
+@pytest.mark.timeout(240)
+def test_cli_logs_and_diagnosis_of_a_submit_job(slurm, shared_tmp, records_dir, cli, monkeypatch):
+    """`slinkyml jobs logs/status/why` for a submit() job: every rank's log, and the rank that raised."""
+    monkeypatch.chdir(shared_tmp)
+    job = Executor(None, slurm=slurm, time=5, tasks_per_node=2, mem="512M").submit(fail_on_rank_1)
+    with pytest.raises(Exception, match="rank 1 raised KeyError"):
+        job.result(timeout=180)
+    wait_gone(slurm, job.job_id)
+    code, out, _err = cli("jobs", "logs", job.job_id)
+    assert code == 0 and f"{job.job_id}_0_log.out" in out and f"{job.job_id}_1_log.err" in out
+    code, out, _err = cli("jobs", "status", job.job_id)
+    assert code == 1 and "rank 1" in out and "KeyError: 'rank 1 lost its key'" in out, out
+    code, out, _err = cli("jobs", "why", job.job_id)
+    assert code == 1 and "raise KeyError" in out
+
+
+def wait_gone(slurm, job_id: str) -> None:
+    for _ in range(600):
+        if not slurm.run("squeue", ["-h", "-j", job_id], check=False, retries=0).stdout.strip():
+            return
+        time.sleep(0.2)
 
 
 @pytest.mark.timeout(240)
