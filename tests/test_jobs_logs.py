@@ -136,3 +136,15 @@ def test_each_kind_of_ending_is_recognised(tmp_path, state, steps, batch, kind):
     assert found.kind == kind, found
     if kind == "node_fail":
         assert found.host == "dl2"
+
+
+def test_oom_kill_by_slurms_memory_limit():
+    """Recorded on the local cluster with JobAcctGatherParams=OverMemoryKill (the dev cluster does not
+    enforce memory by default: task/none, no cgroup), --mem 200M, a task allocating 2 GB."""
+    state, logs = _recorded("srun-oom-overmemorykill", 481, "hog", "9:0")
+    found = diagnose(None, 481, state=state, logs=logs,
+                     steps=[{"JobID": "481.0", "State": "CANCELLED by 0", "NodeList": "dl1"}])
+    assert (found.kind, found.rank, found.host) == ("oom", 0, "dl1"), found
+    assert found.summary.startswith("job 481 FAILED (out of memory): rank 0 on dl1")
+    assert "exceeded memory limit" in found.evidence[0].context[found.evidence[0].line - found.evidence[0].first] or \
+        "Exceeded job memory limit" in found.evidence[0].context[found.evidence[0].line - found.evidence[0].first]

@@ -26,7 +26,9 @@ _KILLED_CODES = {"143", "137", "-15", "-9", "15", "9"}
 _SRUN_TASK = re.compile(r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)$")
 _STEPD_CANCEL = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT \S+"
                            r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*")
-_OOM = re.compile(r"oom[-_]kill|Out Of Memory|OOM Killed|out of memory|exceeded memory limit", re.I)
+_OOM = re.compile(r"oom[-_]kill|Out Of Memory|OOM Killed|out of memory|exceeded (?:job )?memory limit", re.I)
+_SUBMITIT_HOST = re.compile(r"JobEnvironment\(.*\bhostname=([^,\s)]+)")
+_STEPD_HOST = re.compile(r"^slurmstepd-(\S+?):")
 _LAUNCH = re.compile(r"execve\(\)|Unable to create step|Task launch for .* failed|Application launch "
                      r"failed|can't open file|No such file or directory|command not found|pyxis: |"
                      r"error: .*launch failed|couldn't chdir|Permission denied")
@@ -219,6 +221,12 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
         if hit is not None:
             exception = hit[2]
             found.insert(0, _Finding(logs.batch_log, hit[0], batch, before=6, after=1))  # type: ignore[arg-type]
+    if rank is not None and not host:  # submit() ranks: submitit logs its JobEnvironment's hostname
+        for entry, lines in rank_files:
+            match = entry.index == rank and next((m for m in map(_SUBMITIT_HOST.search, lines) if m), None)
+            if match:
+                host = match.group(1)
+                break
     # 4. what Slurm itself said
     cancel_why = ""
     for i, line in enumerate(batch + [line for _, lines in rank_files for line in lines]):
@@ -228,14 +236,23 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
             if i < len(batch):
                 found.append(_Finding(logs.batch_log, i, batch))  # type: ignore[arg-type]
             break
-    oom_line = next((i for i, line in enumerate(batch) if _OOM.search(line)), None)
+    oom = next(((path, i, lines, index) for path, lines, index in [(logs.batch_log, batch, None)]
+                + [(entry.path, lines, entry.index) for entry, lines in rank_files]
+                for i, line in enumerate(lines) if _OOM.search(line)), None)
     launch = next(((path, i, lines) for path, lines in [(logs.batch_log, batch)]
                    + [(entry.path, lines) for entry, lines in rank_files]
                    for i, line in enumerate(lines) if _LAUNCH.search(line)), None)
-    if name == "OUT_OF_MEMORY" or "OUT_OF_MEMORY" in step_states or oom_line is not None:
+    if name == "OUT_OF_MEMORY" or "OUT_OF_MEMORY" in step_states or oom is not None:
         kind = "oom"
-        if oom_line is not None:
-            found.insert(0, _Finding(logs.batch_log, oom_line, batch))  # type: ignore[arg-type]
+        if oom is not None:
+            path, index, lines, oom_rank = oom
+            found.insert(0, _Finding(path, index, lines))  # type: ignore[arg-type]
+            stepd = _STEPD_HOST.match(lines[index])
+            if rank is None and oom_rank is not None:
+                rank = oom_rank
+            if rank is None and killed_task is not None:
+                rank, host = killed_task
+            host = host or (stepd.group(1) if stepd else "")
         oom_step = next((s for s in steps if s.get("State", "").startswith("OUT_OF_MEMORY")), None)
         if oom_step and not host:
             host = oom_step.get("NodeList", "")
