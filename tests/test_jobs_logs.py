@@ -148,3 +148,29 @@ def test_oom_kill_by_slurms_memory_limit():
     assert found.summary.startswith("job 481 FAILED (out of memory): rank 0 on dl1")
     assert "exceeded memory limit" in found.evidence[0].context[found.evidence[0].line - found.evidence[0].first] or \
         "Exceeded job memory limit" in found.evidence[0].context[found.evidence[0].line - found.evidence[0].first]
+
+
+def test_the_run_protocols_marker_and_events_come_first(tmp_path):
+    """The ranks' failure marker names the first rank that raised (global rank and host) and the
+    events file the batch script's decision; both are shown as evidence."""
+    from slinkyml.slurm import protocol
+
+    out = tmp_path / "t-8.out"
+    out.write_text("srun: error: n2: task 1: Exited with exit code 1\nsrun: error: n1: task 0: Exited with exit code 1\n")
+    (tmp_path / "t-8-r0-node0.log").write_text("ok\n")
+    (tmp_path / "t-8-r0-node1.log").write_text("[rank3]: Traceback (most recent call last):\n"
+                                               "[rank3]:   File \"x.py\", line 1\n[rank3]: ValueError: bad batch\n")
+    protocol.failure_marker(tmp_path, 8, 0).write_text("user rank 3 on n2: ValueError: bad batch\n"
+                                                      "communication rank 0 on n1: DistNetworkError: peer gone\n")
+    protocol.events_file(tmp_path, 8).write_text("r0 failed user_error: user rank 3 on n2: ValueError: bad batch\n")
+    found = diagnose(None, 8, state=JobState(8, "FAILED", exit_code="1:0", stdout=str(out), name="t"),
+                     logs=locate(8, stdout=str(out), name="t"), steps=[])
+    assert (found.kind, found.rank, found.host, found.exception) == ("exception", 3, "n2", "ValueError: bad batch")
+    assert [e.path.name for e in found.evidence][:2] == ["t-8-r0-node1.log", ".failed-8-r0"]
+    assert any(e.path.name == "slinkyml-8.events" for e in found.evidence)
+    protocol.failure_marker(tmp_path, 8, 0).unlink()
+    protocol.events_file(tmp_path, 8).write_text("r0 failed node_failure: srun: error: Node failure on n2\n")
+    (tmp_path / "t-8-r0-node1.log").write_text("lost\n")
+    found = diagnose(None, 8, state=JobState(8, "FAILED", exit_code="1:0", stdout=str(out), name="t"),
+                     logs=locate(8, stdout=str(out), name="t"), steps=[])
+    assert found.kind == "node_fail"

@@ -4,8 +4,9 @@ that ``srun --kill-on-bad-exit`` then sent the other ranks.
 Read from what the cluster leaves behind, in this order: sacct's job and step states (OUT_OF_MEMORY,
 NODE_FAIL, TIMEOUT, PREEMPTED), the batch log's srun/slurmstepd lines (``srun: error: HOST: task N:
 Exited with exit code C``, ``*** JOB … DUE TO TIME LIMIT ***``, ``oom_kill``), torchrun's "Root Cause
-(first observed failure)" block, and the ranks' tracebacks. Each finding keeps the file and line it
-came from, so ``slinkyml jobs why`` can print the lines around it.
+(first observed failure)" block, and the ranks' tracebacks. The batch script's own record comes first when it is there (:mod:`slinkyml.slurm.protocol`: the
+ranks' failure marker ``user rank R on HOST: Type: message`` and the one-line cause in
+``slinkyml-JOB.events``). Each finding keeps the file and line it came from, so ``slinkyml jobs why`` can print the lines around it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from slinkyml.jobs.follow import JobState, find_logs, job_state
 from slinkyml.jobs.logs import JobLogs, read_tail
+from slinkyml.slurm import protocol
 from slinkyml.slurm.runner import Slurm
 
 #: kinds of ending, most specific first
@@ -28,6 +30,8 @@ _STEPD_CANCEL = re.compile(r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CA
                            r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*")
 _OOM = re.compile(r"oom[-_]kill|Out Of Memory|OOM Killed|out of memory|exceeded (?:job )?memory limit", re.I)
 _SUBMITIT_HOST = re.compile(r"JobEnvironment\(.*\bhostname=([^,\s)]+)")
+_MARKER = re.compile(r"^(?P<kind>\w+) rank (?P<rank>\d+) on (?P<host>\S+): (?P<what>.*)$")
+_EVENT = re.compile(r"^r\d+ (?P<action>\w+) (?P<cause>\w+): ")
 _STEPD_HOST = re.compile(r"^slurmstepd-(\S+?):")
 _LAUNCH = re.compile(r"execve\(\)|Unable to create step|Task launch for .* failed|Application launch "
                      r"failed|can't open file|No such file or directory|command not found|pyxis: |"
@@ -177,6 +181,24 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     exception = ""
     detail = ""
 
+    # 0. the run protocol's files: the first rank that raised, as the rank wrote it; the batch script's cause
+    log_dir = logs.batch_log.parent if logs.kind == "sbatch" and logs.batch_log is not None else None
+    restart = logs.newest_restart
+    marker_lines = _read(protocol.failure_marker(log_dir, job, restart)) if log_dir else []
+    for i, line in enumerate(marker_lines):
+        match = _MARKER.match(line)
+        if match and match.group("kind") == protocol.USER:
+            rank, host, exception = int(match.group("rank")), match.group("host"), match.group("what")
+            found.append(_Finding(protocol.failure_marker(log_dir, job, restart), i, marker_lines,  # type: ignore[arg-type]
+                                  before=0, after=0))
+            break
+    events = protocol.read_events(log_dir, job) if log_dir else []
+    event_cause = ""
+    if events:
+        match = _EVENT.match(events[-1])
+        event_cause = match.group("cause") if match else ""
+        found.append(_Finding(protocol.events_file(log_dir, job), len(events) - 1, events,  # type: ignore[arg-type]
+                              before=len(events) - 1, after=0))
     # 1. srun's per-task lines in the batch log: the first task that failed on its own
     killed_task: tuple[int, str] | None = None
     for i, line in enumerate(batch):
@@ -187,14 +209,16 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
         code = re.search(r"exit code (\d+)", what)
         task = int(re.split(r"[,\-]", match.group("tasks"))[0])
         if (code and code.group(1) not in _KILLED_CODES) or _OOM.search(what):
-            if rank is None:
+            if rank is None or (rank == task and not host):
                 rank, host = task, match.group("host")
-                exit_code = code.group(1) if code else exit_code
-                found.append(_Finding(logs.batch_log, i, batch))  # type: ignore[arg-type]
+            if code and exit_code in ("", "0", state.exit_code.partition(":")[0]):
+                exit_code = code.group(1)
+            found.append(_Finding(logs.batch_log, i, batch))  # type: ignore[arg-type]
+            break
         elif killed_task is None:
             killed_task = (task, match.group("host"))
     # 2. torchrun's own account: the global rank and host of the first failure that was not a kill
-    for entry, lines in rank_files:
+    for entry, lines in rank_files if not marker_lines else []:
         for i, fields in _root_causes(lines):
             code = fields.get("exitcode", "").split()[0] if fields.get("exitcode") else ""
             if code in _KILLED_CODES or "Signals." in fields.get("exitcode", ""):
@@ -211,7 +235,8 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
         hit = last_exception(lines)
         if hit is None:
             continue
-        index, prefixed_rank, exception = hit
+        index, prefixed_rank, logged = hit
+        exception = exception or logged
         if rank is None:
             rank = prefixed_rank if prefixed_rank is not None else entry.index
         found.insert(0, _Finding(entry.path, index, lines, before=6, after=1))
@@ -257,7 +282,8 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
         if oom_step and not host:
             host = oom_step.get("NodeList", "")
         detail = "killed by the kernel's OOM killer (memory cgroup limit of the job)"
-    elif name == "NODE_FAIL" or "NODE_FAIL" in step_states or cancel_why == "NODE FAILURE":
+    elif (name == "NODE_FAIL" or "NODE_FAIL" in step_states or cancel_why == "NODE FAILURE"
+          or (event_cause == protocol.NODE_FAILURE and not exception)):
         kind = "node_fail"
         failed = next((s for s in steps if s.get("State", "").startswith("NODE_FAIL")), None)
         host = host or (failed or {}).get("NodeList", "") or state.nodes
@@ -265,7 +291,7 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     elif name == "TIMEOUT" or cancel_why == "TIME LIMIT":
         kind = "timeout"
         detail = "the job reached its time limit" + (f" ({state.run_time})" if state.run_time else "")
-    elif name == "PREEMPTED" or cancel_why == "PREEMPTION":
+    elif name == "PREEMPTED" or cancel_why == "PREEMPTION" or event_cause == protocol.PREEMPTION:
         kind = "preempted"
         detail = "a higher-priority job took the nodes"
     elif launch is not None and not exception:

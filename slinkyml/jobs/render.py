@@ -319,7 +319,8 @@ def render_sbatch(spec: JobSpec) -> str:
         '  echo "slinkyml: $cause, not requeued (requeue.on: $requeue_on): $detail" >&2',
         "fi",
         'echo "r$restart_count failed $cause: $detail" >> "$events"',
-        f"exit {protocol.EXIT_FAILED}",
+        "# the training's own status as the job's exit code (what sbatch --wait and sacct show)",
+        f"exit $(( status != 0 ? status : {protocol.EXIT_FAILED} ))",
     ]
     return "\n".join(lines) + "\n"
 
