@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from slinkyml.slurm import Slurm
+
 #: what this process has been asked to do: 0 nothing, 1 stop (TERM), 2 stop and requeue (USR2)
 _STOP = {"level": 0, "signal": ""}
 #: the TaskCall running in this process (set by TaskCall.__call__), whose pickle is the checkpoint
@@ -80,12 +82,12 @@ class Checkpointable:
     def _agreed_level(self) -> int:
         local = _STOP["level"]
         try:
-            import torch.distributed as dist
+            import torch.distributed as dist  # lazy: torch only where the task runs
         except ImportError:  # pragma: no cover - torch is optional for single-task functions
             return local
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
             return local
-        import torch
+        import torch  # lazy: torch only where the task runs
 
         device = "cuda" if dist.get_backend() == "nccl" else "cpu"
         flag = torch.tensor([local], dtype=torch.int32, device=device)
@@ -94,7 +96,7 @@ class Checkpointable:
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         """submitit's hook: the callable to resume with (this object, in its current state)."""
-        from submitit.helpers import DelayedSubmission
+        from submitit.helpers import DelayedSubmission  # lazy: submitit stays out of `import slinkyml`
 
         return DelayedSubmission(self, *args, **kwargs)
 
@@ -115,7 +117,7 @@ class Checkpointable:
 
 def _barrier() -> None:
     try:
-        import torch.distributed as dist
+        import torch.distributed as dist  # lazy: torch only where the task runs
     except ImportError:  # pragma: no cover
         return
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -130,8 +132,8 @@ def _save_checkpoint() -> None:
     task = _CURRENT.get("task")
     if task is None:
         return
-    from submitit import JobEnvironment
-    from submitit.core import utils
+    from submitit import JobEnvironment  # lazy: submitit stays out of `import slinkyml`
+    from submitit.core import utils  # lazy: submitit stays out of `import slinkyml`
 
     delayed = task.checkpoint()
     delayed.set_timeout(task.timeout_min, max(0, task.max_restarts - task.restarts))
@@ -157,8 +159,6 @@ def _requeue_once() -> bool:
     except FileExistsError:
         return False
     os.close(fd)
-    from slinkyml.slurm import Slurm
-
     Slurm().run("scontrol", ["requeue", job_id], timeout=30, retries=5)
     print(f"slinkyml: requeued job {job_id}", file=sys.stderr, flush=True)
     return True
@@ -166,7 +166,7 @@ def _requeue_once() -> bool:
 
 def _exit() -> NoReturn:
     try:
-        import torch.distributed as dist
+        import torch.distributed as dist  # lazy: torch only where the task runs
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()

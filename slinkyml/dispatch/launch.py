@@ -22,8 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from slinkyml.dispatch import checkpointable
 from slinkyml.dispatch.executor import Executor, Job, _dependency_string, _translate_errors
+from slinkyml.dispatch.task import TaskCall
 from slinkyml.errors import SpecError
+from slinkyml.jobs.presets import spec_preset_env
+from slinkyml.jobs.render import deepspeed_config_for, launch_argv
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm.protocol import (
@@ -42,6 +46,7 @@ from slinkyml.slurm.protocol import (
     failure_marker,
     preempted_marker,
 )
+from slinkyml.train import FINAL_FILE, METRICS_FILE
 
 #: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
 DEFAULT_PYTHON = "python3"
@@ -59,9 +64,6 @@ def executor_for(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None,
 
 def prepare(spec: JobSpec) -> tuple[JobSpec, dict[str, str]]:
     """The spec as the nodes will run it, and the environment the sbatch script would export."""
-    from slinkyml.jobs.presets import spec_preset_env
-    from slinkyml.jobs.render import deepspeed_config_for
-
     if spec.launcher == "deepspeed" and spec.deepspeed_via == "deepspeed":
         raise SpecError("deepspeed_via", "DeepSpeed's own launcher (it calls srun from the batch node) cannot "
                                          "run inside a submitit task; use deepspeed_via: torchrun from Python")
@@ -95,9 +97,6 @@ class NodeLauncher:
         self.env = env
 
     def __call__(self) -> dict[str, Any] | None:
-        from slinkyml.dispatch import checkpointable
-        from slinkyml.jobs.render import launch_argv
-
         node = int(os.environ.get("SLURM_NODEID", "0"))
         restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
         job_id = os.environ.get("SLURM_JOB_ID", "0")
@@ -179,8 +178,6 @@ def metrics_dir(spec: JobSpec) -> Path:
 
 
 def read_final(spec: JobSpec) -> dict[str, Any] | None:
-    from slinkyml.train import FINAL_FILE
-
     path = metrics_dir(spec) / FINAL_FILE
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -191,8 +188,6 @@ class TrainingJob(Job):
     spec: JobSpec
 
     def metrics(self) -> list[dict[str, Any]]:
-        from slinkyml.train import METRICS_FILE
-
         path = metrics_dir(self.spec) / METRICS_FILE
         if not path.exists():
             return []
@@ -204,8 +199,6 @@ class TrainingJob(Job):
 
 def launch(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainingJob:
     """Submit ``spec`` (a JobSpec) through submitit: the notebook twin of ``slinkyml sbatch submit``."""
-    from slinkyml.dispatch.task import TaskCall
-
     spec, env = prepare(spec)
     executor = executor_for(spec, folder=folder, **overrides)
     backend = executor._backend(checkpointable=False, name=spec.name,

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from slinkyml.dispatch import checkpointable, distributed
+
 
 class TaskCall:
     """``fn(*args, **kwargs)`` in a Slurm task, with the distributed environment set up."""
@@ -30,12 +32,8 @@ class TaskCall:
         return int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
 
     def __call__(self) -> Any:
-        from slinkyml.dispatch import checkpointable
-
         if self.distributed:
-            from slinkyml.dispatch.distributed import setup
-
-            setup()
+            distributed.setup()
         if isinstance(self.fn, checkpointable.Checkpointable):
             checkpointable.install_handlers()
             checkpointable._CURRENT["task"] = self
@@ -56,13 +54,11 @@ class CheckpointableTaskCall(TaskCall):
 
     def checkpoint(self) -> Any:
         """submitit's hook: resume with this call, the user's object in its current state."""
-        from submitit.helpers import DelayedSubmission
+        from submitit.helpers import DelayedSubmission  # lazy: submitit stays out of `import slinkyml`
 
         return DelayedSubmission(self)
 
 
 def make_task(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, **options: Any) -> TaskCall:
-    from slinkyml.dispatch.checkpointable import Checkpointable
-
-    cls = CheckpointableTaskCall if isinstance(fn, Checkpointable) else TaskCall
+    cls = CheckpointableTaskCall if isinstance(fn, checkpointable.Checkpointable) else TaskCall
     return cls(fn, args, kwargs, **options)

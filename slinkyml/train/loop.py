@@ -13,16 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from slinkyml.plan.hardware import peak_for_device_name
 from slinkyml.slurm import protocol
 from slinkyml.train import FINAL_FILE, METRICS_FILE
+from slinkyml.train import checkpoint as ck
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -90,7 +94,7 @@ class StopFlag:
 
 class Trainer:
     def __init__(self, args: argparse.Namespace):
-        import torch
+        import torch  # lazy: torch only once training starts
 
         self.args = args
         self.torch = torch
@@ -116,7 +120,7 @@ class Trainer:
 
     # -- setup --------------------------------------------------------------------------------
     def init_distributed(self) -> None:
-        import torch.distributed as dist
+        import torch.distributed as dist  # lazy: torch only once training starts
 
         backend = self.args.backend
         if backend == "auto":
@@ -127,7 +131,7 @@ class Trainer:
                 s.bind(("127.0.0.1", 0))
                 os.environ["MASTER_PORT"] = str(s.getsockname()[1])
         if self.args.deepspeed:
-            import deepspeed
+            import deepspeed  # lazy: torch only once training starts
 
             deepspeed.init_distributed(dist_backend=backend, rank=self.rank, world_size=self.world)
         else:
@@ -145,7 +149,7 @@ class Trainer:
         return {"world_size": self.world, "sum": float(t.item()), "expected": expected, "ok": ok}
 
     def build(self) -> None:
-        from slinkyml.train.model import GPT, PRESETS
+        from slinkyml.train.model import GPT, PRESETS  # lazy: torch only once training starts
 
         torch, args = self.torch, self.args
         if args.model not in PRESETS:
@@ -154,8 +158,6 @@ class Trainer:
         overrides = {k: getattr(args, a) for k, a in (("layers", "layers"), ("hidden", "hidden"),
                      ("heads", "heads"), ("vocab", "vocab"), ("seq_len", "seq_len"))
                      if getattr(args, a) is not None}
-        from dataclasses import replace
-
         self.cfg = replace(base, **overrides)
         torch.manual_seed(args.seed)  # identical initial weights on every rank
         with self.device:  # build in place: a 1B model never passes through host memory
@@ -164,7 +166,7 @@ class Trainer:
         if args.deepspeed:
             self._build_deepspeed(model)
         else:
-            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.nn.parallel import DistributedDataParallel as DDP  # lazy: as torch above
 
             self.model = DDP(model, device_ids=[self.local_rank] if self.cuda else None)
             self.raw_model = model
@@ -175,7 +177,7 @@ class Trainer:
             self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.precision == "fp16")
 
     def _build_deepspeed(self, model: Any) -> None:
-        import deepspeed
+        import deepspeed  # lazy: torch only once training starts
 
         args = self.args
         path = args.deepspeed_config or os.environ.get("SLINKYML_DEEPSPEED_CONFIG")
@@ -201,16 +203,12 @@ class Trainer:
 
     # -- checkpoints --------------------------------------------------------------------------
     def save(self, step: int, losses: list[float]) -> None:
-        from slinkyml.train import checkpoint as ck
-
         if self.ckpt_dir is None:
             return
         tmp = ck.temp_path(self.ckpt_dir, step)
         if self.rank == 0:
             self.ckpt_dir.mkdir(parents=True, exist_ok=True)
             if tmp.exists():
-                import shutil
-
                 shutil.rmtree(tmp)
             tmp.mkdir()
         self.dist.barrier()
@@ -232,8 +230,6 @@ class Trainer:
         self.dist.barrier()
 
     def resume(self) -> int:
-        from slinkyml.train import checkpoint as ck
-
         if self.ckpt_dir is None:
             return 0
 
@@ -270,7 +266,7 @@ class Trainer:
             signal.signal(sig, handler)
 
     def step(self, step: int) -> float:
-        from slinkyml.train.model import synthetic_batch
+        from slinkyml.train.model import synthetic_batch  # lazy: torch only once training starts
 
         torch, args = self.torch, self.args
         x, y = synthetic_batch(self.cfg, args.batch_size, seed=args.seed, step=step, rank=self.rank,
@@ -352,8 +348,6 @@ class Trainer:
 
     def peak_tflops(self, gpu_name: str) -> tuple[float | None, str]:
         """The per-device peak for MFU: --peak-tflops, else the detected model's data-sheet figure."""
-        from slinkyml.plan.hardware import peak_for_device_name
-
         if self.args.peak_tflops is not None:
             return self.args.peak_tflops, "--peak-tflops"
         found = peak_for_device_name(gpu_name)
@@ -383,7 +377,7 @@ class Trainer:
 
     def write_final(self, check: dict[str, Any], start_step: int, step: int, losses: list[float],
                     timed_tokens: int, timed_secs: float, wall: float) -> None:
-        from slinkyml.train.model import mfu, param_count
+        from slinkyml.train.model import mfu, param_count  # lazy: torch only once training starts
 
         tps = timed_tokens / timed_secs if timed_secs > 0 else None
         final = {"steps": step, "start_step": start_step, "final_loss": losses[-1] if losses else None,
