@@ -160,3 +160,14 @@ def test_run_builds_the_same_spec_as_yaml(cli, tmp_path):
 def test_run_bad_flags_are_one_line(cli, argv, needle):
     code, out, err = cli("run", "--no-check", *argv)
     assert code == 2 and needle in err and "Traceback" not in err, err
+
+
+@pytest.mark.timeout(120)
+def test_why_recognises_a_launch_failure(slurm, shared_tmp, records_dir, cli, monkeypatch):
+    monkeypatch.chdir(shared_tmp)
+    code, out, _err = cli("run", "--launcher", "srun", "--mem", "128M", "-t", "2", "--log-dir", str(shared_tmp / "logs"),
+                          "--wait", str(shared_tmp / "no-such-program"))
+    job_id = out.split("Submitted batch job ")[1].split()[0]
+    assert code != 0 and "(launch failure)" in out.strip().splitlines()[-1], out
+    code, out, _err = cli("jobs", "why", job_id)
+    assert code == 1 and "no-such-program" in out and "No such file or directory" in out, out

@@ -76,7 +76,7 @@ class Diagnosis:
         if self.host:
             where.append(f"on {self.host}")
         parts = [" ".join(where)] if where else []
-        if self.exit_code:
+        if self.exit_code and self.exit_code != "0":  # a time limit or node failure ends with 0:0
             parts[-1:] = [((parts[-1] + " ") if parts else "") + f"exited {self.exit_code}"]
         text = f"{head} ({_KIND_WORDS[self.kind]})"
         if parts:
