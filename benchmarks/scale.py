@@ -301,7 +301,11 @@ def records(total: int) -> None:
         count = min(1000, total - have)
         job = slurm.run("sbatch", ["--parsable", f"--array=0-{count - 1}", "-n1", "--mem=1M", "-o", "/dev/null",
                                    "--wrap", "true"], cwd="/tmp").stdout.strip()
-        while slurm.run("squeue", ["-h", "-j", job, "-o", "%i"], check=False).stdout.strip():
+        while left := slurm.run("squeue", ["-h", "-j", job, "-o", "%i|%r"], check=False).stdout.split():
+            # a node that missed a heartbeat under load: slurmctld holds the tasks it could not launch
+            held = [line.split("|")[0] for line in left if line.endswith("|launch failed requeued held")]
+            if held:
+                slurm.run("scontrol", ["release", *held], check=False)
             time.sleep(1)
         have += count
         print(f"  {have:,} records ({have / (time.perf_counter() - t0):.0f} tasks/s)", flush=True)
