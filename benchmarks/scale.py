@@ -301,7 +301,7 @@ def records(total: int) -> None:
         count = min(1000, total - have)
         job = slurm.run("sbatch", ["--parsable", f"--array=0-{count - 1}", "-n1", "--mem=1M", "-o", "/dev/null",
                                    "--wrap", "true"], cwd="/tmp").stdout.strip()
-        while left := slurm.run("squeue", ["-h", "-j", job, "-o", "%i|%r"], check=False).stdout.split():
+        while left := slurm.run("squeue", ["-h", "-j", job, "-o", "%i|%r"], check=False).stdout.splitlines():
             # a node that missed a heartbeat under load: slurmctld holds the tasks it could not launch
             held = [line.split("|")[0] for line in left if line.endswith("|launch failed requeued held")]
             if held:
