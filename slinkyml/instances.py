@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from slinkyml.errors import SpecError
 
 DATA_FILE = Path(__file__).parent / "data" / "instance_types.yaml"
@@ -112,8 +114,6 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:

@@ -22,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+
 from slinkyml.errors import Problem, SpecError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "data" / "schemas"
@@ -151,8 +153,6 @@ class _Builder:
         self.nodes = 0
 
     def build(self, node: Any, path: str) -> Any:
-        import yaml
-
         self.nodes += 1
         if self.nodes > MAX_NODES:
             self.problems = [Problem("", f"not a spec: expands to more than {MAX_NODES} values (aliases?)",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, load_spec, loads_spec
 
 if TYPE_CHECKING:  # annotation only: `import slinkyml.cluster` does not load the renderer
@@ -23,7 +25,6 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "manifests"
 
 def dump_yaml(objs: list[dict[str, Any]] | dict[str, Any]) -> str:
     """Deterministic YAML (key order as rendered, block style)."""
-    import yaml
 
     class _Dumper(yaml.SafeDumper):
         pass

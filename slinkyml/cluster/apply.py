@@ -7,16 +7,19 @@ printed, logged, or returned.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
-from slinkyml.cluster.diff import FIELD_MANAGER
+from slinkyml.cluster.diff import FIELD_MANAGER, diff_object, object_label
+from slinkyml.cluster.secrets import render_secrets
 from slinkyml.cluster.spec import SlurmCluster
 from slinkyml.errors import SlinkyError
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """A configured ``kubernetes.client.ApiClient`` (kubeconfig, else in-cluster)."""
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes import client, config
 
     try:
@@ -32,6 +35,7 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
 
 
 def _dynamic(api: Any) -> Any:
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.dynamic import DynamicClient
 
     try:
@@ -44,8 +48,6 @@ def _reason(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if body:
         try:
-            import json
-
             return str(json.loads(body).get("message", body))[:300]
         except (ValueError, AttributeError):
             return " ".join(str(body).split())[:300]
@@ -53,6 +55,7 @@ def _reason(exc: Exception) -> str:
 
 
 def _resource(dyn: Any, obj: dict[str, Any]) -> Any:
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
     try:
@@ -67,10 +70,10 @@ def ensure_secrets(cluster: SlurmCluster, api: Any, log: Callable[[str], None] =
     Returns the names created. Values are random and never leave this function except
     towards the API server.
     """
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from slinkyml.cluster.secrets import render_secrets
 
     core = client.CoreV1Api(api)
     created = []
@@ -97,6 +100,7 @@ def ensure_secrets(cluster: SlurmCluster, api: Any, log: Callable[[str], None] =
 def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: bool = False,
                   dry_run: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Server-side apply, in order. Kinds whose CRD is not installed fail, or are skipped."""
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.client.exceptions import ApiException
 
     dyn = _dynamic(api)
@@ -133,9 +137,9 @@ def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
     (only the fields we set; Secret values never shown). An object the cluster lacks shows in
     full as created; a kind the server does not serve shows as one ``?`` line.
     """
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.client.exceptions import ApiException
 
-    from slinkyml.cluster.diff import diff_object, object_label
 
     dyn = _dynamic(api)
     out = []
@@ -158,6 +162,7 @@ def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
 
 def nodeset_status(api: Any, namespace: str, cluster: str | None = None) -> list[dict[str, Any]]:
     """One row per NodeSet: replicas and the Slurm node states the operator reports."""
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.client.exceptions import ApiException
 
     dyn = _dynamic(api)

@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from slinkyml.errors import SlinkyError
 
 PACKAGED_DIR = Path(__file__).resolve().parent.parent / "data" / "crds"
@@ -89,8 +91,6 @@ def _cel_rules(node: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, .
 @lru_cache(maxsize=4)
 def crd_schemas(operator_version: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> {"schema": JSON Schema, "cel": [(path, rule, message)], "source": file}."""
-    import yaml
-
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for f in crd_files(operator_version):
         crd = yaml.safe_load(f.read_text())

@@ -27,6 +27,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from slinkyml.cluster import dump_yaml
+from slinkyml.cluster.validate import load_documents
 from slinkyml.errors import SlinkyError
 
 FIELD_MANAGER = "slinkyml"
@@ -257,8 +259,6 @@ def _owned_part(value: Any, owned: Any) -> Any:
 # --- output ----------------------------------------------------------------------------------------
 
 def _yaml_lines(obj: dict[str, Any] | None) -> list[str]:
-    from slinkyml.cluster import dump_yaml
-
     return [] if obj is None else dump_yaml(obj).splitlines(True)
 
 
@@ -357,8 +357,6 @@ def load_manifests(path: str | Path) -> list[dict[str, Any]]:
     """Kubernetes objects from rendered YAML: a file, a folder (recursively), or a ``render -o``
     folder (its ``rendered/``). ``kind: List`` documents are unpacked; documents that are not
     Kubernetes objects (Helm values) are skipped. Raises :class:`SlinkyError` naming the path."""
-    from slinkyml.cluster.validate import load_documents
-
     p = Path(path)
     if p.is_dir() and (p / "rendered").is_dir():
         p = p / "rendered"

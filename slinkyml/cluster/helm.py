@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from slinkyml.cluster import names, storage, workers
 from slinkyml.cluster.spec import SlurmCluster, default_image
 
@@ -127,8 +129,6 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
 
 @lru_cache(maxsize=2)
 def chart_values(path: str | None = None) -> dict[str, Any]:
-    import yaml
-
     return yaml.safe_load(Path(path or VALUES_FILE).read_text())
 
 

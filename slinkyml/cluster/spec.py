@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slinkyml import specload
 from slinkyml.errors import SpecError
+from slinkyml.instances import get_instance_type
 
 #: Slurm version -> Slinky image tag suffix (images ghcr.io/slinkyproject/<component>:<tag>).
 SLURM_IMAGE_TAGS = {
@@ -166,8 +167,6 @@ def _join(path: str, key: str) -> str:
 
 
 def _node_set(raw: dict[str, Any], path: str) -> SlurmNodeSet:
-    from slinkyml.instances import get_instance_type
-
     itype = get_instance_type(raw["instance_type"], field_path=_join(path, "instance_type"))
     efa = itype.efa if raw.get("efa") is None else raw["efa"]
     if efa and not itype.efa:
@@ -272,8 +271,6 @@ def _check_sections(c: SlurmCluster) -> None:
 
 def to_dict(cluster: SlurmCluster) -> dict[str, Any]:
     """Plain data (YAML-ready) for a spec; ``from_dict(to_dict(c))`` round-trips."""
-    from dataclasses import asdict
-
     return asdict(cluster)
 
 

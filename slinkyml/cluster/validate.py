@@ -19,15 +19,24 @@ What is checked, per kind:
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from slinkyml.cluster.crds import crd_schemas
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import runtime_issues
 from slinkyml.errors import SlinkyError
+from slinkyml.instances import load_instance_types
+from slinkyml.specload import read_text
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "data" / "schemas"
@@ -118,11 +127,6 @@ def _one(obj_name: str, e: Any, prefix: tuple, ignore_required: frozenset[str]) 
 
 @lru_cache(maxsize=4)
 def _k8s_registry(kube_version: str) -> tuple[Any, Path]:
-    import importlib.resources
-
-    from referencing import Registry, Resource
-    from referencing.jsonschema import DRAFT202012
-
     root = Path(str(importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"))
     versions = sorted((p for p in root.iterdir() if p.name.endswith("-local-strict")),
                       key=lambda p: tuple(int(x) for x in p.name[1:].split("-")[0].split(".")))
@@ -140,8 +144,6 @@ def _k8s_registry(kube_version: str) -> tuple[Any, Path]:
 @lru_cache(maxsize=64)
 def k8s_validator(kube_version: str, filename: str) -> Any:
     """A strict validator for one bundled Kubernetes schema file (e.g. ``container-v1.json``)."""
-    import jsonschema
-
     registry, folder = _k8s_registry(kube_version)
     path = folder / filename
     if not path.exists():
@@ -156,19 +158,12 @@ def _k8s_schema_file(api_version: str, kind: str) -> str:
 
 @lru_cache(maxsize=8)
 def subset_validator(filename: str) -> Any:
-    import jsonschema
-    import yaml
-
     schema = yaml.safe_load((SCHEMA_DIR / filename).read_text())
     return jsonschema.Draft202012Validator(schema)
 
 
 @lru_cache(maxsize=8)
 def _crd_validators(operator_version: str | None) -> dict[tuple[str, str], Any]:
-    import jsonschema
-
-    from slinkyml.cluster.crds import crd_schemas
-
     return {key: (jsonschema.Draft7Validator(entry["schema"]), entry["cel"])
             for key, entry in crd_schemas(operator_version).items()}
 
@@ -314,8 +309,6 @@ def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: st
 
 def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
     """Checks no single schema can make: references, partitions, accelerators, EFA zones."""
-    from slinkyml.instances import load_instance_types
-
     out: list[Issue] = []
     ok = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
 
@@ -458,10 +451,6 @@ def validate_objects(objs: list[Any], *, operator_version: str | None = None,
 
 def load_documents(path: str | Path) -> list[tuple[str, Any]]:
     """(source, document) for every YAML document in a file or, recursively, a folder."""
-    import yaml
-
-    from slinkyml.specload import read_text
-
     p = Path(path)
     files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() else [p]
     out = []

@@ -7,7 +7,9 @@ Daemons run as root without systemd, each tracked by a PID file under the state 
 
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -65,8 +67,6 @@ def missing_plugins(globs: tuple[str, ...] = PLUGIN_DIR_GLOBS) -> list[str]:
     in ``slurm-wlm-jwt-plugin``, which ``slurm-wlm`` does not pull in (22.05 had it in the basic
     plugins). Without it slurmdbd dies at start with "cannot find auth plugin for auth/jwt".
     """
-    import glob
-
     for pattern in globs:
         for directory in sorted(glob.glob(pattern)):
             plugins = Path(directory)
@@ -701,8 +701,6 @@ def _chmod_if_owned(path: Path, mode: int) -> None:
 
 
 def _ensure_unix_user(user: str) -> None:
-    import pwd
-
     try:
         pwd.getpwnam(user)
     except KeyError:

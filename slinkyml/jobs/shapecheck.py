@@ -52,6 +52,8 @@ from slinkyml.dev import roots
 from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
 from slinkyml.errors import SlinkyError, SpecError
 from slinkyml.instances import get_instance_type
+from slinkyml.jobs.render import render_sbatch
+from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm.conf import Line, SlurmConfBuilder
 
 #: slurm.conf keys this module must own: they point the daemon at ports, files, credentials or
@@ -328,9 +330,6 @@ def _load_cluster(cluster: SlurmCluster | str | os.PathLike[str]) -> SlurmCluste
 def _script_text(path: Path, label: str) -> str | None:
     """Rendered text for a JOB.yaml, None for a script file (used as is)."""
     if path.suffix in (".yaml", ".yml"):
-        from slinkyml.jobs.render import render_sbatch
-        from slinkyml.jobs.spec import JobSpec
-
         return render_sbatch(JobSpec.from_yaml(path))  # its errors name the file and line
     if not path.is_file():
         raise SlinkyError(f"{label}: cannot read: No such file or directory")
