@@ -202,7 +202,8 @@ def test_cli_render_dry_run_and_submit_wait(cli, shared_tmp, monkeypatch):
     code, out, _ = cli("jobs", "status", job_id)
     assert code == 0 and "COMPLETED" in out
     code, out, _ = cli("jobs", "logs", job_id)
-    assert code == 0 and "[task0 r0] cli" in out
+    task_log = out.split("cli-echo-" + job_id + "-r0-task0.log <==")[1]
+    assert code == 0 and task_log.splitlines()[1:] == ["cli"]  # each log under its own header
 
 
 def test_cli_errors_are_one_line(cli, shared_tmp):
