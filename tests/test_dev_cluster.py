@@ -559,7 +559,7 @@ def test_up_with_new_names_removes_the_old_network_of_a_stopped_cluster(tmp_path
 def test_emulated_node_shape_renders(tmp_path):
     from slinkyml.dev.config import EMULATED_NODE, render_gres_conf
 
-    spec = DevClusterSpec(state_dir=tmp_path, nodes=300, subnet="10.232.0.0/22", node_prefix="emu", gpus=0,
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=300, subnet="10.200.0.0/22", node_prefix="emu", gpus=0,
                           **EMULATED_NODE)
     conf = render_slurm_conf(spec, SlurmVersion.parse("slurm 22.05.8"))
     assert "GresTypes=gpu" in conf and conf.count("Gres=gpu:h100:8 Feature=p5.48xlarge,h100,efa") == 300

@@ -34,7 +34,7 @@ def cube(x: int) -> int:
 @pytest.fixture(scope="module")
 def emulated():
     state = Path(tempfile.mkdtemp(prefix="slinkyml-emulated-", dir="/var/tmp"))
-    cluster = LocalCluster(state, nodes=NODES, bridge="slkemu0", node_prefix="emu", subnet="10.232.0.0/22",
+    cluster = LocalCluster(state, nodes=NODES, bridge="slkemu0", node_prefix="emu", subnet="10.200.0.0/22",
                            slurmctld_port=7917, slurmd_port=7918, slurmdbd_port=7919, slurmrestd_port=7920,
                            mariadb_port=14917, gpus=0, **EMULATED_NODE)
     try:
