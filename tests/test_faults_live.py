@@ -32,6 +32,7 @@ from slinkyml.dispatch import Executor, JobFailed
 from slinkyml.jobs.follow import job_state, wait
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm import protocol
+from slinkyml.slurm.errors import JobNotFound
 from slinkyml.train import FINAL_FILE
 
 pytestmark = [pytest.mark.slurm, needs_torch]
@@ -267,16 +268,29 @@ def test_controller_crash_mid_run(slurm, local_cluster, workdir, own_jobs):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_controller_crash_right_after_submission(slurm, local_cluster, workdir, own_jobs):
+    """slurmctld killed -9 a second after sbatch returned. Either the job survives in the saved
+    state and completes whole, or (Slurm 22.05 saves its state a few seconds late: the restarted
+    controller purges the job as "defunct" while its first launch may already run) the job is gone:
+    then slinkyml says so in one line, no process of it is left, and no node is drained."""
     spec = _train_spec(workdir, "ctld-submit", ["--steps", "12", "--checkpoint-every", str(EVERY)])
     job_id = _submit(slurm, spec, workdir, own_jobs)
     time.sleep(1)
     os.kill(local_cluster.daemon("slurmctld").pid, signal.SIGKILL)
     local_cluster.up()
-    state = _wait_done(slurm, job_id, timeout=400)
-    assert state.state == "COMPLETED", f"{state}\n{_logs(spec)[-4000:]}"
-    check_run(spec, job_id, 12)
-    drained = slurm.run("sinfo", ["-h", "-t", "drain,down", "-o", "%N %E"]).stdout.strip()
-    assert not drained, drained
+    try:
+        state = _wait_done(slurm, job_id, timeout=400)
+    except JobNotFound as exc:
+        print(f"outcome: the job was lost by slurmctld ({exc})")
+        assert f"job {job_id} is unknown to slurmctld" in str(exc)
+        deadline = time.monotonic() + 90
+        while trainer_processes(spec) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not trainer_processes(spec), "the lost job's processes run on outside Slurm"
+    else:
+        print("outcome: the job survived the crash")
+        assert state.state == "COMPLETED", f"{state}\n{_logs(spec)[-4000:]}"
+        check_run(spec, job_id, 12)
+    local_cluster.up()  # healthy: raises ClusterUnhealthy on a drained node or a held job
 
 
 @pytest.mark.slow

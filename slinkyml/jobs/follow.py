@@ -59,7 +59,11 @@ def job_state(slurm: Slurm, job_id: int) -> JobState:
         return JobState(job_id, r.get("JobState", "UNKNOWN"), r.get("Reason", ""), r.get("RunTime", ""),
                         int(r.get("Restarts", "0") or 0), r.get("ExitCode", ""), r.get("NodeList", ""),
                         r.get("StdOut", ""), r.get("JobName", ""), r.get("WorkDir", ""))
-    return accounting_state(slurm, job_id)
+    state = accounting_state(slurm, job_id)
+    if not state.finished:  # slurmctld forgets only ended jobs: this one it lost (restarted from older state)
+        raise JobNotFound(f"job {job_id} is unknown to slurmctld while accounting still has it {state.state}: "
+                          "slurmctld lost it (a controller restart from older saved state)")
+    return state
 
 
 def accounting_state(slurm: Slurm, job_id: int) -> JobState:
