@@ -32,7 +32,7 @@ from slinkyml.dispatch import Executor, JobFailed
 from slinkyml.jobs.follow import job_state, wait
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm import protocol
-from slinkyml.slurm.errors import JobNotFound
+from slinkyml.slurm.errors import AccountingUnavailable, JobNotFound
 from slinkyml.train import FINAL_FILE
 
 pytestmark = [pytest.mark.slurm, needs_torch]
@@ -358,3 +358,14 @@ def test_dev_up_is_not_healthy_while_a_node_is_drained_by_slurm(slurm, local_clu
     finally:
         slurm.run("scontrol", ["update", f"NodeName={node}", "State=RESUME"])
     local_cluster.up()  # healthy again
+
+
+@pytest.mark.timeout(180)
+def test_mariadb_down_is_named(slurm, local_cluster):
+    """slurmdbd up, its MariaDB stopped: the error names the database, not slurmdbd."""
+    local_cluster.daemon("mariadb").stop()
+    try:
+        with pytest.raises(AccountingUnavailable, match="slurmdbd cannot reach its database.*MariaDB"):
+            slurm.run("sacct", ["-X", "-n", "-S", "now-1hour"], retries=0, timeout=120)
+    finally:
+        local_cluster.up()

@@ -240,6 +240,10 @@ class Slurm:
                 return AccountingUnavailable(
                     f"{command}: Slurm accounting is disabled on this cluster "
                     "(AccountingStorageType is not accounting_storage/slurmdbd)", **kwargs)
+            if "Unable to connect to database" in stderr:  # slurmdbd answers; its database does not
+                return AccountingUnavailable(
+                    f"{command}: slurmdbd cannot reach its database (is MariaDB/MySQL running?): {detail}",
+                    **kwargs)
             if any(p in stderr for p in _ACCOUNTING_PATTERNS):
                 return AccountingUnavailable(
                     f"{command}: slurmdbd is not reachable (is it running?): {detail}", **kwargs)
