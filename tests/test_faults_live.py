@@ -140,10 +140,12 @@ def events(spec: JobSpec, job_id: int) -> list[str]:
 
 # -- preemption paths ----------------------------------------------------------------------------------
 @pytest.mark.timeout(600)
-def test_usr2_to_the_batch_shell(slurm, workdir, own_jobs):
+def test_usr2_to_the_batch_shell(slurm, workdir, own_jobs, cli):
     spec, job = run_with_fault(slurm, workdir, own_jobs, "usr2-batch", lambda j, s: slurm.run(
         "scancel", ["--signal=USR2", "--batch", str(j)]))
     assert events(spec, job) == ["r0 requeue preemption: SIGUSR2"]
+    code, out, _ = cli("jobs", "status", str(job))  # what the user sees: restarts and their cause
+    assert code == 0 and "COMPLETED" in out and "r0 requeue preemption: SIGUSR2" in out, out
 
 
 @pytest.mark.timeout(600)

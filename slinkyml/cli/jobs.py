@@ -47,8 +47,8 @@ def _job_id(text: str) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from slinkyml.jobs.diagnose import diagnose
-    from slinkyml.jobs.follow import job_state
-    from slinkyml.slurm import Slurm
+    from slinkyml.jobs.follow import find_logs, job_state
+    from slinkyml.slurm import Slurm, protocol
 
     slurm = Slurm()
     print(f"{'JOBID':>8} {'STATE':<12} {'TIME':>10} {'RESTARTS':>8}  REASON/NODES")
@@ -57,6 +57,9 @@ def _status(args: argparse.Namespace) -> int:
         s = job_state(slurm, job_id)
         print(f"{s.job_id:>8} {s.state:<12} {s.run_time:>10} {s.restarts:>8}  "
               f"{s.reason if s.state.startswith('PENDING') else s.nodes}")
+        batch_log = find_logs(slurm, s).batch_log
+        for event in protocol.read_events(batch_log.parent, job_id) if batch_log else []:
+            print(f"{'':>8} {event}")  # each restart's cause, and a failure's (the run protocol's events file)
         if s.finished and s.exit_status:
             print(f"{'':>8} {diagnose(slurm, job_id, state=s).summary}")
             worst = 1
