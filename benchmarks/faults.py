@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -130,8 +131,8 @@ def main() -> int:
     folder = Path(args.folder) if args.folder else Path(tempfile.mkdtemp(prefix="slinkyml-bench-faults-", dir="/tmp"))
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o777)
-    expire = next((w.split("=")[1] for w in slurm.run("scontrol", ["show", "config"]).stdout.split()
-                   if w.startswith("cred_expire=")), "120 (default)")
+    found = re.search(r"cred_expire=(\d+)", slurm.run("scontrol", ["show", "config"]).stdout)
+    expire = found.group(1) if found else "120 (default)"
     print(f"2-node torchrun, checkpoint every {EVERY} steps, 0.3 s/step, fault at step {FAULT_AT}; "
           f"AuthInfo cred_expire={expire}")
     print(f"{'fault':<18} {'fault→first resumed step':>25} {'of which requeue hold':>22} {'steps re-trained':>17}  cause")
