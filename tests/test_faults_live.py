@@ -300,15 +300,16 @@ def test_controller_crash_right_after_submission(slurm, local_cluster, workdir, 
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_time_limit_warning(slurm, workdir, own_jobs):
-    """--signal=B:USR2@60 on a 3-minute limit: slurmctld warns 90-120 s into the run (its limit check
-    runs every 30 s), the first run stops there, the second finishes well before its own warning."""
+    """--signal=B:USR2@60 on a 2-minute limit: slurmctld warns 30-60 s into each run (its limit check
+    runs every 30 s); every run stops on the warning at a checkpoint and the next resumes from it,
+    until the run completes. How many runs that takes depends on the machine's speed."""
     spec, job = run_with_fault(slurm, workdir, own_jobs, "timelimit-train", lambda j, s: None, at_step=2,
-                               steps=400, time_limit="3", timeout=500,
-                               requeue={"signal": "USR2", "grace_seconds": 60, "max_restarts": 2})
-    assert events(spec, job)[0] == "r0 requeue preemption: SIGUSR2"
-
+                               steps=150, time_limit="2", timeout=800, restarts=(1, 2, 3, 4, 5),
+                               requeue={"signal": "USR2", "grace_seconds": 60, "max_restarts": 5})
+    lines = events(spec, job)
+    assert lines and all(line.endswith("requeue preemption: SIGUSR2") for line in lines), lines
 
 def nap(seconds: float) -> float:
     time.sleep(seconds)
