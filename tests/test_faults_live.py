@@ -306,7 +306,7 @@ def test_time_limit_warning(slurm, workdir, own_jobs):
     runs every 30 s); every run stops on the warning at a checkpoint and the next resumes from it,
     until the run completes. How many runs that takes depends on the machine's speed."""
     spec, job = run_with_fault(slurm, workdir, own_jobs, "timelimit-train", lambda j, s: None, at_step=2,
-                               steps=150, time_limit="2", timeout=800, restarts=(1, 2, 3, 4, 5),
+                               steps=60, time_limit="2", timeout=800, restarts=(1, 2, 3, 4, 5),
                                requeue={"signal": "USR2", "grace_seconds": 60, "max_restarts": 5})
     lines = events(spec, job)
     assert lines and all(line.endswith("requeue preemption: SIGUSR2") for line in lines), lines
