@@ -27,6 +27,7 @@ import cloudpickle
 import pytest
 from test_train_cluster import _logs, _metrics, _submit, _train_spec, _wait_done, _wait_steps, needs_torch
 
+from slinkyml.dev import LocalCluster
 from slinkyml.dev.cluster import ClusterUnhealthy
 from slinkyml.dispatch import Executor, JobFailed
 from slinkyml.jobs.follow import job_state, wait
@@ -39,6 +40,34 @@ pytestmark = [pytest.mark.slurm, needs_torch]
 
 EVERY = 4  # checkpoint interval of every run here
 STEPS = 24
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """A cluster of this module's own: these tests kill slurmctld and slurmd with -9, and Slurm 22.05
+    restarting from older state can reuse job ids and drain nodes ("Duplicate jobid"); the session's
+    cluster, which every other test uses, must never see that. Removed afterwards."""
+    state = Path(tempfile.mkdtemp(prefix="slinkyml-faults-cluster-", dir="/var/tmp"))
+    cluster = LocalCluster(state, nodes=4, bridge="slkflt0", node_prefix="flt", subnet="10.201.0.0/24",
+                           slurmctld_port=7947, slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950,
+                           mariadb_port=14947)
+    saved = os.environ.get("SLURM_CONF")
+    try:
+        cluster.up()
+        os.environ["SLURM_CONF"] = str(cluster.spec.slurm_conf)  # the CLI and Slurm() of these tests
+        yield cluster
+    finally:
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+        cluster.reset()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def slurm(local_cluster):
+    return local_cluster.slurm
 
 
 @pytest.fixture(scope="module")
