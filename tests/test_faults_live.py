@@ -48,7 +48,7 @@ def local_cluster():
     restarting from older state can reuse job ids and drain nodes ("Duplicate jobid"); the session's
     cluster, which every other test uses, must never see that. Removed afterwards."""
     state = Path(tempfile.mkdtemp(prefix="slinkyml-faults-cluster-", dir="/var/tmp"))
-    cluster = LocalCluster(state, nodes=4, bridge="slkflt0", node_prefix="flt", subnet="10.201.0.0/24",
+    cluster = LocalCluster(state, nodes=4, bridge="slkflt0", node_prefix="flt", subnet="10.205.0.0/24",
                            slurmctld_port=7947, slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950,
                            mariadb_port=14947)
     saved = os.environ.get("SLURM_CONF")
