@@ -85,3 +85,12 @@ def imported_by():
         return [m for m in out.strip().split(",") if m]
 
     return run
+
+
+@pytest.fixture
+def own(slurm):
+    """Job ids to cancel at the end (only ours)."""
+    ids: list[str] = []
+    yield ids
+    for job_id in ids:
+        slurm.run("scancel", [job_id], check=False, retries=0)

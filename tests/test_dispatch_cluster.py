@@ -28,13 +28,6 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture
-def own(slurm):
-    """Job ids to cancel at the end (only ours)."""
-    ids: list[str] = []
-    yield ids
-    for job_id in ids:
-        slurm.run("scancel", [job_id], check=False, retries=0)
 
 
 def _executor(slurm, folder, **kw) -> Executor:

@@ -18,12 +18,6 @@ pytestmark = pytest.mark.slurm
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture
-def own(slurm):
-    ids: list[str] = []
-    yield ids
-    for job_id in ids:
-        slurm.run("scancel", [job_id], check=False, retries=0)
 
 
 def nap(seconds: float) -> float:

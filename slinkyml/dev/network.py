@@ -8,15 +8,14 @@ These are ``ip`` commands, not Slurm commands, so they run here rather than in s
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import re
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 from slinkyml.dev import ownership
 from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, DevClusterSpec, render_hosts_block
+from slinkyml.dev.process import exclusive_lock
 from slinkyml.errors import SlinkyError
 
 HOSTS_FILE = Path("/etc/hosts")
@@ -106,15 +105,9 @@ def claims(hosts_file: Path = HOSTS_FILE) -> list[ownership.Claim]:
     return ownership.read_claims(text, socket.gethostname())
 
 
-@contextlib.contextmanager
-def claim_lock(lock_file: Path = LOCK_FILE) -> Iterator[None]:
+def claim_lock(lock_file: Path = LOCK_FILE) -> contextlib.AbstractContextManager[None]:
     """An exclusive lock around "check the claims, then write ours"."""
-    with open(lock_file, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return exclusive_lock(lock_file)
 
 
 def node_command(spec: DevClusterSpec, node: str, argv: list[str]) -> list[str]:

@@ -6,12 +6,14 @@ zombie: liveness is read from ``/proc/PID/status`` rather than ``kill -0``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 
@@ -150,3 +152,14 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -17,17 +17,15 @@ machine's own Slurm are set explicitly: ``PluginDir`` (slurm.conf, slurmdbd.conf
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from slinkyml.dev.process import exclusive_lock
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.version import SlurmVersion
 
@@ -141,7 +139,7 @@ def ensure_root(release: str, root: Path) -> None:
     if root_ok(release, root):
         return
     root.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(root.parent / f".{root.name}.lock"):
+    with exclusive_lock(root.parent / f".{root.name}.lock"):
         if root_ok(release, root):
             return
         if os.geteuid() != 0:
@@ -198,13 +196,3 @@ def _run(argv: list[str], what: str) -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
         raise SlinkyError(f"{what} failed (exit {proc.returncode}):\n{tail}")
-
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
