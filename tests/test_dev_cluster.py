@@ -56,6 +56,18 @@ def test_gpu_machine_gets_gres(tmp_path):
     assert "NodeName=n2 Name=gpu File=/dev/nvidia2,/dev/nvidia3" in gres
 
 
+def test_preemption_only_when_asked_for(tmp_path):
+    """preempt_grace_s: partition_prio preemption with a preemptible partition (GraceTime) and an
+    urgent one on the same nodes, as records; none by default."""
+    assert "Preempt" not in render_slurm_conf(DevClusterSpec(state_dir=tmp_path, nodes=2), SlurmVersion(22, 5, 8))
+    conf = render_slurm_conf(DevClusterSpec(state_dir=tmp_path, nodes=2, preempt_grace_s=45), SlurmVersion(22, 5, 8))
+    lines = conf.splitlines()
+    assert "PreemptType=preempt/partition_prio" in lines and "PreemptMode=REQUEUE" in lines
+    assert ("PartitionName=preemptible Nodes=n1,n2 PriorityTier=1 GraceTime=45 MaxTime=INFINITE State=UP"
+            in lines)
+    assert "PartitionName=urgent Nodes=n1,n2 PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP" in lines
+
+
 def test_spank_plugins_are_loaded_through_our_own_plugstack_conf(tmp_path):
     spec = DevClusterSpec(state_dir=tmp_path, nodes=2, controller_host="ctl",
                           spank_plugins=["/opt/pyxis/spank_pyxis.so  runtime_path=/run/pyxis", "/opt/x.so"])
@@ -85,6 +97,7 @@ def test_hosts_block_is_replaced_not_duplicated(tmp_path):
     ("subnet", "not-a-net", "--subnet"), ("slurmctld_port", 80, "--slurmctld-port"),
     ("cluster_name", "Bad Name", "--cluster-name"), ("spank_plugins", ("spank_pyxis.so",), "--spank-plugin"),
     ("spank_plugins", ("/a.so\nrequired /b.so",), "--spank-plugin"), ("slurm_version", "25.11", "--slurm-version"),
+    ("preempt_grace_s", -1, "--preempt-grace"), ("preempt_grace_s", "30", "--preempt-grace"),
 ])
 def test_bad_spec_names_the_flag(tmp_path, field, value, flag):
     with pytest.raises(SpecError) as info:

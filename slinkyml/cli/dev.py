@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "the cluster its own state dir and a subnet that fits (e.g. a /21)")
     up.add_argument("--emulated-gres", metavar="gpu:[TYPE:]N", help="GRES of each emulated node (default gpu:h100:8)")
     up.add_argument("--emulated-features", metavar="F1,F2", help="features of each emulated node")
+    up.add_argument("--preempt-grace", type=int, metavar="SECONDS",
+                    help="real Slurm preemption: jobs of partition 'urgent' requeue those of 'preemptible' "
+                    "(and debug, short) on the nodes they need, after SECONDS of GraceTime (default: none)")
     up.set_defaults(handler=_up)
     for name, handler, text in (("down", _down, "stop every daemon (state is kept)"),
                                 ("status", _status, "show daemons and node states"),
@@ -81,7 +84,7 @@ def _up(args: argparse.Namespace) -> int:
                        slurmrestd_port=args.slurmrestd_port, mariadb_port=args.mariadb_port,
                        subnet=args.subnet, bridge=args.bridge, node_prefix=args.node_prefix,
                        spank_plugins=tuple(args.spank_plugin) if args.spank_plugin else None,
-                       slurm_version=args.slurm_version)
+                       slurm_version=args.slurm_version, preempt_grace_s=args.preempt_grace)
     cluster.up()
     spec = cluster.spec
     print(f"local Slurm {cluster.version} cluster '{spec.cluster_name}' up in {time.monotonic() - start:.1f} s: "

@@ -83,6 +83,9 @@ class DevClusterSpec:
     node_gres: str = ""
     #: node features (``Feature=``), e.g. the instance type, for ``--constraint``
     node_features: tuple[str, ...] = ()
+    #: > 0: real Slurm preemption (:data:`PREEMPTIBLE_PARTITION` with this GraceTime, preempted
+    #: by jobs of :data:`URGENT_PARTITION` on the same nodes); 0: no preemption
+    preempt_grace_s: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
@@ -125,6 +128,9 @@ class DevClusterSpec:
             if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", str(feature)):
                 raise SpecError("--emulated-features", f"not a node feature name: {feature!r}")
         object.__setattr__(self, "node_features", features)
+        if not isinstance(self.preempt_grace_s, int) or not 0 <= self.preempt_grace_s <= 3600:
+            raise SpecError("--preempt-grace", f"must be seconds from 0 (no preemption) to 3600, "
+                            f"got {self.preempt_grace_s!r}")
         if not self.munge_socket_path:
             object.__setattr__(self, "munge_socket_path", default_munge_socket(self.state_dir))
 
@@ -234,6 +240,9 @@ class DevClusterSpec:
 #: window, so shortening it shortens the hold without the lost jobs an early manual release caused
 #: on 24.11. 30 s is what Slurm's own test suite uses ("quicker requeue time").
 CRED_EXPIRE_S = 30
+#: with ``preempt_grace_s``: jobs here are preempted (GraceTime, then requeued) by jobs of URGENT
+PREEMPTIBLE_PARTITION = "preemptible"
+URGENT_PARTITION = "urgent"
 
 def default_munge_socket(state_dir: Path) -> str:
     """A munge socket of the cluster's own, ``/run/munge/slinkyml-<hash of the state dir>.socket.2``.
@@ -365,9 +374,24 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
     node_list = ",".join(spec.node_names) if spec.nodes <= LISTED_NODES else f"{spec.node_prefix}[1-{spec.nodes}]"
     conf.partition("debug", [("Nodes", node_list), ("Default", "YES"), ("MaxTime", "INFINITE"), ("State", "UP")])
     conf.partition("short", [("Nodes", node_list), ("MaxTime", "00:30:00"), ("State", "UP")])
+    if spec.preempt_grace_s:
+        _add_preemption(conf, node_list, spec.preempt_grace_s)
     if spec.extra_slurm_conf:
         conf.comment("extra configuration").extra(spec.extra_slurm_conf.rstrip())
     return conf.build().text()
+
+
+def _add_preemption(conf: SlurmConfBuilder, node_list: str, grace_s: int) -> None:
+    """Preemption as a production cluster sets it up: a job of the higher PriorityTier partition
+    that needs a lower one's nodes preempts its jobs; slurmctld sends them SIGCONT+SIGTERM
+    (src/slurmctld/preempt.c), waits GraceTime, then requeues them (PreemptMode=REQUEUE)."""
+    conf.comment(f"preemption: {URGENT_PARTITION} jobs requeue {PREEMPTIBLE_PARTITION} (and debug, short) "
+                 f"jobs after {grace_s} s of GraceTime")
+    conf.set_all([("PreemptType", "preempt/partition_prio"), ("PreemptMode", "REQUEUE")])
+    conf.partition(PREEMPTIBLE_PARTITION, [("Nodes", node_list), ("PriorityTier", 1), ("GraceTime", grace_s),
+                                           ("MaxTime", "INFINITE"), ("State", "UP")])
+    conf.partition(URGENT_PARTITION, [("Nodes", node_list), ("PriorityTier", 10), ("PreemptMode", "OFF"),
+                                      ("MaxTime", "INFINITE"), ("State", "UP")])
 
 
 def render_slurmdbd_conf(spec: DevClusterSpec, db_password: str, plugin_dir: Path | None = None) -> str:
