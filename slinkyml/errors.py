@@ -6,8 +6,7 @@ problem (``slinkyml: error: <message>``) and exits with its class's ``exit_code`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
 
 #: Exit statuses of every command (README, "Exit codes"): 0 ok; 1 the job, check or validation failed;
 #: 2 bad usage or input (argparse's own code, a bad spec, a missing extra); 3 Slurm could not be reached.
@@ -28,19 +27,27 @@ class SlinkyError(Exception):
         return [self.one_line()]
 
 
+def did_you_mean(word: str, choices: Iterable[str], otherwise: str = "") -> str:
+    """`` — did you mean 'X'?`` naming the closest of ``choices``, else ``otherwise``."""
+    import difflib  # lazy: only error messages need it, and every command imports this module
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" — did you mean '{close[0]}'?" if close else otherwise
+
+
 def printable(text: str) -> str:
     """Escape newlines and control characters from user data so a message stays on one line."""
     return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
 
 
-@dataclass(frozen=True)
 class Problem:
-    """One mistake in a spec: ``FILE:LINE: field.path: message`` (each part only when known)."""
+    """One mistake in a spec: ``FILE:LINE: field.path: message`` (each part only when known). A plain
+    class: every command imports this module, and a dataclass or NamedTuple costs it 1-8 ms."""
 
-    path: str
-    message: str
-    source: str = ""
-    line: int | None = None
+    __slots__ = ("path", "message", "source", "line")
+
+    def __init__(self, path: str, message: str, source: str = "", line: int | None = None) -> None:
+        self.path, self.message, self.source, self.line = path, message, source, line
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.source and self.line else self.source
@@ -66,5 +73,5 @@ class SpecError(SlinkyError):
     def located(self, source: str, line_of: Callable[[str], int | None] | None = None) -> SpecError:
         """The same problems, naming the file (and the line of each field when ``line_of`` knows it)."""
         return SpecError(problems=[
-            p if p.source else replace(p, source=source, line=line_of(p.path) if line_of else p.line)
+            p if p.source else Problem(p.path, p.message, source, line_of(p.path) if line_of else p.line)
             for p in self.problems])

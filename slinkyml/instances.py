@@ -7,7 +7,6 @@ Shared by the cluster renderer, the planner and the cost reports.
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -16,13 +15,16 @@ from typing import Any
 
 import yaml
 
-from slinkyml.errors import SpecError
+from slinkyml import specload
+from slinkyml.errors import SpecError, did_you_mean
 
 DATA_FILE = Path(__file__).parent / "data" / "instance_types.yaml"
 
 
 @dataclass(frozen=True)
 class Accelerator:
+    """An instance's accelerators (GPUs or Neuron devices), one entry of the data file."""
+
     kind: str  # "nvidia" | "neuron"
     model: str  # "H100", "A100", "Trainium2"...
     count: int  # devices per instance (GPUs, or Neuron devices/chips)
@@ -43,6 +45,8 @@ class Accelerator:
 
 @dataclass(frozen=True)
 class InstanceType:
+    """One instance type preset (``instance_types.yaml``): CPUs, memory, accelerators, network, price."""
+
     name: str
     vcpus: int
     memory_gib: float
@@ -115,7 +119,7 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = specload.load_data(path.read_text())
     except OSError as exc:
         raise SpecError(str(path), f"cannot read instance types: {exc.strerror}") from None
     except yaml.YAMLError as exc:
@@ -146,6 +150,5 @@ def get_instance_type(name: str, *, field_path: str = "instance_type",
     types = load_instance_types(path)
     if name in types:
         return types[name]
-    close = difflib.get_close_matches(str(name), list(types), n=1)
-    hint = f" — did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(types))})"
+    hint = did_you_mean(str(name), types, f" (known: {', '.join(sorted(types))})")
     raise SpecError(field_path, f"unknown '{name}'{hint}")

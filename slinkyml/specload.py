@@ -12,7 +12,6 @@ use, with messages for people; a type is checked before any pattern, range or ch
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import re
@@ -24,7 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from slinkyml.errors import Problem, SpecError
+from slinkyml.errors import Problem, SpecError, did_you_mean
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "data" / "schemas"
 #: spec kind -> schema file (``slinkyml schema KIND``).
@@ -32,6 +31,9 @@ SCHEMAS = {"job": "job.schema.json", "cluster": "cluster.schema.json"}
 #: YAML nodes one spec may expand to (aliases can make a small file huge: "billion laughs").
 MAX_NODES = 100_000
 _T = TypeVar("_T")
+#: libyaml's parser where PyYAML has it: ~5x faster on the packaged data files every render reads
+#: (same documents: tests/test_specload.py); user specs keep the Python parser for line numbers.
+_DATA_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # ---------------------------------------------------------------- reading
@@ -93,6 +95,11 @@ class Document:
         return result
 
 
+def load_data(text: str) -> Any:
+    """A YAML data file (packaged presets, instance types, CRDs; a user's override of one)."""
+    return yaml.load(text, Loader=_DATA_LOADER)
+
+
 def join(path: str, key: Any) -> str:
     """``a.b`` / ``a[0]``: the field paths every spec error uses."""
     if isinstance(key, int) and not isinstance(key, bool):
@@ -102,8 +109,6 @@ def join(path: str, key: Any) -> str:
 
 def parse_yaml(text: str, source: str = "") -> Document:
     """One YAML document; duplicate keys and syntax errors are :class:`SpecError` s with lines."""
-    import yaml  # ~20 ms: only commands that read a spec pay it
-
     try:
         loader = yaml.SafeLoader(text)  # checks every character first
     except yaml.YAMLError as exc:
@@ -258,8 +263,7 @@ def _check(value: Any, node: Mapping[str, Any], path: str, root: Mapping[str, An
     message = node.get("x-error")
     if "enum" in node and not any(type(value) is type(c) and value == c for c in node["enum"]):
         choices = [str(c) for c in node["enum"]]
-        close = difflib.get_close_matches(str(value), choices, n=1)
-        hint = f" — did you mean '{close[0]}'?" if close else f" (one of {', '.join(choices)})"
+        hint = did_you_mean(str(value), choices, f" (one of {', '.join(choices)})")
         out.append(Problem(path, f"unknown {shown(value)}{hint}"))
         return
     if isinstance(value, str):
@@ -311,8 +315,7 @@ def _check_object(value: Mapping[Any, Any], node: Mapping[str, Any], path: str, 
         elif key in props:
             _check(item, props[key], child, root, out)
         elif extra is False:
-            close = difflib.get_close_matches(key, list(props), n=1)
-            hint = f" — did you mean '{close[0]}'?" if close else f" (known: {', '.join(props)})"
+            hint = did_you_mean(key, props, f" (known: {', '.join(props)})")
             out.append(Problem(child, f"unknown field{hint}"))
         else:
             names = node.get("propertyNames")

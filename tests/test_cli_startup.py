@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from slinkyml import __version__
+
+SPEC = Path(__file__).resolve().parent.parent / "sbatch" / "torchrun-ddp.yaml"
+#: what rendering a job never needs: the command layer and OS plumbing (subprocess, ctypes, hashlib), HTTP,
+#: package metadata, importlib.resources (data files are paths), error-path helpers (difflib), extras
+NOT_FOR_RENDER = ("subprocess", "ctypes", "hashlib", "http.client", "importlib.metadata", "importlib.resources",
+                  "difflib", "signal", "jsonschema", "pandas", "pyarrow", "numpy", "torch", "submitit", "rich",
+                  "kubernetes", "slinkyml.slurm.runner", "slinkyml.jobs.submit", "slinkyml.jobs.validate",
+                  "slinkyml.plan")
 
 
 def test_version_flag_prints_the_installed_version() -> None:
@@ -18,6 +29,25 @@ def test_building_the_parser_imports_nothing_heavy(imported_by) -> None:
     heavy = ("importlib.metadata", "yaml", "pandas", "pyarrow", "rich", "torch", "jsonschema", "kubernetes",
              "submitit", "numpy")
     assert imported_by("from slinkyml.cli import build_parser; build_parser()", heavy) == []
+
+
+def test_help_imports_no_sub_command_module_and_no_dataclasses(imported_by) -> None:
+    code = ("import contextlib, io; from slinkyml.cli import main\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['--help'])")
+    assert imported_by(code, ("dataclasses", "slinkyml.cli.sbatch", "slinkyml.cli.cluster", "yaml")) == []
+
+
+@pytest.mark.parametrize("argv", [["sbatch", "render", str(SPEC)],
+                                  ["sbatch", "submit", "--dry-run", "--no-check", str(SPEC)]],
+                         ids=["render", "dry-run"])
+def test_rendering_imports_nothing_it_does_not_use(imported_by, argv) -> None:
+    code = ("import contextlib, io; from slinkyml.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            f"    assert main({argv!r}) == 0")
+    heavy = NOT_FOR_RENDER if argv[1] == "render" else tuple(m for m in NOT_FOR_RENDER if m not in (
+        "subprocess", "signal", "slinkyml.slurm.runner", "slinkyml.jobs.validate"))  # Slurm() and check_job load
+    assert imported_by(code, heavy) == []
 
 
 def test_a_sub_command_imports_only_its_own_module() -> None:

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from slinkyml import specload
 from slinkyml.cluster import load_spec, loads_spec
 from slinkyml.errors import SlinkyError, SpecError
 from slinkyml.jobs.spec import Container, Entry, JobSpec, RequeuePolicy
@@ -24,6 +26,12 @@ def _lines(err: str) -> list[str]:
     lines = err.splitlines()
     assert lines and all(line.startswith("slinkyml: error: ") for line in lines), err
     return [line.removeprefix("slinkyml: error: ") for line in lines]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "slinkyml" / "data").rglob("*.yaml")), ids=lambda p: p.name)
+def test_data_files_read_by_libyaml_are_the_documents_pyyaml_reads(path):
+    text = path.read_text()
+    assert specload.load_data(text) == yaml.safe_load(text)
 
 
 def test_duplicate_key_is_refused_not_last_one_wins(cli, tmp_path):

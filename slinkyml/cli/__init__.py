@@ -14,19 +14,23 @@ import sys
 
 from slinkyml.errors import EXIT_USAGE, SlinkyError
 
-#: (module under slinkyml.cli, sub-command names it registers) — imported lazily, in this order.
-SUBCOMMAND_MODULES = (
-    ("dev", ("dev",)),
-    ("cluster", ("cluster",)),
-    ("sbatch", ("sbatch",)),
-    ("run", ("run",)),
-    ("jobs", ("jobs",)),
-    ("accounting", ("usage", "fairshare", "efficiency", "report")),
-    ("plan", ("plan",)),
-    ("importer", ("import",)),
-    ("schema", ("schema",)),
-    ("demo", ("demo",)),
-)
+#: module under slinkyml.cli -> the sub-commands it registers, with the line ``slinkyml --help`` shows
+#: for each (listing them needs no module: registering all of them costs ~8 ms of argparse set-up).
+SUBCOMMAND_MODULES = {
+    "dev": {"dev": "run a real local multi-node Slurm cluster on this machine"},
+    "cluster": {"cluster": "render, validate and apply Slinky cluster resources"},
+    "sbatch": {"sbatch": "render and submit training jobs from a YAML job spec"},
+    "run": {"run": "submit a training script or module in one command (sbatch-like flags)"},
+    "jobs": {"jobs": "status, logs, failure diagnosis and cancellation of jobs"},
+    "accounting": {"usage": "CPU/GPU-hours, billing and cost per user/account",
+                   "fairshare": "fair-share tree, rank explanations, what-ifs",
+                   "efficiency": "per-run CPU/memory/time/GPU efficiency and waste",
+                   "report": "the accounting dashboard: one self-contained HTML page"},
+    "plan": {"plan": "plan TP/PP/DP, ZeRO and recompute for a model; write a DeepSpeed config"},
+    "importer": {"import": "turn a Kubeflow PyTorchJob/MPIJob/TrainJob or Volcano Job into a job spec"},
+    "schema": {"schema": "print the JSON Schema of job or cluster specs"},
+    "demo": {"demo": "run the end-to-end demo on the local Slurm cluster"},
+}
 
 #: Optional modules -> the extra that installs them (a command needing one says how to get it).
 EXTRAS = {"kubernetes": "k8s", "kubernetes_validate": "k8s", "matplotlib": "plots", "torch": "train",
@@ -43,8 +47,8 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; given the sub-command about to run, only its module is imported and registered
-    (the others cost ~15 ms of argparse set-up); ``--help`` and unknown words get them all."""
+    """The parser; given the sub-command about to run, only its module is imported and registered;
+    ``--help`` and unknown words get every sub-command's name and line, none of their arguments."""
     parser = argparse.ArgumentParser(
         prog="slinkyml",
         description="Batch training on Slurm-on-Kubernetes (Slinky): local dev cluster, cluster "
@@ -52,10 +56,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    wanted = [m for m, names in SUBCOMMAND_MODULES if command in names] or [m for m, _ in SUBCOMMAND_MODULES]
-    for name in wanted:
-        module = importlib.import_module(f"slinkyml.cli.{name}")
-        module.register(subparsers)
+    for module, commands in SUBCOMMAND_MODULES.items():
+        if command in commands:
+            importlib.import_module(f"slinkyml.cli.{module}").register(subparsers)
+            return parser
+    for commands in SUBCOMMAND_MODULES.values():
+        for name, line in commands.items():
+            subparsers.add_parser(name, help=line)
     return parser
 
 

@@ -29,8 +29,7 @@ def _common(p: argparse.ArgumentParser, window: bool = True, formats: bool = Tru
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("usage", help="CPU/GPU-hours, billing and cost per user/account",
-                              description="Usage over a window from sacct, pro-rating jobs that "
+    p = subparsers.add_parser("usage", description="Usage over a window from sacct, pro-rating jobs that "
                               "cross its edges. Equals sreport cluster AccountUtilizationByUser "
                               "on whole-hour windows; sreport rounds other windows to the "
                               "nearest hours (at least one hour), which this command says when "
@@ -40,8 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="comma list of user, account, partition, gpu_type (default account,user)")
     p.set_defaults(handler=_usage)
 
-    p = subparsers.add_parser("fairshare", help="fair-share tree, rank explanations, what-ifs",
-                              description="The association tree recomputed by slinkyml (Fair "
+    p = subparsers.add_parser("fairshare", description="The association tree recomputed by slinkyml (Fair "
                               "Tree or classic, fairshare=parent included), each column beside "
                               "sshare's and the difference; explain a rank, try share/usage "
                               "changes.")
@@ -60,8 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="time until this association's LevelFS decays back to 1")
     p.set_defaults(handler=_fairshare)
 
-    p = subparsers.add_parser("efficiency", help="per-run CPU/memory/time/GPU efficiency and waste",
-                              description="seff's efficiency per run (requeued segments "
+    p = subparsers.add_parser("efficiency", description="seff's efficiency per run (requeued segments "
                               "stitched): CPU = TotalCPU / (Elapsed × CPUs); memory = the largest "
                               "step's TRESUsageInTot mem (all its tasks, all nodes) / the job's "
                               "requested memory; time = Elapsed / Timelimit. Array tasks are "
@@ -72,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_efficiency)
 
     p = subparsers.add_parser(
-        "report", help="the accounting dashboard: one self-contained HTML page",
+        "report",
         description="Usage over time, usage and cost by account/user/partition, the fair-share tree "
         "(slinkyml's recomputation beside sshare's), efficiency distributions and lost hours, queue waits "
         "and the pending queue, top jobs with their segments — one HTML file with no network fetches "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     cluster = subparsers.add_parser(
-        "cluster", help="render, validate and apply Slinky cluster resources",
+        "cluster",
         description="Describe a training cluster once (cluster.yaml) and get the Slinky slurm-operator, "
         "Karpenter, FSx for Lustre and MariaDB objects for EKS; validate them offline; apply them.")
     sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)

@@ -6,7 +6,7 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("demo", help="run the end-to-end demo on the local Slurm cluster",
+    p = subparsers.add_parser("demo",
                               description="Renders and validates the example Slinky cluster, brings up the "
                               "local Slurm cluster, runs a 2-node srun, plans a 200B model, trains a tiny GPT "
                               "on 2 nodes with sbatch+torchrun, dispatches a Python all-reduce through "

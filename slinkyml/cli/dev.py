@@ -7,7 +7,7 @@ import json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    dev = subparsers.add_parser("dev", help="run a real local multi-node Slurm cluster on this machine",
+    dev = subparsers.add_parser("dev",
                                 description="A local Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, "
                                 "N slurmd in their own network namespaces, slurmrestd) for the demo, "
                                 "notebooks and tests. Needs root.")

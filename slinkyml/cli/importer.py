@@ -9,7 +9,7 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "import", help="turn a Kubeflow PyTorchJob/MPIJob/TrainJob or Volcano Job into a job spec",
+        "import",
         description="Read a Kubeflow PyTorchJob (kubeflow.org/v1), MPIJob (kubeflow.org/v2beta1, v1), TrainJob "
         "(trainer.kubeflow.org/v1alpha1) or Volcano Job (batch.volcano.sh/v1alpha1) and print the equivalent "
         "slinkyml job spec (YAML) for `slinkyml sbatch render|submit`. Each pod becomes a node. Fields with no "

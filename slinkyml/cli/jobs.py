@@ -10,7 +10,7 @@ from slinkyml.errors import SlinkyError
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("jobs", help="status, logs, failure diagnosis and cancellation of jobs")
+    p = subparsers.add_parser("jobs", )
     sub = p.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
     status = sub.add_parser("status", help="state, reason, run time and restarts of jobs; for a failed "
                             "job the first failing rank, its host, exit code and exception")

@@ -11,8 +11,7 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "plan", help="plan TP/PP/DP, ZeRO and recompute for a model; write a DeepSpeed config",
-        description="Search every tensor/pipeline/data-parallel split (and micro-batch, ZeRO stage, "
+        "plan", description="Search every tensor/pipeline/data-parallel split (and micro-batch, ZeRO stage, "
         "offload, activation recompute) for a model on N GPUs, judge memory per GPU and rank by "
         "estimated step time. Example: slinkyml plan --params 200e9 --gpus 64 --gpu a100-80gb "
         "--check 8,4,2")

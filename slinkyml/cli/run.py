@@ -17,8 +17,7 @@ from slinkyml.errors import SlinkyError
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "run", help="submit a training script or module in one command (sbatch-like flags)",
-        description="Build a job spec from sbatch-like flags and submit it: "
+        "run", description="Build a job spec from sbatch-like flags and submit it: "
         "`slinkyml run -N 2 --gpus-per-node 8 -t 2:00:00 train.py --lr 3e-4` or "
         "`slinkyml run -N 2 -m pkg.train --epochs 3`. Everything after the script (or after -m MODULE) "
         "is passed to it. Exit status: the job's own with --wait/--follow (as sbatch --wait).")

@@ -12,8 +12,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("sbatch", help="render and submit training jobs from a YAML job spec",
-                              description="Render a job spec (YAML) to an sbatch script, check it "
+    p = subparsers.add_parser("sbatch", description="Render a job spec (YAML) to an sbatch script, check it "
                               "against the live cluster and submit it with sbatch or slurmrestd.")
     sub = p.add_subparsers(dest="sbatch_command", metavar="ACTION", required=True)
     render = sub.add_parser("render", help="print the sbatch script for JOB.yaml")
@@ -74,7 +73,6 @@ def _submit(args: argparse.Namespace) -> int:
 
 def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
     """``--dry-run`` (render and check), or submit; then ``--wait``/``--follow`` (shared by ``run``)."""
-    from slinkyml.jobs import submit as sub
     from slinkyml.slurm import Slurm
 
     slurm = Slurm()
@@ -90,6 +88,8 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
         print(f"# request: {SlurmJobRequest.from_spec(spec)}", file=sys.stderr)
         print(f"# dry run: {spec.name!r} passes the cluster checks; nothing submitted", file=sys.stderr)
         return 0
+    from slinkyml.jobs import submit as sub
+
     backend = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
                                restapi_url=getattr(args, "restapi_url", None))
     result = sub.submit(spec, backend=backend, slurm=None if args.no_check else slurm)

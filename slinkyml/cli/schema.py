@@ -9,7 +9,7 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "schema", help="print the JSON Schema of job or cluster specs",
+        "schema",
         description="Print the JSON Schema (draft 2020-12) that slinkyml checks job specs (sbatch) or "
         "cluster specs (cluster) against, e.g. for an editor's YAML language server. The same files ship "
         "in the package under slinkyml/data/schemas/.")

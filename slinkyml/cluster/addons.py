@@ -13,8 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from slinkyml import specload
 from slinkyml.instances import InstanceType
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "cluster_addons.yaml"
@@ -25,7 +24,7 @@ README_END = "<!-- END cluster-requirements -->"
 @lru_cache(maxsize=1)
 def addons() -> dict[str, Any]:
     """The parsed ``cluster_addons.yaml`` (packaged data, read once)."""
-    return yaml.safe_load(DATA_FILE.read_text())
+    return specload.load_data(DATA_FILE.read_text())
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from slinkyml import specload
 from slinkyml.errors import SlinkyError
 
 PACKAGED_DIR = Path(__file__).resolve().parent.parent / "data" / "crds"
@@ -93,7 +92,7 @@ def crd_schemas(operator_version: str | None = None) -> dict[tuple[str, str], di
     """(apiVersion, kind) -> {"schema": JSON Schema, "cel": [(path, rule, message)], "source": file}."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for f in crd_files(operator_version):
-        crd = yaml.safe_load(f.read_text())
+        crd = specload.load_data(f.read_text())
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for ver in crd["spec"]["versions"]:
             if not ver.get("served", True):

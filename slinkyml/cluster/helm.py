@@ -12,8 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from slinkyml import specload
 from slinkyml.cluster import names, storage, workers
 from slinkyml.cluster.spec import SlurmCluster, default_image
 
@@ -129,7 +128,7 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
 
 @lru_cache(maxsize=2)
 def chart_values(path: str | None = None) -> dict[str, Any]:
-    return yaml.safe_load(Path(path or VALUES_FILE).read_text())
+    return specload.load_data(Path(path or VALUES_FILE).read_text())
 
 
 def _paths(obj: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -8,14 +8,13 @@ Every user mistake raises :class:`~slinkyml.errors.SpecError` naming the field p
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slinkyml import specload
-from slinkyml.errors import SpecError
+from slinkyml.errors import SpecError, did_you_mean
 from slinkyml.instances import get_instance_type
 
 #: Slurm version -> Slinky image tag suffix (images ghcr.io/slinkyproject/<component>:<tag>).
@@ -206,8 +205,7 @@ def _from_dict(raw: dict[str, Any]) -> SlurmCluster:
     version = raw.get("slurm_version", DEFAULT_SLURM_VERSION)
     version = f"{version:.2f}" if not isinstance(version, str) else version  # YAML reads 26.05 as a number
     if version not in SLURM_IMAGE_TAGS:
-        close = difflib.get_close_matches(version, list(SLURM_IMAGE_TAGS), n=1)
-        hint = f" — did you mean '{close[0]}'?" if close else ""
+        hint = did_you_mean(version, SLURM_IMAGE_TAGS)
         raise SpecError("slurm_version", f"unsupported '{version}' (supported: "
                         f"{', '.join(SLURM_IMAGE_TAGS)}){hint}")
     node_sets = [_node_set(ns, f"node_sets[{i}]") for i, ns in enumerate(raw["node_sets"])]

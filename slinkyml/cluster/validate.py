@@ -36,7 +36,7 @@ from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import runtime_issues
 from slinkyml.errors import SlinkyError
 from slinkyml.instances import load_instance_types
-from slinkyml.specload import read_text
+from slinkyml.specload import load_data, read_text
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "data" / "schemas"
@@ -158,7 +158,7 @@ def _k8s_schema_file(api_version: str, kind: str) -> str:
 
 @lru_cache(maxsize=8)
 def subset_validator(filename: str) -> Any:
-    schema = yaml.safe_load((SCHEMA_DIR / filename).read_text())
+    schema = load_data((SCHEMA_DIR / filename).read_text())
     return jsonschema.Draft202012Validator(schema)
 
 

@@ -10,7 +10,6 @@ at 1 on every cluster). Without a record, :mod:`slinkyml.jobs.logs` falls back t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -57,6 +56,8 @@ def records_dir(conf: str | None) -> Path:
     if not base:
         state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
         base = os.path.join(state, "slinkyml", "jobs")
+    import hashlib  # lazy: OpenSSL's hashlib costs `sbatch submit --dry-run` ~2.5 ms; only records need it
+
     cluster = hashlib.sha1(os.path.realpath(conf or "/etc/slurm/slurm.conf").encode()).hexdigest()[:10]
     return Path(base) / cluster
 

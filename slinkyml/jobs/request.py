@@ -14,13 +14,11 @@ import json
 import math
 import os
 import re
-import signal as signals
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from slinkyml.errors import SpecError
-from slinkyml.jobs.spec import JobSpec, time_limit_seconds
-from slinkyml.jobs.validate import mem_mb
+from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
 from slinkyml.slurm.errors import RestApiError
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+").sub
@@ -133,8 +131,10 @@ class SlurmJobRequest:
             # shows is accepted and ignored by a real 22.05.8 (the job gets 1 node). v0.0.38 rejects
             # the "B:" (batch shell only) prefix: the signal then reaches the job steps, the trainer
             # checkpoints and leaves a preemption marker, and the batch script requeues from that.
+            import signal  # lazy: its enums cost every render ~0.7 ms; only v0.0.38 wants numbers
+
             job.update({"time_limit": self.time_minutes, "environment": environment, "open_mode": "append",
-                        "signal": f"{signals.Signals['SIG' + self.signal].value}@{self.signal_grace_s}"})
+                        "signal": f"{signal.Signals['SIG' + self.signal].value}@{self.signal_grace_s}"})
             if self.mem_per_node:
                 job["memory_per_node"] = mem_mb(self.mem_per_node)
             if self.exclusive:

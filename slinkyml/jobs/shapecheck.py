@@ -50,7 +50,7 @@ from pathlib import Path
 from slinkyml.cluster import SlurmCluster, load_spec, names, workers
 from slinkyml.dev import roots
 from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
-from slinkyml.errors import SlinkyError, SpecError
+from slinkyml.errors import Problem, SlinkyError, SpecError
 from slinkyml.instances import get_instance_type
 from slinkyml.jobs.render import render_sbatch
 from slinkyml.jobs.spec import JobSpec
@@ -323,8 +323,8 @@ def _load_cluster(cluster: SlurmCluster | str | os.PathLike[str]) -> SlurmCluste
     try:
         return load_spec(cluster)
     except SpecError as exc:  # every problem, each naming the flag, file and line
-        raise SpecError(problems=[replace(p, source=f"--cluster: {p.source}" if p.source else "--cluster")
-                                  for p in exc.problems]) from None
+        raise SpecError(problems=[Problem(p.path, p.message, f"--cluster: {p.source}" if p.source else "--cluster",
+                                          p.line) for p in exc.problems]) from None
 
 
 def _script_text(path: Path, label: str) -> str | None:

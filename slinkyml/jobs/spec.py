@@ -289,6 +289,14 @@ def time_limit_seconds(text: str | int) -> int | None:
     return secs if secs > 0 else None
 
 
+def mem_mb(text: str) -> int:
+    """``mem_per_node`` (already schema-checked: digits and an optional K/M/G/T) → MiB."""
+    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
+    assert match
+    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
+    return int(int(match.group(1)) * scale)
+
+
 def _str_mapping(value: Mapping[str, Any]) -> dict[str, str]:
     """``env``-style values as the shell sees them (the schema allows numbers and booleans)."""
     return {str(key): ("1" if item else "0") if isinstance(item, bool) else str(item)

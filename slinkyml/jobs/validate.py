@@ -10,7 +10,7 @@ import getpass
 import re
 
 from slinkyml.errors import EXIT_FAILED, SlinkyError
-from slinkyml.jobs.spec import JobSpec, time_limit_seconds
+from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
 from slinkyml.slurm.runner import Slurm, parse_scontrol_record
 
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL")
@@ -36,13 +36,6 @@ def gres_count(gres: str, kind: str) -> int:
         if parts[0] == kind and len(parts) >= 2 and parts[-1].isdigit():
             total += int(parts[-1])
     return total
-
-
-def mem_mb(text: str) -> int:
-    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
-    assert match
-    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
-    return int(int(match.group(1)) * scale)
 
 
 def user_associations(slurm: Slurm, user: str, account: str | None = None) -> list[tuple[str, str]]:

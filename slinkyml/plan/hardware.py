@@ -7,13 +7,12 @@ instance preset, so the planner and the cluster renderer never disagree about a 
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slinkyml.errors import SpecError
+from slinkyml.errors import SpecError, did_you_mean
 from slinkyml.instances import get_instance_type
 
 GPUS_FILE = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
@@ -96,8 +95,7 @@ def gpu_hardware(name: str) -> Hardware:
     key = str(name).strip().lower()
     key = aliases.get(key, key)
     if key not in table:
-        close = difflib.get_close_matches(key, list(table) + list(aliases), n=1)
-        hint = f" — did you mean '{close[0]}'?" if close else f" (known: {', '.join(sorted(table))})"
+        hint = did_you_mean(key, [*table, *aliases], f" (known: {', '.join(sorted(table))})")
         raise SpecError("--gpu", f"unknown GPU '{name}'{hint}")
     row = table[key]
     inst = get_instance_type(str(row["instance_type"]), field_path=f"gpus.{key}.instance_type")

@@ -1,20 +1,29 @@
-"""The Slurm command layer: every Slurm CLI call in slinkyml goes through :class:`Slurm`."""
+"""The Slurm command layer: every Slurm CLI call in slinkyml goes through :class:`Slurm`.
 
-from slinkyml.slurm.errors import (
-    AccountingUnavailable,
-    InvalidRequest,
-    JobNotFound,
-    SlurmCommandNotFound,
-    SlurmControllerDown,
-    SlurmError,
-    SlurmTimeout,
-    SlurmTransientError,
-)
-from slinkyml.slurm.runner import Result, Slurm, parse_job_id, parse_scontrol_record
-from slinkyml.slurm.version import SlurmVersion
+Names load on first use (PEP 562, as in ``slinkyml/__init__``), so that importing
+``slinkyml.slurm.protocol`` or ``states`` (the render path) does not start the command layer
+(``subprocess``, ``runner``: ~6 ms of start-up).
+"""
 
-__all__ = [
-    "AccountingUnavailable", "InvalidRequest", "JobNotFound", "Result", "Slurm",
-    "SlurmCommandNotFound", "SlurmControllerDown", "SlurmError", "SlurmTimeout",
-    "SlurmTransientError", "SlurmVersion", "parse_job_id", "parse_scontrol_record",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_MODULE_OF = {
+    **dict.fromkeys(("AccountingUnavailable", "InvalidRequest", "JobNotFound", "SlurmCommandNotFound",
+                     "SlurmControllerDown", "SlurmError", "SlurmTimeout", "SlurmTransientError"),
+                    "slinkyml.slurm.errors"),
+    **dict.fromkeys(("Result", "Slurm", "parse_job_id", "parse_scontrol_record"), "slinkyml.slurm.runner"),
+    "SlurmVersion": "slinkyml.slurm.version",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slinkyml.slurm' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = sorted(_MODULE_OF)

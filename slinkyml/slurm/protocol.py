@@ -21,10 +21,8 @@ drift apart.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import signal
 import sys
 from pathlib import Path
 
@@ -104,19 +102,20 @@ INFRA_PATTERNS = (
 )
 INFRA_REGEX = "|".join(INFRA_PATTERNS)
 
-#: exception texts of collective/rendezvous failures: a peer went away, not a bug in the rank
-COMMUNICATION_ERRORS = re.compile(
+#: exception texts of collective/rendezvous failures: a peer went away, not a bug in the rank (a
+#: pattern, compiled by ``re`` on first use: only a failing rank needs it, every render imports this)
+COMMUNICATION_ERRORS = (
     r"Connection closed by peer|Connection reset by peer|Broken pipe|Socket Timeout|timed out|"
     r"DistNetworkError|DistStoreError|NCCL (?:error|communicator was aborted)|ProcessGroup.*abort|"
     r"Gloo connectFullMesh failed|ECONNREFUSED|Connection refused|No route to host|"
-    r"RendezvousClosedError|RendezvousTimeoutError", re.I)
+    r"RendezvousClosedError|RendezvousTimeoutError")
 
 
 def failure_kind(exc: BaseException) -> str:
     """:data:`COMMUNICATION` for a lost peer/collective, :data:`USER` for anything else."""
     text = f"{type(exc).__name__}: {exc}"
     name = type(exc).__name__
-    if name.startswith("Dist") or COMMUNICATION_ERRORS.search(text):
+    if name.startswith("Dist") or re.search(COMMUNICATION_ERRORS, text, re.I):
         return COMMUNICATION
     return USER
 
@@ -167,6 +166,9 @@ def die_with_parent() -> None:
         return
     pr_set_pdeathsig = 1
     parent = os.getppid()
+    import ctypes  # lazy: only the trainer calls this; ctypes (and signal) cost every render ~3 ms
+    import signal
+
     try:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # pragma: no cover - no libc prctl
