@@ -21,15 +21,14 @@ from __future__ import annotations
 import base64
 import difflib
 import json
-import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from slinkyml.cluster import dump_yaml
 from slinkyml.cluster.validate import load_documents
 from slinkyml.errors import SlinkyError
+from slinkyml.kube import quantity
 
 FIELD_MANAGER = "slinkyml"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -155,22 +154,6 @@ def _owned_item(owned: Any, item: Any) -> Any:
     return None
 
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([+-]?\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-_SUFFIX = {None: 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "k": 10**3,
-           "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20,
-           "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def _quantity(value: Any) -> Fraction | None:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
-        return None
-    number = Fraction(m.group(1)) * Fraction(10) ** int(m.group(2) or 0)
-    return number * _SUFFIX[m.group(3)]
-
-
 def project_live(live: Any, want: Any, owned: Any = None) -> Any:
     """The part of ``live`` that an apply of ``want`` would manage.
 
@@ -191,7 +174,7 @@ def project_live(live: Any, want: Any, owned: Any = None) -> Any:
         return out
     if isinstance(want, list) and isinstance(live, list):
         return _project_list(live, want, owned)
-    if live != want and _quantity(live) is not None and _quantity(live) == _quantity(want):
+    if live != want and quantity(live) is not None and quantity(live) == quantity(want):
         return want
     return live
 

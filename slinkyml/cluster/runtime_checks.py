@@ -16,6 +16,7 @@ from typing import Any
 from slinkyml.cluster import addons
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.instances import InstanceType, load_instance_types
+from slinkyml.kube import dig, quantity
 from slinkyml.slurm.hostlist import HostlistError, expand_hostlist
 
 #: kind -> the sidecar/init containers the operator always adds, whose image it takes only from spec.
@@ -30,30 +31,6 @@ REQUIRED_SIDECARS = {
 #: slurm-operator pkg/taints/taints.go: every slurmd pod gets this toleration from the operator.
 OPERATOR_WORKER_TOLERATION = {"key": "nodeset.slinky.slurm.net/worker", "operator": "Equal",
                               "effect": "NoExecute"}
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
-_BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50,
-           "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15}
-
-
-def quantity(value: Any) -> float | None:
-    """A Kubernetes quantity as a number (cores for ``m``, bytes for memory units); None if invalid."""
-    m = _QUANTITY.match(str(value).strip())
-    if not m:
-        return None
-    number, unit = float(m.group(1)), m.group(2)
-    if unit == "m":
-        return number / 1000
-    return number * _BINARY.get(unit or "", 1)
-
-
-def _dig(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -90,11 +67,11 @@ class FitRow:
 
 def _nodeset_pool_and_type(ns_obj: dict[str, Any], pools: dict[str, Any],
                            types: dict[str, InstanceType]) -> tuple[dict[str, Any] | None, InstanceType | None]:
-    selector = _dig(ns_obj, "spec", "template", "spec", "nodeSelector") or {}
+    selector = dig(ns_obj, "spec", "template", "spec", "nodeSelector") or {}
     pool = pools.get(selector.get("karpenter.sh/nodepool")) if isinstance(selector, dict) else None
     name = selector.get("node.kubernetes.io/instance-type") if isinstance(selector, dict) else None
     if name is None and pool is not None:
-        for req in _dig(pool, "spec", "template", "spec", "requirements") or []:
+        for req in dig(pool, "spec", "template", "spec", "requirements") or []:
             if isinstance(req, dict) and req.get("key") == "node.kubernetes.io/instance-type" \
                     and req.get("operator") == "In" and len(req.get("values") or []) == 1:
                 name = req["values"][0]
@@ -103,7 +80,7 @@ def _nodeset_pool_and_type(ns_obj: dict[str, Any], pools: dict[str, Any],
 
 def fit_table(objs: list[dict[str, Any]]) -> list[FitRow]:
     """Requests of each NodeSet's slurmd pod against Karpenter's allocatable for its instance type."""
-    pools = {_dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
     types = load_instance_types()
     k = addons.addons()["karpenter"]
     rows = []
@@ -113,11 +90,11 @@ def fit_table(objs: list[dict[str, Any]]) -> list[FitRow]:
         _, itype = _nodeset_pool_and_type(o, pools, types)
         if itype is None:
             continue
-        requests = _dig(o, "spec", "slurmd", "resources", "requests")
+        requests = dig(o, "spec", "slurmd", "resources", "requests")
         if not isinstance(requests, dict):
             continue
-        cpu = quantity(requests.get("cpu", 0)) or 0.0
-        memory = (quantity(requests.get("memory", 0)) or 0.0) / 2 ** 20
+        cpu = float(quantity(requests.get("cpu", 0)) or 0)
+        memory = float(quantity(requests.get("memory", 0)) or 0) / 2 ** 20
         alloc = addons.karpenter_allocatable(itype)
         rows.append(FitRow(describe(o), itype.name, alloc.cpu_millis / 1000, alloc.memory_mib, alloc.max_pods,
                            cpu, memory, k["daemonset_reserve_cpu_millis"] / 1000, k["daemonset_reserve_memory_mib"]))
@@ -142,10 +119,10 @@ def sidecar_issues(o: dict[str, Any]) -> list[Issue]:
     spec's container over a base with no image; a pod with an image-less container is rejected."""
     out = []
     for field_name in REQUIRED_SIDECARS.get(str(o.get("kind")), ()):
-        if not _dig(o, "spec", field_name, "image"):
+        if not dig(o, "spec", field_name, "image"):
             out.append(Issue(describe(o), f"spec.{field_name}.image", "required at run time: the operator always "
                              f"adds the {field_name} container and has no default image for it"))
-    if o.get("kind") == "Controller" and _dig(o, "spec", "inplaceReconfigure") and not _dig(
+    if o.get("kind") == "Controller" and dig(o, "spec", "inplaceReconfigure") and not dig(
             o, "spec", "reconfigure", "image"):
         # controller_app.go: reconfigureContainer is added when inplaceReconfigure is on
         out.append(Issue(describe(o), "spec.reconfigure.image", "required when inplaceReconfigure is on"))
@@ -155,12 +132,12 @@ def sidecar_issues(o: dict[str, Any]) -> list[Issue]:
 def unmodelled_resource_issues(o: dict[str, Any]) -> list[Issue]:
     """karpenter-provider-aws pkg/providers/instancetype/types.go computeCapacity: an instance
     type's capacity has only these resources, so a pod asking another one fits no instance type."""
-    if o.get("kind") != "NodeSet" or not _dig(o, "spec", "template", "spec", "nodeSelector", "karpenter.sh/nodepool"):
+    if o.get("kind") != "NodeSet" or not dig(o, "spec", "template", "spec", "nodeSelector", "karpenter.sh/nodepool"):
         return []
     known = addons.karpenter_resources()
     out = []
     for part in ("requests", "limits"):
-        asked = _dig(o, "spec", "slurmd", "resources", part)
+        asked = dig(o, "spec", "slurmd", "resources", part)
         for resource in asked if isinstance(asked, dict) else {}:
             if resource not in known:
                 out.append(Issue(describe(o), f"spec.slurmd.resources.{part}.{resource}", "Karpenter does not "
@@ -183,7 +160,7 @@ def taint_issues(objs: list[dict[str, Any]], plugin_values: dict[str, dict[str, 
     tolerations plus the operator's, pkg/taints/taints.go) and the device plugin of every extended
     resource they request (NVIDIA deployments/helm/nvidia-device-plugin/values.yaml, eks-charts
     stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml, neuron-helm-charts values.yaml)."""
-    pools = {_dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
     out = []
     for o in objs:
         if o.get("kind") != "NodeSet":
@@ -191,12 +168,12 @@ def taint_issues(objs: list[dict[str, Any]], plugin_values: dict[str, dict[str, 
         pool, _ = _nodeset_pool_and_type(o, pools, {})
         if pool is None:
             continue
-        taints = _dicts(_dig(pool, "spec", "template", "spec", "taints"))
-        pod_tolerations = [*_dicts(_dig(o, "spec", "template", "spec", "tolerations")), OPERATOR_WORKER_TOLERATION]
+        taints = _dicts(dig(pool, "spec", "template", "spec", "taints"))
+        pod_tolerations = [*_dicts(dig(o, "spec", "template", "spec", "tolerations")), OPERATOR_WORKER_TOLERATION]
         for t in addons.untolerated(taints, pod_tolerations):
             out.append(Issue(describe(o), "spec.template.spec.tolerations",
                              f"does not tolerate taint {t.get('key')}:{t.get('effect')} of {describe(pool)}"))
-        requests = _dig(o, "spec", "slurmd", "resources", "requests")
+        requests = dig(o, "spec", "slurmd", "resources", "requests")
         for resource in requests if isinstance(requests, dict) else {}:
             plugin = addons.plugin_for_resource(resource)
             if plugin is None:
@@ -263,24 +240,24 @@ def gres_hostname_issues(where: str, gres_conf: str, nodesets: list[tuple[str, s
 
 def operator_gres_issues(objs: list[dict[str, Any]]) -> list[Issue]:
     """gres.conf from a Controller's configFileRefs vs its NodeSets' pod hostnames."""
-    configmaps = {(_dig(o, "metadata", "namespace"), _dig(o, "metadata", "name")): o
+    configmaps = {(dig(o, "metadata", "namespace"), dig(o, "metadata", "name")): o
                   for o in objs if o.get("kind") == "ConfigMap"}
     out = []
     for ctrl in (o for o in objs if o.get("kind") == "Controller"):
-        ns = _dig(ctrl, "metadata", "namespace")
-        for ref in _dig(ctrl, "spec", "configFileRefs") or []:
-            cm = configmaps.get((ns, _dig(ref, "name")))
-            gres = _dig(cm, "data", "gres.conf")
+        ns = dig(ctrl, "metadata", "namespace")
+        for ref in dig(ctrl, "spec", "configFileRefs") or []:
+            cm = configmaps.get((ns, dig(ref, "name")))
+            gres = dig(cm, "data", "gres.conf")
             if not isinstance(gres, str):
                 continue
             members = []
             for o in objs:
-                if o.get("kind") == "NodeSet" and _dig(o, "metadata", "namespace") == ns \
-                        and _dig(o, "spec", "controllerRef", "name") == _dig(ctrl, "metadata", "name"):
-                    hostname = _dig(o, "spec", "template", "spec", "hostname")
-                    prefix = hostname if isinstance(hostname, str) and hostname else f"{_dig(o, 'metadata', 'name')}-"
-                    members.append((describe(o), prefix, _replicas(_dig(o, "spec", "replicas")),
-                                    str(_dig(o, "spec", "extraConf") or "")))
+                if o.get("kind") == "NodeSet" and dig(o, "metadata", "namespace") == ns \
+                        and dig(o, "spec", "controllerRef", "name") == dig(ctrl, "metadata", "name"):
+                    hostname = dig(o, "spec", "template", "spec", "hostname")
+                    prefix = hostname if isinstance(hostname, str) and hostname else f"{dig(o, 'metadata', 'name')}-"
+                    members.append((describe(o), prefix, _replicas(dig(o, "spec", "replicas")),
+                                    str(dig(o, "spec", "extraConf") or "")))
             out += gres_hostname_issues(describe(cm), gres, members)
     return out
 
@@ -288,7 +265,7 @@ def operator_gres_issues(objs: list[dict[str, Any]]) -> list[Issue]:
 def chart_values_issues(source: str, values: dict[str, Any]) -> list[Issue]:
     """The same check for the slurm chart's values: hostname ``<key>-`` (helm/slurm/templates/nodeset/
     nodeset-cr.yaml) plus the ordinal."""
-    gres = _dig(values, "configFiles", "gres.conf")
+    gres = dig(values, "configFiles", "gres.conf")
     if not isinstance(gres, str):
         return []
     members = [(f"nodesets.{key}", f"{key}-", _replicas(entry.get("replicas")), str(entry.get("extraConf") or ""))

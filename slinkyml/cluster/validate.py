@@ -36,6 +36,7 @@ from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import runtime_issues
 from slinkyml.errors import SlinkyError
 from slinkyml.instances import load_instance_types
+from slinkyml.kube import dig
 from slinkyml.specload import load_data, read_text
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
@@ -207,14 +208,6 @@ def _cel(rule: str, s: Any) -> bool | None:
     return fn() if fn else None
 
 
-def _dig(obj: Any, path: tuple[str, ...]) -> Any:
-    for p in path:
-        if not isinstance(obj, dict) or p not in obj:
-            return None
-        obj = obj[p]
-    return obj
-
-
 # ---------------------------------------------------------------- per-object validation
 
 
@@ -238,7 +231,7 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
         validator, cel = validators[(api, kind)]
         issues += _schema_issues(name, validator, obj)
         for path, rule, message in cel:
-            target = _dig(obj, path)
+            target = dig(obj, *path)
             if target is None:
                 continue
             ok = _cel(rule, target)
@@ -297,7 +290,7 @@ def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: st
         frag = spec.get(field_name)
         if isinstance(frag, dict) and container is not None:
             out += _schema_issues(name, container, frag, ("spec", field_name), frozenset({"name"}))
-    pod = _dig(obj, ("spec", "template", "spec"))
+    pod = dig(obj, "spec", "template", "spec")
     podspec = k8s_validator(kube_version, "podspec-v1.json")
     if isinstance(pod, dict) and podspec is not None:
         out += _schema_issues(name, podspec, pod, ("spec", "template", "spec"), frozenset({"containers"}))
@@ -325,25 +318,25 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
         kind, ns = o.get("kind"), o["metadata"].get("namespace")
         spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
         name = describe(o)
-        ref = _dig(spec, ("controllerRef", "name"))
+        ref = dig(spec, "controllerRef", "name")
         if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers:
             out.append(Issue(name, "spec.controllerRef.name", f"no Controller '{ref}' in namespace {ns}"))
         if kind == "Controller":
-            acc = _dig(spec, ("accountingRef", "name"))
+            acc = dig(spec, "accountingRef", "name")
             if isinstance(acc, str) and (ns, acc) not in accountings:
                 out.append(Issue(name, "spec.accountingRef.name", f"no Accounting '{acc}' in namespace {ns}"))
             for i, cref in enumerate(spec.get("configFileRefs") or []):
                 cm = cref.get("name") if isinstance(cref, dict) else None
                 if isinstance(cm, str) and (ns, cm) not in configmaps:
                     out.append(Issue(name, f"spec.configFileRefs[{i}].name", f"no ConfigMap '{cm}' in namespace {ns}"))
-        pod = _dig(spec, ("template", "spec")) or {}
+        pod = dig(spec, "template", "spec") or {}
         for i, vol in enumerate(pod.get("volumes") or [] if isinstance(pod, dict) else []):
-            claim = _dig(vol, ("persistentVolumeClaim", "claimName"))
+            claim = dig(vol, "persistentVolumeClaim", "claimName")
             if isinstance(claim, str) and (ns, claim) not in pvcs:
                 out.append(Issue(name, f"spec.template.spec.volumes[{i}].persistentVolumeClaim.claimName",
                                  f"no PersistentVolumeClaim '{claim}' in namespace {ns}"))
         if kind == "NodePool":
-            nc = _dig(spec, ("template", "spec", "nodeClassRef", "name"))
+            nc = dig(spec, "template", "spec", "nodeClassRef", "name")
             if isinstance(nc, str) and nc not in classes:
                 out.append(Issue(name, "spec.template.spec.nodeClassRef.name", f"no EC2NodeClass '{nc}'"))
         if kind == "NodeSet":
@@ -353,7 +346,7 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
 
 
 def _pool_values(pool: dict[str, Any] | None, key: str) -> list[str] | None:
-    for req in _dig(pool, ("spec", "template", "spec", "requirements")) or []:
+    for req in dig(pool, "spec", "template", "spec", "requirements") or []:
         if isinstance(req, dict) and req.get("key") == key and req.get("operator") == "In":
             return [str(v) for v in req.get("values") or []]
     return None
@@ -372,7 +365,7 @@ def _nodeset_checks(o: dict[str, Any], name: str, spec: dict[str, Any], pod: dic
         vals = _pool_values(pool, "node.kubernetes.io/instance-type")
         itype_name = vals[0] if vals and len(vals) == 1 else None
     itype = types.get(itype_name) if isinstance(itype_name, str) else None
-    res = _dig(spec, ("slurmd", "resources")) or {}
+    res = dig(spec, "slurmd", "resources") or {}
     for part in ("requests", "limits"):
         asked = res.get(part) if isinstance(res, dict) else None
         if not isinstance(asked, dict) or itype is None:
@@ -413,8 +406,8 @@ def _partition_checks(objs: list[dict[str, Any]]) -> list[Issue]:
         ns, kind = o["metadata"].get("namespace"), o.get("kind")
         spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
         found: list[tuple[Any, str]] = []
-        if kind == "NodeSet" and _dig(spec, ("partition", "enabled")) is True:
-            found.append((_dig(spec, ("controllerRef", "name")), str(o["metadata"].get("name"))))
+        if kind == "NodeSet" and dig(spec, "partition", "enabled") is True:
+            found.append((dig(spec, "controllerRef", "name"), str(o["metadata"].get("name"))))
         if kind == "Controller":
             found += [(o["metadata"].get("name"), p) for p in
                       re.findall(r"(?im)^\s*PartitionName=(\S+)", str(spec.get("extraConf") or ""))]

@@ -74,12 +74,6 @@ class SlurmInstall:
         """PluginDir for the configs; None = Slurm's compiled-in default (the system Slurm)."""
         return None if self.root is None else self.root / "usr" / "lib" / MULTIARCH / "slurm-wlm"
 
-    @property
-    def library_dirs(self) -> list[Path]:
-        """Where the root's libslurm lives (for building against it, e.g. pyslurm)."""
-        assert self.root is not None
-        return [self.root / "usr" / "lib" / MULTIARCH / "slurm-wlm", self.root / "usr" / "lib" / MULTIARCH]
-
     def version(self) -> SlurmVersion:
         """From the controller daemon (clients need a config before they print a version)."""
         binary = self.program("slurmctld") if self.root else shutil.which("slurmctld")

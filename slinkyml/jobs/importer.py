@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from slinkyml import kube
 from slinkyml.errors import SpecError
 from slinkyml.instances import InstanceType, get_instance_type
 from slinkyml.jobs.spec import JobSpec
@@ -816,27 +817,17 @@ def _ordered(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- quantities ----------------------------------------------------------------------------------
-_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 10**-3}
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-
-
 def _quantity(value: Any, path: str) -> float:
     """A Kubernetes resource quantity (``500m``, ``1.5Gi``, ``4``) as a number."""
-    if isinstance(value, bool):
+    number = kube.quantity(value)
+    if number is None or number < 0:
         raise _FieldError(path, f"not a resource quantity: {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise _FieldError(path, f"not a resource quantity: {value!r}")
-    number, exponent, suffix = match.groups()
-    return float(number) * 10 ** int(exponent or 0) * _SUFFIX[suffix or ""]
+    return float(number)
 
 
 def _count(value: Any, path: str) -> int:
     number = _quantity(value, path)
-    if number != int(number) or number < 0:
+    if number != int(number):  # negative quantities are refused by _quantity
         raise _FieldError(path, f"must be a whole number of devices, got {value!r}")
     return int(number)
 

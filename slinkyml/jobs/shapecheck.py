@@ -54,7 +54,8 @@ from slinkyml.errors import Problem, SlinkyError, SpecError
 from slinkyml.instances import get_instance_type
 from slinkyml.jobs.render import render_sbatch
 from slinkyml.jobs.spec import JobSpec
-from slinkyml.slurm.conf import Line, SlurmConfBuilder
+from slinkyml.kube import quantity
+from slinkyml.slurm.conf import Line, SlurmConfBuilder, pairs
 
 #: slurm.conf keys this module must own: they point the daemon at ports, files, credentials or
 #: services; a cluster's ``controller.extra_conf`` setting them is ignored here.
@@ -124,23 +125,10 @@ def node_names(cluster: SlurmCluster, ns) -> str | None:
 
 
 def _quantity_mib(text: str) -> int:
-    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 ** 2, "k": 1000 / 1024 ** 2,
-             "M": 1000 ** 2 / 1024 ** 2, "G": 1000 ** 3 / 1024 ** 2, "T": 1000 ** 4 / 1024 ** 2}
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]i?|k)?", str(text))
-    if not match:
+    number = quantity(text)
+    if number is None:
         raise SlinkyError(f"cannot read the memory quantity {text!r}")
-    number, unit = float(match.group(1)), match.group(2)
-    return int(number * units[unit] if unit else number / 1024 ** 2)
-
-
-def _tokens(text: str) -> dict[str, str]:
-    """``Key=value Key2=value2`` → ordered mapping (words without ``=`` are dropped)."""
-    out: dict[str, str] = {}
-    for word in text.split():
-        key, sep, value = word.partition("=")
-        if sep:
-            out[key] = value
-    return out
+    return int(number / 2**20)
 
 
 def node_params(cluster: SlurmCluster, ns) -> list[tuple[str, str]] | None:
@@ -151,7 +139,7 @@ def node_params(cluster: SlurmCluster, ns) -> list[tuple[str, str]] | None:
     limits = workers.slurmd_resources(ns)["limits"]
     cpus = int(float(limits["cpu"])) if "cpu" in limits else itype.vcpus
     fields: dict[str, str] = {"CPUs": str(cpus), "RealMemory": str(_quantity_mib(limits["memory"]))}
-    for key, value in _tokens(workers.slurmd_conf(ns)).items():
+    for key, value in dict(pairs(workers.slurmd_conf(ns))).items():
         known = {k.lower(): k for k in fields}
         if key.lower() == "state":
             continue
@@ -159,14 +147,6 @@ def node_params(cluster: SlurmCluster, ns) -> list[tuple[str, str]] | None:
         fields[key] = value
     fields["State"] = "CLOUD"
     return list(fields.items())
-
-
-def node_line(cluster: SlurmCluster, ns) -> str | None:
-    """``NodeName=...`` for one node set (text of :func:`node_params`)."""
-    params = node_params(cluster, ns)
-    if params is None:
-        return None
-    return SlurmConfBuilder().node(str(node_names(cluster, ns)), params).build().text().rstrip("\n")
 
 
 def render_gres_conf(cluster: SlurmCluster) -> str | None:

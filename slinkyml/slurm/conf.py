@@ -38,7 +38,7 @@ class Line:
 
     def param(self, key: str) -> str | None:
         """A parameter of the record (case-insensitive, as Slurm reads it), from params or options."""
-        for k, v in (*self.params, *_pairs(self.options)):
+        for k, v in (*self.params, *pairs(self.options)):
             if k.lower() == key.lower():
                 return v
         return None
@@ -52,7 +52,8 @@ class Line:
         return f"{out} {self.options}" if self.options else out
 
 
-def _pairs(text: str) -> list[tuple[str, str]]:
+def pairs(text: str) -> list[tuple[str, str]]:
+    """``Key=value Key2=value2`` → its pairs in order (words without ``=`` are not settings)."""
     out = []
     for word in text.split():
         key, sep, value = word.partition("=")
@@ -73,7 +74,7 @@ def parse_line(text: str) -> Line:
         return Line("", body, raw=text)  # not Key=value: kept as given, never interpreted
     if key.lower() in RECORD_KEYS:
         words = rest.split()
-        return Line(key, words[0] if words else "", tuple(_pairs(" ".join(words[1:]))), raw=text)
+        return Line(key, words[0] if words else "", tuple(pairs(" ".join(words[1:]))), raw=text)
     return Line(key, rest.strip(), raw=text)
 
 
