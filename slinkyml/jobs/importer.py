@@ -274,9 +274,10 @@ class _Builder:
         if EFA_RESOURCE in limits and _count(limits[EFA_RESOURCE], f"{where}.{EFA_RESOURCE}"):
             out["network"] = "efa"
         if "cpu" in limits:
-            out["cpus_per_task"] = max(1, math.ceil(_cpu(limits["cpu"], f"{where}.cpu")))
+            out["cpus_per_task"] = max(1, math.ceil(_quantity(limits["cpu"], f"{where}.cpu")))
         if "memory" in limits:
-            out["mem_per_node"] = f"{max(1, math.ceil(_bytes(limits['memory'], f'{where}.memory') / 2**20))}M"
+            memory = _quantity(limits["memory"], f"{where}.memory")
+            out["mem_per_node"] = f"{max(1, math.ceil(memory / 2**20))}M"
         for key in sorted(set(limits) - {*GPU_RESOURCES, NEURON_DEVICE, NEURON_CORE, EFA_RESOURCE, "cpu", "memory"}):
             self.warn(f"{where}.{key}", "resource has no Slurm mapping here; dropped")
         return out
@@ -830,14 +831,6 @@ def _count(value: Any, path: str) -> int:
     if number != int(number):  # negative quantities are refused by _quantity
         raise _FieldError(path, f"must be a whole number of devices, got {value!r}")
     return int(number)
-
-
-def _cpu(value: Any, path: str) -> float:
-    return _quantity(value, path)
-
-
-def _bytes(value: Any, path: str) -> float:
-    return _quantity(value, path)
 
 
 def _slurm_time(seconds: int) -> str:
