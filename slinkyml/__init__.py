@@ -6,6 +6,7 @@ Public names are imported lazily so that ``import slinkyml`` (and the CLI) stays
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
@@ -20,11 +21,19 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slinkyml' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+def lazy_names(package: str, module_of: dict[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562): each name imported from its module on first use."""
+
+    def __getattr__(name: str) -> Any:
+        module = module_of.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
+
+
+__getattr__ = lazy_names("slinkyml", _LAZY)
 
 
 __all__ = sorted(_LAZY)

@@ -7,8 +7,7 @@ Names load on first use (PEP 562, as in ``slinkyml/__init__``), so that importin
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from slinkyml import lazy_names
 
 _MODULE_OF = {
     **dict.fromkeys(("AccountingUnavailable", "InvalidRequest", "JobNotFound", "SlurmCommandNotFound",
@@ -19,11 +18,5 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slinkyml.slurm' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
+__getattr__ = lazy_names("slinkyml.slurm", _MODULE_OF)
 __all__ = sorted(_MODULE_OF)
