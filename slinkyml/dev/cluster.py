@@ -21,6 +21,7 @@ from pathlib import Path
 from slinkyml.config import default_state_dir
 from slinkyml.dev import network, ownership, roots
 from slinkyml.dev.config import (
+    LISTED_NODES,
     DevClusterSpec,
     options_from_env,
     render_cgroup_conf,
@@ -58,6 +59,11 @@ REQUIRED_BINARIES = {
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 #: Where Slurm's plugins live (Debian multiarch, RPM and source-build layouts).
 PLUGIN_DIR_GLOBS = ("/usr/lib/*/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm", "/usr/local/lib/slurm")
+
+
+#: munged worker threads on clusters larger than LISTED_NODES (its default is 2)
+MUNGE_THREADS_LARGE = 16
+MUNGE_NICE_LARGE = -10
 
 
 def missing_plugins(globs: tuple[str, ...] = PLUGIN_DIR_GLOBS) -> list[str]:
@@ -174,16 +180,23 @@ class LocalCluster:
         slurm = self.install.program
         pids = s.run / "daemons"
         env_slurm = {**os.environ, "SLURM_CONF": str(s.slurm_conf), "TZ": "UTC"}
+        # every slurmstepd of a 512-node step asks munge at once, on 2 cores busy starting 512 of
+        # them: munged (2 threads by default) fell behind, its socket refused them ("Resource
+        # temporarily unavailable") and the step failed. More threads (Slurm's advice: 10 or more)
+        # and a higher CPU priority than the storm it serves.
+        large = s.nodes > LISTED_NODES
+        large_priority = ["nice", "-n", str(MUNGE_NICE_LARGE)] if large else []
         daemons = [
-            Daemon("munged", ["munged", "-F", f"--socket={s.munge_socket}",
+            Daemon("munged", [*large_priority, "munged", "-F", f"--socket={s.munge_socket}",
                               f"--key-file={s.etc / 'munge' / 'munge.key'}",
                               f"--pid-file={s.run / 'munge' / 'munged.pid'}",
                               f"--log-file={s.log / 'munged.log'}",
                               f"--seed-file={s.run / 'munge' / 'munged.seed'}", "--force",
                               # a fixed origin that /etc/hosts names (see render_hosts_block), not
                               # whatever the machine's hostname resolves to (or 0.0.0.0 if nothing)
-                              f"--origin={s.controller_addr}"],
-                   pid_file=pids / "munged.pid", log_file=s.log / "munged.out"),
+                              f"--origin={s.controller_addr}",
+                              *([f"--num-threads={MUNGE_THREADS_LARGE}"] if large else [])],
+                   pid_file=pids / "munged.pid", log_file=s.log / "munged.out", match="munged"),
             Daemon("mariadb", ["mariadbd", "--no-defaults", f"--datadir={s.state_dir / 'mariadb'}",
                                "--user=root", f"--socket={s.mariadb_socket}", f"--port={s.mariadb_port}",
                                "--bind-address=127.0.0.1", "--skip-name-resolve",
@@ -252,9 +265,10 @@ class LocalCluster:
                                                                   self.spec.slurmdbd_port))
             self._ensure_accounts()
             self._start(daemons["slurmctld"], self._controller_up, timeout=60)
+            fresh = {node for node in self.spec.node_names if not daemons[f"slurmd-{node}"].running}
             for node in self.spec.node_names:
                 self._start(daemons[f"slurmd-{node}"], lambda: True)
-            self._wait_nodes(daemons)
+            self._wait_nodes(daemons, fresh=fresh)
             if "slurmrestd-unix" in daemons:
                 self._start(daemons["slurmrestd-unix"], lambda: unix_connectable(self.spec.restd_socket))
             else:  # no stale socket file for clients to pick (they try the unix socket first)
@@ -581,7 +595,12 @@ class LocalCluster:
         out = self.slurm.run("scontrol", ["ping"], check=False, retries=0, timeout=10).stdout
         return "is UP" in out
 
-    def _wait_nodes(self, daemons: dict[str, Daemon], timeout: float | None = None) -> None:
+    def _wait_nodes(self, daemons: dict[str, Daemon], timeout: float | None = None,
+                    fresh: set[str] = frozenset()) -> None:
+        """Until every node serves. A node whose slurmd was just started (``fresh``) must also have
+        registered: before that slurmctld may list it ``idle*`` (not responding) — at 512 nodes
+        slurmd processes were still starting seconds after every node read idle*, and a job
+        sent to them failed with "Connection refused"."""
         wanted = set(self.spec.node_names)
         timeout = timeout or 60.0 + 0.25 * len(wanted)  # registrations queue at slurmctld
         deadline = time.monotonic() + timeout
@@ -596,7 +615,8 @@ class LocalCluster:
             states = {n: row.partition("|")[0] for n, row in rows.items()}
             reasons = {n: row.partition("|")[2] for n, row in rows.items()}
             ready = {n for n, st in states.items() if st.rstrip("*~#").lower() in ("idle", "mixed", "allocated",
-                                                                                    "completing")}
+                                                                                    "completing")
+                     and not (n in fresh and "*" in st)}
             down = {n for n, st in states.items() if n in wanted and st.rstrip("*").lower() in ("down", "drained")
                     and _lifecycle_reason(reasons.get(n, ""))}
             if down:

@@ -24,6 +24,9 @@ from slinkyml.slurm.version import SlurmVersion
 MAX_NODES = 1024
 #: beyond this many nodes, partitions list them as one range (``n[1-1024]``) instead of by name
 LISTED_NODES = 64
+#: connect and message timeouts of clusters larger than LISTED_NODES (see render_slurm_conf)
+LARGE_TCP_TIMEOUT_S = 30
+LARGE_MESSAGE_TIMEOUT_S = 60
 #: what ``--emulated-nodes`` declares per node unless told otherwise: a p5.48xlarge (192 vCPUs,
 #: 2 TiB, 8 H100, EFA) — see slinkyml/data/instance_types.yaml
 EMULATED_NODE = {"cpus_per_node": 192, "memory_mb_per_node": 2_097_152, "node_gres": "gpu:h100:8",
@@ -368,6 +371,11 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
         ("JobCompType", "jobcomp/none"), ("SchedulerParameters", "batch_sched_delay=0"), ("ReturnToService", 2),
         ("SlurmdTimeout", 60), ("KillWait", 10), ("InactiveLimit", 0), ("MinJobAge", 300), ("MaxArraySize", 1001),
     ])
+    if spec.nodes > LISTED_NODES:
+        # hundreds of slurmstepd starting at once on a few cores: srun's IO sockets and the slurmd
+        # forwarding tree accept late, and 2 s connects (TCPTimeout's default) failed a 256-node
+        # `srun true` with "Communication connection failure"; SYN retries need the longer wait
+        conf.set_all([("TCPTimeout", LARGE_TCP_TIMEOUT_S), ("MessageTimeout", LARGE_MESSAGE_TIMEOUT_S)])
     for i, name in enumerate(spec.node_names, start=1):
         conf.node(name, [("NodeAddr", spec.node_addr(i)), ("NodeHostname", name), ("CPUs", spec.cpus_per_node),
                          ("RealMemory", spec.memory_mb_per_node), *node_gres, ("State", "UNKNOWN")])

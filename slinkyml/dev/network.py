@@ -11,10 +11,11 @@ import contextlib
 import re
 import socket
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from slinkyml.dev import ownership
-from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, DevClusterSpec, render_hosts_block
+from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, MAX_NODES, DevClusterSpec, render_hosts_block
 from slinkyml.dev.process import exclusive_lock
 from slinkyml.errors import SlinkyError
 
@@ -39,29 +40,109 @@ def netns_exists(name: str) -> bool:
     return Path(f"/run/netns/{name}").exists()
 
 
+#: nodes per bridge: a Linux bridge takes at most 1023 ports (BR_MAX_PORTS 1024, port 0 reserved),
+#: so a larger cluster chains extra bridges to the first one, each by a veth pair.
+NODES_PER_BRIDGE = 1000
+#: ``ip -n NS -batch`` processes run at once while the nodes' namespaces are configured.
+PARALLEL_IP = 8
+
+
+#: Kernel limits a few hundred nodes on one bridge outgrow (all machine-wide, raised, never lowered):
+#: the ARP table is one for all network namespaces, 1,024 entries by default (``gc_thresh3``), and
+#: every node resolves the controller and its peers (srun's node, the slurmd forwarding tree) and is
+#: resolved by them — a 256-node ``srun`` overflowed it ("neighbor table overflow", then "No route
+#: to host"); and each ARP broadcast is copied to every bridge port through the per-CPU backlog
+#: (``netdev_max_backlog``, 1,000), where a 512-node ``srun``'s burst was dropped (millions of drops
+#: in /proc/net/softnet_stat) and a node's ``connect io`` failed with "No route to host".
+ARP_ENTRIES_PER_NODE = 16
+BACKLOG_PER_NODE = 64
+#: ARP requests a node sends before giving up (Linux: 3, one a second); a dropped one is retried.
+ARP_PROBES = 10
+PROC_SYS = Path("/proc/sys")
+
+
+def kernel_limits(nodes: int) -> dict[str, int]:
+    """The machine-wide limits ``nodes`` nodes need (sysctl paths under /proc/sys)."""
+    arp = max(1024, ARP_ENTRIES_PER_NODE * nodes)
+    return {"net/ipv4/neigh/default/gc_thresh2": arp // 2, "net/ipv4/neigh/default/gc_thresh3": arp,
+            "net/core/netdev_max_backlog": max(1000, BACKLOG_PER_NODE * nodes)}
+
+
+def ensure_kernel_room(nodes: int, proc_sys: Path = PROC_SYS) -> None:
+    """Raise each of :func:`kernel_limits` that is lower."""
+    for name, wanted in kernel_limits(nodes).items():
+        path = proc_sys / name
+        try:
+            if int(path.read_text()) < wanted:
+                path.write_text(f"{wanted}\n")
+        except (OSError, ValueError) as exc:
+            raise SlinkyError(f"{path}: cannot raise it to {wanted} for {nodes} nodes ({exc})") from None
+
+
+def _ip_batch(lines: list[str], netns: str | None = None) -> None:
+    """Run ``lines`` through one ``ip -batch`` (in ``netns`` if given); every failure is reported."""
+    if not lines:
+        return
+    argv = ["ip", *(["-n", netns] if netns else []), "-force", "-batch", "-"]
+    proc = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        where = f" in {netns}" if netns else ""
+        raise SlinkyError(f"ip -batch{where}: {proc.stderr.strip() or proc.returncode}")
+
+
+def extra_bridges(spec: DevClusterSpec, nodes: int | None = None) -> list[tuple[str, str, str]]:
+    """``(bridge, its veth end, the first bridge's veth end)`` for each bridge past the first that
+    ``nodes`` (default: the spec's) need."""
+    count = ((spec.nodes if nodes is None else nodes) - 1) // NODES_PER_BRIDGE
+    return [(f"{spec.bridge}-{k}", f"{spec.bridge}r{k}", f"{spec.bridge}l{k}") for k in range(1, count + 1)]
+
+
+def node_bridge(spec: DevClusterSpec, index: int) -> str:
+    """The bridge node ``index`` (1-based) hangs on."""
+    k = (index - 1) // NODES_PER_BRIDGE
+    return spec.bridge if k == 0 else f"{spec.bridge}-{k}"
+
+
 def ensure_network(spec: DevClusterSpec) -> None:
-    """Create (or keep) the bridge and every node's namespace; idempotent."""
-    if not link_exists(spec.bridge):
-        _ip("link", "add", spec.bridge, "type", "bridge")
+    """Create (or keep) the bridge(s) and every node's namespace; idempotent.
+
+    One ``ip -batch`` for the machine's side and one per node namespace (a few processes rather
+    than nine ``ip`` calls per node: 1,024 nodes took minutes that way).
+    """
+    ensure_kernel_room(spec.nodes)
+    lines = [] if link_exists(spec.bridge) else [f"link add {spec.bridge} type bridge"]
+    lines.append(f"link set {spec.bridge} up")
+    for bridge, far, near in extra_bridges(spec):
+        if not link_exists(bridge):
+            lines.append(f"link add {bridge} type bridge")
+        if not link_exists(near):
+            lines.append(f"link add {near} type veth peer name {far}")
+        lines += [f"link set {bridge} up", f"link set {far} master {bridge} up",
+                  f"link set {near} master {spec.bridge} up"]
+    _ip_batch(lines)
     cidr = f"{spec.controller_addr}/{spec.prefix_len}"
     if cidr not in _ip("-4", "addr", "show", "dev", spec.bridge).stdout:
         _ip("addr", "add", cidr, "dev", spec.bridge)
-    _ip("link", "set", spec.bridge, "up")
+    lines = []
     for index, node in enumerate(spec.node_names, start=1):
         ns, veth = spec.netns(node), spec.veth(node)
         if not netns_exists(ns):
-            _ip("netns", "add", ns)
+            lines.append(f"netns add {ns}")
         if not link_exists(veth):
-            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        _ip("link", "set", veth, "master", spec.bridge, "up")
-        addr = f"{spec.node_addr(index)}/{spec.prefix_len}"
-        if addr not in _ip("-n", ns, "-4", "addr", "show", "dev", "eth0").stdout:
-            _ip("-n", ns, "addr", "add", addr, "dev", "eth0")
-        _ip("-n", ns, "link", "set", "eth0", "up")
-        _ip("-n", ns, "link", "set", "lo", "up")
-        _ip("-n", ns, "route", "replace", "default", "via", spec.controller_addr, check=False)
-        for server in nameservers():
-            _ip("-n", ns, "route", "replace", "prohibit", f"{server}/32", check=False)
+            lines.append(f"link add {veth} type veth peer name eth0 netns {ns}")
+        lines.append(f"link set {veth} master {node_bridge(spec, index)} up")
+    _ip_batch(lines)
+    inside = [f"route replace prohibit {server}/32" for server in nameservers()]
+
+    def configure(index: int, node: str) -> None:
+        _ip_batch([f"addr replace {spec.node_addr(index)}/{spec.prefix_len} dev eth0", "link set eth0 up",
+                   "link set lo up", f"route replace default via {spec.controller_addr}",
+                   f"ntable change name arp_cache dev eth0 mcast_probes {ARP_PROBES}", *inside],
+                  netns=spec.netns(node))
+
+    with ThreadPoolExecutor(PARALLEL_IP) as pool:
+        for future in [pool.submit(configure, i, n) for i, n in enumerate(spec.node_names, start=1)]:
+            future.result()
 
 
 def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:
@@ -86,14 +167,21 @@ def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:
 
 
 def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None, *, bridge: bool = True) -> None:
-    """Delete these nodes' veths and namespaces, and the bridge unless ``bridge`` is False."""
+    """Delete these nodes' veths and namespaces, and the bridge(s) unless ``bridge`` is False."""
+    lines = []
     for node in spec.node_names if node_names is None else node_names:
-        if link_exists(spec.veth(node)):
-            _ip("link", "del", spec.veth(node), check=False)
         if netns_exists(spec.netns(node)):
-            _ip("netns", "del", spec.netns(node), check=False)
-    if bridge and link_exists(spec.bridge):
-        _ip("link", "del", spec.bridge, check=False)
+            lines.append(f"netns del {spec.netns(node)}")  # takes its eth0, and so the veth pair, along
+        elif link_exists(spec.veth(node)):
+            lines.append(f"link del {spec.veth(node)}")
+    if bridge:
+        for extra, _far, near in extra_bridges(spec, MAX_NODES):  # what any earlier up made
+            lines += [f"link del {name}" for name in (near, extra) if link_exists(name)]
+        if link_exists(spec.bridge):
+            lines.append(f"link del {spec.bridge}")
+    if lines:  # best effort, as before: what is already gone is no failure
+        subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True,
+                       text=True, check=False)
 
 
 def claims(hosts_file: Path = HOSTS_FILE) -> list[ownership.Claim]:
