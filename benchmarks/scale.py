@@ -18,6 +18,11 @@ Measurements (each a row per size, with a ratio against a baseline run in the sa
   h100-efa cluster. Baseline: the same at 2 nodes.
 - ``render``: ``cluster render`` + ``validate`` of a spec with 64 node sets. Baseline: 1 node set.
 - ``planner``: the layout search for a 1T model at 16,384 GPUs. Baseline: 1,024 GPUs.
+- ``bringup`` (only with ``--only bringup``; ``--nodes 64,256,512`` by default): ``dev up
+  --emulated-nodes N`` from an empty state dir (/var/lib/slinkyml/bench-bringup, bridge slkbu0, node
+  prefix bu, 10.236.0.0/21, ports 7947-7950 and 14947), the RSS and PSS of all slurmd together, a
+  ``sbatch -N<N> --wrap 'srun true'`` to its end and its states in sacct, then ``reset``. Baseline:
+  the first N.
 - ``records``: slurmdbd filled with ``--records`` real job records (1,000-task arrays of ``true`` on a
   64-node emulated cluster, state dir /var/lib/slinkyml/bench-records), then ``slinkyml usage``,
   ``efficiency`` and ``report --html`` over them: wall time and peak memory, and sacct's fetch rate.
@@ -323,6 +328,67 @@ def records(total: int) -> None:
         row(f"records:{name}", rows, seconds, fetch, peak_mib=round(peak))
 
 
+# -- bring-up of an emulated cluster ----------------------------------------------------------------
+BRINGUP_CLUSTER = dict(bridge="slkbu0", node_prefix="bu", subnet="10.236.0.0/21", slurmctld_port=7947,
+                       slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950, mariadb_port=14947)
+
+
+def _slurmd_memory_mib(cluster: LocalCluster) -> tuple[float, float]:
+    """RSS and PSS (MiB) of all the cluster's slurmd together, from its PID files."""
+    rss = pss = 0
+    for pid_file in (cluster.spec.run / "daemons").glob("slurmd-*.pid"):
+        pid = pid_file.read_text().split()[0]
+        try:
+            rss += int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                            if line.startswith("VmRSS:")).split()[1])
+            pss += int(next(line for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+                            if line.startswith("Pss:")).split()[1])
+        except (OSError, StopIteration):
+            continue
+    return rss / 1024, pss / 1024
+
+
+def _run_job(cluster: LocalCluster, nodes: int, limit: float = 420.0) -> tuple[float, str]:
+    """``sbatch -N<nodes> --wrap 'srun true'`` to its end: wall seconds and its states in sacct."""
+    slurm = cluster.slurm
+    t0 = time.perf_counter()
+    job = slurm.run("sbatch", ["--parsable", f"-N{nodes}", "-o", "/dev/null", "--wrap", "srun true"],
+                    cwd="/tmp").stdout.strip()
+    while time.perf_counter() - t0 < limit:
+        result = slurm.run("squeue", ["-h", "-j", job, "-o", "%T"], check=False, retries=0)
+        if result.returncode == 0 and not result.stdout.strip():
+            break
+        time.sleep(1)
+    seconds = time.perf_counter() - t0
+    time.sleep(3)  # slurmdbd records the end
+    out = slurm.run("sacct", ["-n", "-P", "-j", job, "-o", "JobID,State"], check=False).stdout
+    return seconds, " ".join(line.replace("|", "=") for line in out.splitlines())
+
+
+def bringup(node_counts: list[int]) -> None:
+    """``dev up --emulated-nodes N`` from nothing, slurmd memory, one job over every node, ``reset``."""
+    from slinkyml.dev.config import EMULATED_NODE
+
+    first = None
+    for nodes in node_counts:
+        cluster = LocalCluster("/var/lib/slinkyml/bench-bringup", nodes=nodes, gpus=0,
+                               **{**EMULATED_NODE, **BRINGUP_CLUSTER})
+        cluster.reset()
+        t0 = time.perf_counter()
+        try:
+            cluster.up()
+            up = time.perf_counter() - t0
+            rss, pss = _slurmd_memory_mib(cluster)
+            job_s, states = _run_job(cluster, nodes)
+        finally:
+            t1 = time.perf_counter()
+            cluster.reset()
+            reset_s = time.perf_counter() - t1
+        first = first or up
+        row("bringup", nodes, up, first, slurmd_rss_mib=round(rss), slurmd_pss_mib=round(pss),
+            job_all_nodes_s=round(job_s, 1), job=states, reset_s=round(reset_s, 1))
+
+
 def write_png(directory: Path) -> None:
     import matplotlib
 
@@ -355,13 +421,17 @@ def main() -> None:
     parser.add_argument("--minute", type=float, default=60.0, help="tracker measuring window (s)")
     parser.add_argument("--png", default="out/bench", help="where the curves go")
     parser.add_argument("--records", type=int, default=100_000, help="job records for the records step")
+    parser.add_argument("--nodes", default="64,256,512",
+                        help="emulated node counts for the bringup step (not run unless --only names it; "
+                             "1024 takes minutes and ~9 GB)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    only = set(args.only.split(",")) if args.only else set(MEASURES)
+    only = set(args.only.split(",")) if args.only else set(MEASURES)  # bringup only when named
     steps = {"sacct": lambda: sacct([s * 10 for s in sizes]), "planner": planner, "render": render,
              "sbatch-check": sbatch_check, "fairshare": fairshare_compare,
              "tracker": lambda: tracker(sizes, args.minute), "map_array": lambda: map_array(sizes),
-             "records": lambda: records(args.records)}
+             "records": lambda: records(args.records),
+             "bringup": lambda: bringup([int(n) for n in args.nodes.split(",")])}
     for name, step in steps.items():
         if name in only:
             print(f"== {name}", flush=True)
