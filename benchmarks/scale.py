@@ -20,7 +20,7 @@ Measurements (each a row per size, with a ratio against a baseline run in the sa
 - ``planner``: the layout search for a 1T model at 16,384 GPUs. Baseline: 1,024 GPUs.
 - ``bringup`` (only with ``--only bringup``; ``--nodes 64,256,512`` by default): ``dev up
   --emulated-nodes N`` from an empty state dir (/var/lib/slinkyml/bench-bringup, bridge slkbu0, node
-  prefix bu, 10.236.0.0/21, ports 7947-7950 and 14947), the RSS and PSS of all slurmd together, a
+  prefix bu, 10.236.0.0/21, ports 7957-7960 and 14957), the RSS and PSS of all slurmd together, a
   ``sbatch -N<N> --wrap 'srun true'`` to its end and its states in sacct, then ``reset``. Baseline:
   the first N.
 - ``records``: slurmdbd filled with ``--records`` real job records (1,000-task arrays of ``true`` on a
@@ -99,7 +99,6 @@ def tracker(sizes: list[int], minute: float) -> None:
             arrays.append(out.strip().split(";")[0])
         ids = [f"{a}_{t}" for a, start in zip(arrays, range(0, size, 1000), strict=True)
                for t in range(min(1000, size - start))]
-        tracemalloc.start()
         track = Tracker(slurm)
         track.track(*ids)
         slurm.run("sdiag", ["-r"])
@@ -111,6 +110,12 @@ def tracker(sizes: list[int], minute: float) -> None:
             time.sleep(0.2)  # a notebook polling results
         cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime - cpu0
         rpcs = (_sdiag_total(slurm) - before - 1) * 60.0 / minute  # minus our own closing sdiag
+        # memory from one more full refresh, traced apart: tracemalloc running during the minute
+        # made the CPU figure ~6x too high (it was on there until the 10k row read 5.4 s/min)
+        tracemalloc.start()
+        refresh_cpu0 = time.process_time()
+        track.refresh(force=True)
+        refresh_cpu = time.process_time() - refresh_cpu0
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         states = {track.info(i, refresh=False).state for i in ids[:5]}
@@ -120,7 +125,8 @@ def tracker(sizes: list[int], minute: float) -> None:
             print(f"  tracker baseline N=100: {rpcs:.0f} RPCs/min, states {states}")
             continue
         row("tracker", size, cpu, 0, rpcs_per_min=round(rpcs, 1), rpcs_vs_N100=round(rpcs / baseline, 2),
-            tracker_queries=track.queries, tracker_peak_mib=round(peak / 2**20, 1))
+            tracker_queries=track.queries, tracker_peak_mib=round(peak / 2**20, 1),
+            cpu_s_per_min=round(cpu * 60.0 / minute, 2), traced_full_refresh_s=round(refresh_cpu, 3))
 
 
 # -- map_array -------------------------------------------------------------------------------------
@@ -329,8 +335,8 @@ def records(total: int) -> None:
 
 
 # -- bring-up of an emulated cluster ----------------------------------------------------------------
-BRINGUP_CLUSTER = dict(bridge="slkbu0", node_prefix="bu", subnet="10.236.0.0/21", slurmctld_port=7947,
-                       slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950, mariadb_port=14947)
+BRINGUP_CLUSTER = dict(bridge="slkbu0", node_prefix="bu", subnet="10.236.0.0/21", slurmctld_port=7957,
+                       slurmd_port=7958, slurmdbd_port=7959, slurmrestd_port=7960, mariadb_port=14957)
 
 
 def _slurmd_memory_mib(cluster: LocalCluster) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -61,6 +62,8 @@ SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 PLUGIN_DIR_GLOBS = ("/usr/lib/*/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm", "/usr/local/lib/slurm")
 
 
+#: slurmd stopped at once by ``down``
+STOP_THREADS = 32
 #: munged worker threads on clusters larger than LISTED_NODES (its default is 2)
 MUNGE_THREADS_LARGE = 16
 MUNGE_NICE_LARGE = -10
@@ -310,7 +313,15 @@ class LocalCluster:
         block claims stays (e.g. ``down`` of a second cluster whose names came from the env).
         """
         stopped = []
-        for daemon in reversed(self._daemons()):
+        ordered = list(reversed(self._daemons()))
+        nodes = [d for d in ordered if d.name.startswith("slurmd-")]
+        for daemon in ordered[:ordered.index(nodes[0])] if nodes else ordered:
+            if daemon.stop():
+                stopped.append(daemon.name)
+        # the nodes' slurmd at once (one by one, 1,024 of them took almost 2 minutes)
+        with ThreadPoolExecutor(STOP_THREADS) as pool:
+            stopped += [d.name for d, done in zip(nodes, pool.map(Daemon.stop, nodes), strict=True) if done]
+        for daemon in ordered[ordered.index(nodes[-1]) + 1:] if nodes else []:
             if daemon.stop():
                 stopped.append(daemon.name)
         self._stop_orphan_slurmd()
