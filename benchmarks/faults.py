@@ -8,7 +8,10 @@ to now + ``AuthInfo=cred_expire`` + 1 (src/slurmctld/job_mgr.c, batch_requeue_fi
 "This also controls how long a requeued job must wait before starting again", default 120 s), so
 that the old run's launch credential has expired on every slurmd before the new one starts; the
 dev cluster sets ``cred_expire=30``. Node-loss faults kill every process in a node's namespace and
-bring it back with ``dev up`` after 10 s, as a replaced slurmd pod would.
+bring it back with ``dev up`` after 10 s, as a replaced slurmd pod would. ``slurm-preemption`` is
+Slurm's own: the cluster runs with ``preempt_grace_s`` (partition_prio, PreemptMode=REQUEUE), the
+training job in the preemptible partition, and a 10 s job of the urgent partition on its nodes makes
+slurmctld SIGTERM its steps, wait GraceTime and requeue it (the resumed run waits for that job too).
 
     .venv/bin/python benchmarks/faults.py [--faults usr2-batch,usr2-steps,...] [--folder DIR]
 """
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slinkyml.dev import LocalCluster
+from slinkyml.dev.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
 from slinkyml.jobs.follow import job_state
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
@@ -36,6 +40,7 @@ from slinkyml.slurm import Slurm, protocol
 from slinkyml.train import METRICS_FILE
 
 EVERY, STEPS, FAULT_AT = 4, 40, 10
+GRACE_S = 30  # GraceTime of the preemptible partition
 
 
 def kill_node(cluster: LocalCluster, node: str) -> None:
@@ -62,6 +67,13 @@ def kill_rank0(spec: JobSpec) -> None:
             continue
 
 
+def urgent_job(slurm: Slurm, nodes: list[str]) -> None:
+    """What preempts in production: a higher-tier job that needs the training job's nodes."""
+    slurm.run("sbatch", ["--parsable", f"--partition={URGENT_PARTITION}", f"--nodes={len(nodes)}",
+                         f"--nodelist={','.join(nodes)}", "--exclusive", "--time=2", "--output=/dev/null",
+                         "--wrap=sleep 10"])
+
+
 def faults(slurm: Slurm, cluster: LocalCluster) -> dict[str, Callable[[int, JobSpec], None]]:
     worker = cluster.spec.node_names[3]
     return {
@@ -71,6 +83,7 @@ def faults(slurm: Slurm, cluster: LocalCluster) -> dict[str, Callable[[int, JobS
         "scontrol-requeue": lambda j, s: slurm.run("scontrol", ["requeue", str(j)]),
         "kill-9-rank0": lambda j, s: kill_rank0(s),
         "worker-node-loss": lambda j, s: kill_node(cluster, worker),
+        "slurm-preemption": lambda j, s: urgent_job(slurm, cluster.spec.node_names[2:4]),
     }
 
 
@@ -84,7 +97,7 @@ def measure(slurm: Slurm, cluster: LocalCluster, folder: Path, name: str,
     nodes = cluster.spec.node_names[2:4]
     spec = JobSpec.from_dict({
         "name": f"bench-{name}", "nodes": 2, "mem_per_node": "1G", "time_limit": "00:15:00",
-        "python": sys.executable, "nodelist": ",".join(nodes),
+        "python": sys.executable, "nodelist": ",".join(nodes), "partition": PREEMPTIBLE_PARTITION,
         "entry": {"module": "slinkyml.train", "args": ["--steps", str(STEPS), "--checkpoint-every", str(EVERY),
                                                        "--step-sleep", "0.3"]},
         "checkpoint_dir": str(folder / name / "ckpt"), "log_dir": str(folder / name / "logs"),
@@ -124,7 +137,7 @@ def main() -> int:
     p.add_argument("--faults", help="comma-separated subset (default: all)")
     p.add_argument("--folder", help="where the runs write (default: a temporary dir, removed)")
     args = p.parse_args()
-    cluster = LocalCluster(keep_running=True).up()
+    cluster = LocalCluster(keep_running=True, preempt_grace_s=GRACE_S).up()
     slurm = cluster.slurm
     table = faults(slurm, cluster)
     chosen = args.faults.split(",") if args.faults else list(table)

@@ -58,6 +58,8 @@ REQUIRED_BINARIES = {
     "runuser": "util-linux",
 }
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
+#: how long a port may stay taken by a daemon that was just killed before `up` calls it taken
+PORT_RELEASE_S = 10.0
 #: Where Slurm's plugins live (Debian multiarch, RPM and source-build layouts).
 PLUGIN_DIR_GLOBS = ("/usr/lib/*/slurm-wlm", "/usr/lib64/slurm", "/usr/lib/slurm", "/usr/local/lib/slurm")
 
@@ -283,6 +285,7 @@ class LocalCluster:
             self.down()
             raise
         self._started_here = not already
+        self.resume_duplicate_jobid_drains()
         problems = self.health_problems()
         if problems:
             raise ClusterUnhealthy("cluster is up but not healthy: " + "; ".join(problems))
@@ -305,6 +308,35 @@ class LocalCluster:
         if held:
             problems.append(f"jobs held by Slurm after a failed launch: {', '.join(held)} (`scontrol release`)")
         return problems
+
+    def resume_duplicate_jobid_drains(self) -> list[str]:
+        """Return to service the nodes slurmctld drained with "Duplicate jobid" once nothing of the
+        clash is left on them; returns their names.
+
+        A slurmctld restarted from state saved before its last submissions (it saves at most every
+        5 s, src/slurmctld/state_save.c) hands job ids out again; launching one on a node that
+        still runs the lost job of that id fails, and slurmctld drains the node (agent.c,
+        DSH_DUP_JOBID). Once slurmctld has killed the lost job (an orphan of its new state), the
+        node is sound again: an operator checks that no step is left there of a job slurmctld does
+        not place on the node, then resumes it. This does the same, from the node's slurmd spool
+        (a live ``NODE_JOB.STEP`` socket per running step)."""
+        drained = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining", "-o", "%N|%E"],
+                                 check=False, retries=0, timeout=10).stdout
+        resumed = []
+        for line in sorted(set(drained.splitlines())):
+            node, _, reason = line.partition("|")
+            if node not in self.spec.node_names or not reason.startswith("Duplicate jobid"):
+                continue
+            placed = set(self.slurm.run("squeue", ["-h", "-w", node, "-t", "R,CG,S", "-o", "%A"], check=False,
+                                        retries=0, timeout=10).stdout.split())
+            spool = self.spec.spool / f"slurmd-{node}"
+            running = {sock.name.removeprefix(f"{node}_").split(".")[0] for sock in spool.glob(f"{node}_*.*")
+                       if unix_connectable(sock)}
+            if running - placed:
+                continue  # the lost job still runs there: slurmctld kills it, a later `up` resumes
+            self.slurm.run("scontrol", ["update", f"NodeName={node}", "State=RESUME"], check=False, retries=0)
+            resumed.append(node)
+        return resumed
 
     def down(self) -> list[str]:
         """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped.
@@ -481,7 +513,8 @@ class LocalCluster:
         if _write_if_changed(s.slurmdbd_conf, render_slurmdbd_conf(s, self._db_password, install.plugin_dir),
                              0o600):
             changed.add("slurmdbd.conf")
-        for name, text in (("gres.conf", render_gres_conf(s)), ("cgroup.conf", render_cgroup_conf(version)),
+        for name, text in (("gres.conf", render_gres_conf(s)),
+                           ("cgroup.conf", render_cgroup_conf(version, s.proctrack_cgroup)),
                            ("plugstack.conf", render_plugstack_conf(s))):
             path = s.etc / name
             if text is None:
@@ -530,6 +563,10 @@ class LocalCluster:
         for name, port, flag in wanted:
             if name in already:
                 continue
+            # a daemon just killed (-9) can hold its port for a moment while the kernel tears it down
+            deadline = time.monotonic() + PORT_RELEASE_S
+            while _port_in_use(port) and time.monotonic() < deadline:
+                time.sleep(0.2)
             if _port_in_use(port):
                 raise SlinkyError(f"{flag}: port {port} (for {name}) is already in use by another process; "
                                   f"free it or choose another port with {flag}")

@@ -89,6 +89,9 @@ class DevClusterSpec:
     #: > 0: real Slurm preemption (:data:`PREEMPTIBLE_PARTITION` with this GraceTime, preempted
     #: by jobs of :data:`URGENT_PARTITION` on the same nodes); 0: no preemption
     preempt_grace_s: int = 0
+    #: proctrack/cgroup (cgroup v1 freezer, one ``/slurm_<node>`` tree per slurmd) instead of
+    #: proctrack/linuxproc: every process of a step, re-parented or not, ends with it
+    proctrack_cgroup: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
@@ -350,7 +353,8 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
         ("SlurmctldPidFile", f"{spec.run}/slurmctld.pid"), ("SlurmdPidFile", f"{spec.run}/slurmd-%n.pid"),
         ("SlurmctldLogFile", f"{spec.log}/slurmctld.log"), ("SlurmdLogFile", f"{spec.log}/slurmd-%n.log"),
         ("SlurmctldDebug", "info"), ("SlurmdDebug", "info"), ("SlurmdParameters", "config_overrides"),
-        ("ProctrackType", "proctrack/linuxproc"), ("TaskPlugin", "task/none"), ("MpiDefault", "none"),
+        ("ProctrackType", "proctrack/cgroup" if spec.proctrack_cgroup else "proctrack/linuxproc"),
+        ("TaskPlugin", "task/none"), ("MpiDefault", "none"),
         ("SelectType", "select/cons_tres"), ("SelectTypeParameters", "CR_Core_Memory"), ("DefMemPerCPU", 512),
         ("PriorityType", "priority/multifactor"), ("PriorityWeightFairshare", 10000),
         ("PriorityWeightAge", 1000), ("PriorityWeightJobSize", 0), ("PriorityDecayHalfLife", "7-0"),
@@ -427,8 +431,16 @@ StorageLoc=slurm_acct_db
 """
 
 
-def render_cgroup_conf(version: SlurmVersion) -> str | None:
-    """Slurm ≥ 24.05 loads a cgroup plugin in slurmd unless told not to; 22.05 needs no file."""
+def render_cgroup_conf(version: SlurmVersion, proctrack_cgroup: bool = False) -> str | None:
+    """Slurm ≥ 24.05 loads a cgroup plugin in slurmd unless told not to; 22.05 needs no file.
+
+    With ``proctrack_cgroup``: the cgroup v1 plugin on the hierarchies already mounted (Debian
+    builds Slurm with multiple-slurmd support, so each slurmd keeps its own ``/slurm_<node>``
+    tree, src/common/cgroup.c) and no constraints: only process tracking."""
+    if proctrack_cgroup:
+        return ("# Written by `slinkyml dev up`: cgroups for process tracking only.\n"
+                "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=no\nConstrainRAMSpace=no\n"
+                "ConstrainDevices=no\n")
     if version.at_least(24, 5):
         return "# Written by `slinkyml dev up`: no cgroups in the local cluster.\nCgroupPlugin=disabled\n"
     return None

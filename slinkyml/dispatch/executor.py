@@ -37,6 +37,7 @@ from slinkyml.dispatch.task import make_task
 from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
+from slinkyml.jobs.follow import unusable_nodes
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.slurm import Slurm, states
 from slinkyml.slurm.errors import SlurmError
@@ -109,7 +110,7 @@ class HeldWatch:
         stuck = [info for info in held if now - self._since[info.job_id] >= self.fail_after
                  and (info.job_id in self._released or info.reason.startswith("JobHeld"))]
         if stuck:
-            raise JobFailed(stuck[0], f"{describe_held(held)}{_drained_nodes(self.slurm)}")
+            raise JobFailed(stuck[0], f"{describe_held(held)}{unusable_nodes(self.slurm)}")
 
 
 def describe_held(held: Sequence[JobInfo]) -> str:
@@ -118,13 +119,6 @@ def describe_held(held: Sequence[JobInfo]) -> str:
     for info in held:
         by_reason.setdefault(info.reason, []).append(info.job_id)
     return "held by Slurm: " + "; ".join(f"{', '.join(ids)} ({reason})" for reason, ids in by_reason.items())
-
-
-def _drained_nodes(slurm: Slurm) -> str:
-    result = slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,down,fail", "-o", "%N|%T|%E"],
-                       check=False, retries=0, timeout=15)
-    rows = sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
-    return ("; nodes not usable: " + ", ".join(r.replace("|", " ", 1).replace("|", ": ", 1) for r in rows)) if rows else ""
 
 
 def default_folder() -> Path:

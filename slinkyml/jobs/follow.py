@@ -19,6 +19,22 @@ from slinkyml.slurm import states
 from slinkyml.slurm.errors import JobNotFound
 from slinkyml.slurm.runner import Slurm
 
+#: a job Slurm holds after a failed launch never starts by itself: :func:`wait` says so after this long
+HELD_FAIL_S = 60.0
+
+
+class JobHeldBySlurm(SlinkyError):
+    """The job is held by Slurm after a failed launch ("launch failed requeued held"): it waits
+    for someone to release it, so waiting longer is pointless."""
+
+
+def unusable_nodes(slurm: Slurm) -> str:
+    """``; nodes not usable: n1 drained: Duplicate jobid, ...`` (empty when all are usable)."""
+    result = slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,down,fail", "-o", "%N|%T|%E"],
+                       check=False, retries=0, timeout=15)
+    rows = sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
+    return ("; nodes not usable: " + ", ".join(r.replace("|", " ", 1).replace("|", ": ", 1) for r in rows)) if rows else ""
+
 
 @dataclass(frozen=True)
 class JobState:
@@ -105,16 +121,29 @@ def newest_lines(stdout: str, job_id: int, lines: int = 5) -> list[str]:
 
 def wait(slurm: Slurm, job_id: int, *, timeout: float | None = None, poll: float = 1.0,
          on_update: Callable[[JobState], None] | None = None,
-         until: Callable[[JobState], bool] | None = None) -> JobState:
-    """Poll until the job finishes (or ``until`` says so); returns the last state."""
+         until: Callable[[JobState], bool] | None = None, held_fail_after: float = HELD_FAIL_S) -> JobState:
+    """Poll until the job finishes (or ``until`` says so); returns the last state.
+
+    Raises :class:`JobHeldBySlurm` once the job has been held by Slurm after a failed launch for
+    ``held_fail_after`` seconds (e.g. a controller restarted from older state re-launched it where
+    its first run still ran: "Duplicate jobid"), naming the hold and the nodes not usable."""
     deadline = None if timeout is None else time.monotonic() + timeout
     done = until or (lambda s: s.finished)
+    held_since: float | None = None
     while True:
         state = job_state(slurm, job_id)
         if on_update:
             on_update(state)
         if done(state):
             return state
+        if state.state == "PENDING" and states.is_held_by_slurm(state.reason):
+            held_since = time.monotonic() if held_since is None else held_since
+            if time.monotonic() - held_since >= held_fail_after:
+                raise JobHeldBySlurm(f"job {job_id} is held by Slurm ({state.reason}) and will not start by itself"
+                                     f"{unusable_nodes(slurm)}; `scontrol release {job_id}` once its nodes "
+                                     "are back (the run resumes from its newest checkpoint)")
+        else:
+            held_since = None
         if deadline is not None and time.monotonic() > deadline:
             raise SlinkyError(f"job {job_id} still {state.state} after {timeout:g} s")
         time.sleep(poll)

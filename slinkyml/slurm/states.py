@@ -37,10 +37,17 @@ def is_terminal(state: str) -> bool:
 
 
 def is_held(reason: str) -> bool:
-    """Whether a pending job's reason says it waits for a release (``launch failed requeued held``)."""
-    reason = (reason or "").strip()
+    """Whether a pending job's reason says it waits for a release (``launch failed requeued held``;
+    ``scontrol show job`` writes it with underscores)."""
+    reason = (reason or "").strip().replace("_", " ")
     return reason in HELD_REASONS or reason.startswith("JobHeld") or "requeued held" in reason
 
 
+def is_held_by_slurm(reason: str) -> bool:
+    """Held by slurmctld itself after a launch failed (not by a user or an admin); squeue's words
+    or scontrol's (``launch_failed_requeued_held``)."""
+    return "launch failed requeued held" in (reason or "").replace("_", " ")
+
+
 __all__ = ["ACTIVE", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "PENDING", "REQUEUEING",
-           "REQUEUE_WAIT_REASON", "TERMINAL", "is_held", "is_terminal", "normalise"]
+           "REQUEUE_WAIT_REASON", "TERMINAL", "is_held", "is_held_by_slurm", "is_terminal", "normalise"]
