@@ -170,10 +170,11 @@ def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None, *,
     """Delete these nodes' veths and namespaces, and the bridge(s) unless ``bridge`` is False."""
     lines = []
     for node in spec.node_names if node_names is None else node_names:
-        if netns_exists(spec.netns(node)):
-            lines.append(f"netns del {spec.netns(node)}")  # takes its eth0, and so the veth pair, along
-        elif link_exists(spec.veth(node)):
+        # the veth explicitly: a namespace outlives its name while a process (a job's task) is in it
+        if link_exists(spec.veth(node)):
             lines.append(f"link del {spec.veth(node)}")
+        if netns_exists(spec.netns(node)):
+            lines.append(f"netns del {spec.netns(node)}")
     if bridge:
         for extra, _far, near in extra_bridges(spec, MAX_NODES):  # what any earlier up made
             lines += [f"link del {name}" for name in (near, extra) if link_exists(name)]
