@@ -1,10 +1,8 @@
-"""User settings and where the cluster is: the one place that reads slinkyml's environment
-variables and config files, and that finds slurm.conf and slurmrestd (falling back to the local
-dev cluster's state directory). Standard library only: the CLI imports it at start-up.
+"""User settings and where the cluster is: the one reader of slinkyml's environment variables and
+config files. Stdlib only (the CLI imports it at start-up).
 
-Settings, first found wins: an explicit argument (a CLI flag), the environment variable, the first
-config file that exists (``$SLINKYML_CONFIG``, ``~/.config/slinkyml/config.yaml``,
-``/etc/slinkyml/config.yaml``; plain ``key: value`` YAML), the default.
+First found wins: an explicit argument, the environment variable, the first config file
+(``$SLINKYML_CONFIG``, ``~/.config/slinkyml/config.yaml``, ``/etc/slinkyml/config.yaml``), the default.
 """
 
 from __future__ import annotations
@@ -45,11 +43,8 @@ def config_value(key: str) -> str | None:
 
 
 def default_state_dir() -> Path:
-    """The local dev cluster's state: ``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``;
-    else ``~/.local/state/slinkyml/dev``.
-
-    Root's home is private (mode 700), yet the cluster's other Unix users must reach the munge
-    socket and slurm.conf, so root's default lives outside it.
+    """The local dev cluster's state: ``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``
+    (root's home is private, other users need the munge socket); else ``~/.local/state/slinkyml/dev``.
     """
     env = os.environ.get("SLINKYML_STATE_DIR")
     if env:

@@ -1,8 +1,5 @@
-"""Instance-type presets (accelerators, EFA, CPU, memory, links, prices), loaded from data.
-
-The packaged file ``slinkyml/data/instance_types.yaml`` is the default; a user file given by
-``SLINKYML_INSTANCE_TYPES`` or ``path=`` is merged over it (same keys replace, new keys add).
-Shared by the cluster renderer, the planner and the cost reports.
+"""Instance-type presets (accelerators, EFA, CPU, memory, links, prices) from
+``data/instance_types.yaml``, with a user file (``SLINKYML_INSTANCE_TYPES`` or ``path=``) merged over.
 """
 
 from __future__ import annotations

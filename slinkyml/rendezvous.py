@@ -1,9 +1,6 @@
-"""The rendezvous port of a job, derived from its id and restart count: one rule for the rendered
-sbatch script (in bash), ``submit()``'s tasks and :class:`~slinkyml.dispatch.launch.NodeLauncher`.
-
-Deterministic, so every node computes the same list; a requeued run gets other ports than its
-previous attempt (never meeting the old store); two jobs on one head node rarely start on the same
-port, and the head checks each candidate is free before using it.
+"""The rendezvous port of a job, from its id and restart count: one rule for the sbatch script's
+bash, ``submit()``'s tasks and :class:`~slinkyml.dispatch.launch.NodeLauncher`; a requeued run never
+meets its previous attempt's store.
 """
 
 from __future__ import annotations

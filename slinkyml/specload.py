@@ -1,12 +1,7 @@
 """One loader for the YAML specs users write (job specs, cluster specs).
 
-Reading, parsing and checking a spec file go through here, so every command and the Python API
-report bad input the same way: every problem at once, each as ``FILE:LINE: field.path: message``
-(:class:`~slinkyml.errors.Problem`), never a traceback. The structure of each spec (fields, types,
-ranges, patterns) is the JSON Schema published under ``slinkyml/data/schemas/`` (``slinkyml schema
-job|cluster``), so an editor validating as the user types and this loader agree; the spec classes
-add the checks that span fields. The checker below implements the part of JSON Schema those files
-use, with messages for people; a type is checked before any pattern, range or choice.
+Every problem at once, each as ``FILE:LINE: field.path: message``, never a traceback. Structure
+comes from the JSON Schemas under ``data/schemas/`` (checked by the subset of JSON Schema below).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Accounting from slurmdbd: usage, efficiency, cost and fair-share reports.
+"""Accounting from slurmdbd as pandas DataFrames: usage, efficiency, cost and fair-share reports.
 
-Notebook functions return pandas DataFrames::
-
-    from slinkyml import accounting as acct
-    acct.usage_report(since="7d", by=("account", "user"))
-    acct.fairshare_report()
-    acct.efficiency_report(since="1d")
-
-Everything goes through a backend (:mod:`slinkyml.accounting.backends`; the Slurm CLIs by
-default), so results are the same whichever one is used.
+Everything goes through a backend (the Slurm CLIs by default), so results do not depend on it.
 """
 
 from __future__ import annotations

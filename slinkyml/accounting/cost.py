@@ -1,8 +1,6 @@
 """Cost per user and account: a job pays for the fraction of an instance it holds.
 
-Prices: ``price_per_hour_usd`` of the instance presets (``slinkyml.instances``), mapped per
-partition by ``slinkyml/data/prices.yaml``; a user file (``SLINKYML_PRICES`` or ``path=``) merges
-over it and may set ``price_per_hour_usd`` per partition directly.
+Prices: the instance presets mapped per partition by ``data/prices.yaml``, a user file merged over.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The accounting dashboard: every figure as a DataFrame first (:func:`collect`), one self-contained
-HTML page rendered from them (:func:`render_html`) — inline SVG, CSS and a few lines of JS, no
-network fetch, readable on a laptop and printable.
-
-The page aggregates (usage in time bins, distributions, the top jobs): a 100,000-record window
-stays a few hundred kilobytes. Each table carries its numbers in ``data-v`` attributes so a
-browser test can compare the DOM with the DataFrames.
+"""The accounting dashboard: figures as DataFrames (:func:`collect`), then one self-contained HTML
+page (:func:`render_html`; no network fetch); ``data-v`` attributes let a browser test check it.
 """
 
 from __future__ import annotations

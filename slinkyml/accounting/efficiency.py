@@ -1,12 +1,5 @@
-"""Per training run: requeued segments stitched, CPU/memory/time/GPU efficiency, lost GPU-hours,
-and the wait split into submit→eligible (dependencies, holds, begin time) and eligible→start
-(queueing for resources and priority).
-
-Efficiency is seff's (contribs/seff in Slurm 24.11+): CPU = TotalCPU / (Elapsed × AllocCPUS);
-memory = the largest step total (``TRESUsageInTot`` mem: the sum of the peaks of the step's tasks,
-on every node) over the job's requested memory (ReqMem: the total since 21.08, per CPU ``c`` × CPUs
-or per node ``n`` × nodes before; AllocTRES mem where ReqMem is missing). Time = Elapsed /
-Timelimit, of the last segment (each requeued run gets the whole limit again).
+"""Per training run: requeued segments stitched, CPU/memory/time/GPU efficiency (seff's formulas),
+lost GPU-hours, and the wait split into submit→eligible and eligible→start.
 """
 
 from __future__ import annotations

@@ -1,36 +1,9 @@
 """Fair-share: parse ``sshare -a -l -P``, recompute Fair Tree and classic fair-share offline.
 
-Why offline: to show that slinkyml's numbers are Slurm's (``slinkyml fairshare`` prints each
-column recomputed beside sshare's, with the difference), to explain a rank ("below bob because
-physics has LevelFS 0.4 vs bio 1.7 at their first common ancestor") and to answer what-ifs (more
-shares, more usage) without touching the cluster. The rules follow Slurm's source
-(src/common/assoc_mgr.c, src/plugins/priority/multifactor/fair_tree.c and
-priority_multifactor.c, 22.05-25.11 alike); the code is ours:
-
-* **The fair-share parent.** An association's parent for fair-share is its nearest ancestor whose
-  shares are not ``parent``: an account with ``fairshare=parent`` is transparent, its children
-  compete as siblings of it at its parent's level. ``level_shares`` is the sum of the raw shares
-  of those siblings (``parent`` ones count 0).
-* **Fair Tree.** ``NormShares = shares / level_shares`` (a ``parent`` association shows its
-  fair-share parent's); ``EffectvUsage = RawUsage / fair-share parent's RawUsage`` (0 when that is
-  0); ``LevelFS = NormShares / EffectvUsage`` — 0 without shares, ``inf`` without usage, ``inf``
-  for a ``parent`` user, none for a ``parent`` account. Siblings are visited by descending LevelFS
-  (users before accounts on equal LevelFS), depth first; users get ranks N, N-1, ... (N = all user
-  associations), a user tied on LevelFS with the sibling before it keeps that one's rank, and an
-  account tied with the sibling before it passes the tie to its first child. ``FairShare =
-  rank / N``. (Slurm's source means to merge tied accounts' children, but its test never matches,
-  so it does not; neither do we.)
-* **Classic** (``PriorityFlags=NO_FAIR_TREE``): ``NormShares`` = the product of
-  ``shares / level_shares`` up the tree (``parent`` links skipped; a ``parent`` association shows
-  its fair-share parent's); ``NormUsage = RawUsage / root's`` (at most 1); ``EffectvUsage`` =
-  ``NormUsage`` under root, the fair-share parent's for ``parent`` associations, else
-  ``NormUsage + (parent's EffectvUsage - NormUsage) * shares / level_shares``;
-  ``FairShare = 2^(-EffectvUsage / NormShares / FairShareDampeningFactor)`` (0 without shares).
-  ``DEPTH_OBLIVIOUS`` is not recomputed.
-
-Usage decays as Slurm applies it every calculation period: ``U(t) = U0 * (1 - 0.693 / HL)^t``
-(t and ``PriorityDecayHalfLife`` HL in seconds; 0.693 as written in priority_multifactor.c, so one
-half-life leaves 0.50007 of the usage, not exactly a half).
+Offline, to show slinkyml's numbers are Slurm's, explain a rank and answer what-ifs without the
+cluster. The rules follow Slurm's assoc_mgr.c, fair_tree.c and priority_multifactor.c (22.05-25.11);
+a ``fairshare=parent`` association is transparent: its children compete at its parent's level.
+Usage decays as ``U0 * (1 - 0.693 / HL)^t``, Slurm's own constant (not exactly a half per HL).
 """
 
 from __future__ import annotations
@@ -493,14 +466,9 @@ def parse_half_life(text: str) -> float:
 
 def classic_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None,
                        abs_tol: float = 1e-6) -> list[tuple]:
-    """:func:`classic` vs sshare's own columns: ``(key, column, ours, sshare)`` beyond tolerance.
+    """:func:`classic` vs sshare's columns: ``(key, column, ours, sshare)`` beyond tolerance.
 
-    NormShares comes from integer shares, so it must agree to ``abs_tol`` (sshare prints six
-    decimals). EffectvUsage and FairShare are recomputed from *printed* raw usage, known only to
-    ±d (0.005 where ``raw`` has assoc_mgr's two decimals, 0.5 for sshare's whole numbers); the
-    bound is that rounding carried through the formulas, to first order:
-    N = U/U_root moves by (d_U + N·d_root)/U_root; E = (1-f)·N + f·E_parent (f: level share)
-    by (1-f)·dN + f·dE_parent; FairShare = 2^(-E/S) by FairShare·ln2·dE/S.
+    The tolerance carries sshare's printed rounding of raw usage through the formulas, to first order.
     """
     raw = raw or {}
     root = build_tree(assocs, raw)
@@ -536,12 +504,9 @@ def classic_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None
 
 
 def fair_tree_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None) -> list[tuple]:
-    """:func:`fair_tree` vs sshare's own columns: ``(key, column, ours, sshare)`` beyond tolerance.
+    """:func:`fair_tree` vs sshare's columns: ``(key, column, ours, sshare)`` beyond tolerance.
 
-    NormShares and FairShare (ranks) must agree to 1e-6 (sshare's six decimals). EffectvUsage
-    and LevelFS are recomputed from *printed* raw usage, known to ±d (0.005 with ``raw`` from
-    assoc_mgr, 0.5 from sshare's whole numbers): E = u/p moves by d/p + E·d/p, LevelFS = S/E by
-    LevelFS·(d/u + d/p). RawUsage: sshare truncates, assoc_mgr rounds to two decimals.
+    Ranks must agree to 1e-6; usage-derived columns within sshare's printed rounding of raw usage.
     """
     raw = raw or {}
     root = build_tree(assocs, raw)

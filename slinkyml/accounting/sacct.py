@@ -1,10 +1,7 @@
 """``sacct --parsable2`` text → tidy pandas DataFrames (jobs and steps).
 
-The CLI backend asks sacct for exactly :data:`FIELDS`, separated by :data:`SEP` (ASCII unit
-separator: it cannot occur in job names, unlike ``|``), with ``--noconvert`` (exact units) and
-``TZ=UTC``. Parsing is column-wise (pandas' C reader, then vectorised or per-distinct-value
-conversions) so a million rows take seconds. Lines with the wrong number of fields are counted
-and reported in :attr:`SacctTable.malformed`, never raised.
+Fields are separated by ASCII US (it cannot occur in job names, unlike ``|``); parsing is
+column-wise; lines with the wrong field count are counted in :attr:`SacctTable.malformed`, never raised.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The sacct parser, :func:`parse_sacct`: a pyarrow fast path over :mod:`.sacct`'s reference
-(pandas) path, same output, ~10x faster. (The fast path imports :mod:`.sacct`, never the reverse.)
+"""The sacct parser, :func:`parse_sacct`: a pyarrow fast path (~10x) over :mod:`.sacct`'s pandas path.
 
-Why a second implementation: pandas' reader turns every field into a Python string (≈4 s per
-million rows before any conversion), so the pandas path cannot reach 200,000 rows/s on two cores.
-pyarrow's multi-threaded CSV reader keeps the text in Arrow buffers; every conversion then works on
-Arrow/NumPy arrays, or, for the columns that repeat (states, TRES, partitions, time limits...), on
-the distinct values only (``dictionary_encode``) with the very same Python helpers as the pandas
-path, so both paths agree value for value (``tests/test_accounting_parse.py`` checks it).
-Rare shapes (array/het job ids, unparsable numbers) go through those helpers too.
-
-Any Arrow error makes :func:`parse` raise :class:`FastPathUnavailable`; the caller then uses the
-pandas path, so an input the fast path cannot handle is never worse off than before.
+pandas' reader makes every field a Python string; Arrow keeps buffers and converts repeated columns
+on distinct values only, with the pandas path's helpers, so both agree value for value. Any Arrow
+error raises :class:`FastPathUnavailable` and the caller falls back to pandas.
 """
 
 from __future__ import annotations
@@ -49,9 +41,7 @@ class FastPathUnavailable(Exception):
 def parse_sacct(text: str, sep: str = sacct.SEP, engine: str = "auto") -> sacct.SacctTable:
     """Parse sacct output for :data:`~.sacct.FIELDS` (no header). Never raises on bad lines.
 
-    ``engine``: ``"auto"`` uses the pyarrow fast path when the text suits it, else pandas
-    (:func:`.sacct.parse_pandas`); ``"pandas"``/``"pyarrow"`` force one (tests compare them).
-    Both give the same frames.
+    ``engine``: ``"auto"`` (pyarrow when the text suits it), ``"pandas"`` or ``"pyarrow"``.
     """
     if engine not in ("auto", "pandas", "pyarrow"):
         raise ValueError(f"engine must be auto, pandas or pyarrow, not {engine!r}")

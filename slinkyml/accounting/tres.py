@@ -1,8 +1,6 @@
 """TRES strings (``billing=2,cpu=2,gres/gpu:a100=4,gres/gpu=4,mem=1024M,node=1``) → numbers.
 
-Kept apart from the sacct parser because AllocTRES, ReqTRES, TRESUsageIn* and sreport all use the
-same syntax. GPUs are counted once: Slurm lists both the untyped ``gres/gpu=N`` total and one
-``gres/gpu:<type>=n`` entry per type, and adding them would double-count.
+GPUs are counted once: Slurm lists both the untyped ``gres/gpu`` total and one entry per type.
 """
 
 from __future__ import annotations

@@ -25,11 +25,9 @@ def _ts(value) -> pd.Timestamp:
 def overlap_seconds(jobs: pd.DataFrame, start: datetime, end: datetime, *,
                     now: datetime | None = None, as_of: datetime | None = None,
                     running_until: datetime | None = None) -> np.ndarray:
-    """Seconds of each allocation row inside [start, end).
+    """Seconds of each allocation row inside [start, end); running jobs run until ``running_until``.
 
-    Running jobs (no End) run until ``running_until`` (default ``now``). ``as_of`` reproduces a
-    snapshot taken then: jobs that started later are left out and jobs still running then count
-    until ``running_until`` — what a slurmdbd rollup forced at ``as_of`` records.
+    ``as_of`` reproduces a snapshot taken then (what a slurmdbd rollup forced at ``as_of`` records).
     """
     t0, t1 = _ts(start).value, _ts(end).value
     now_ns = _ts(now or pd.Timestamp.now(tz="UTC")).value
@@ -122,10 +120,8 @@ def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[s
                       unit_seconds: int = 1) -> pd.DataFrame:
     """Our per (account, user) CPU seconds next to sreport AccountUtilizationByUser.
 
-    ``ours``: :func:`usage` grouped by account and user; ``parents``: account → parent account
-    (sreport's account rows include their sub-accounts). sreport prints whole units with printf's
-    ``%.0lf`` (2266 s → 38 min; 90 s → 2, 30 s → 0: halves to even), so ours is converted the same
-    way (``unit_seconds`` = 60 for ``-t Minutes``).
+    ``parents``: account → parent (sreport's rows include sub-accounts); ours is rounded as sreport's
+    ``%.0lf`` does (halves to even), in ``unit_seconds``.
     """
     per_user = {(a, u): s for a, u, s in zip(ours["account"], ours["user"], ours["cpu_seconds"], strict=False)}
     per_account: dict[str, float] = {}

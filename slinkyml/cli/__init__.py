@@ -1,8 +1,6 @@
-"""The ``slinkyml`` console script.
+"""The ``slinkyml`` console script; each sub-command module exposes ``register(subparsers)``.
 
-Sub-commands live in small modules under :mod:`slinkyml.cli` that each expose
-``register(subparsers)``; they must import only the standard library at module level so that
-``slinkyml --help`` and every sub-command start fast (heavy imports happen inside handlers).
+Sub-command modules import only the standard library at module level, so start-up stays fast.
 """
 
 from __future__ import annotations

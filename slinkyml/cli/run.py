@@ -1,8 +1,7 @@
 """``slinkyml run [sbatch-like flags] SCRIPT|-m MODULE [ARGS...]``: a one-command job.
 
-The flags build the same :class:`~slinkyml.jobs.spec.JobSpec` a YAML file would (so every check and
-error is the spec's, with its field names), which is then submitted exactly as ``slinkyml sbatch
-submit`` does; ``--save-spec`` writes it as YAML for the next time. Stdlib imports only at module level.
+The flags build a :class:`~slinkyml.jobs.spec.JobSpec` (so errors name its fields), submitted as
+``sbatch submit`` does. Stdlib imports only at module level.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Cluster resources: spec -> Slinky/Kubernetes/AWS objects -> offline validation -> apply.
 
-Plan (:mod:`.spec`), render (:mod:`.render`, :mod:`.karpenter`, :mod:`.storage`, :mod:`.helm`),
-check (:mod:`.validate`), compare (:mod:`.diff`), submit (:mod:`.apply`). Everything but ``apply``
-is pure and offline.
+Everything but :mod:`.apply` is pure and offline.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What runs beside the rendered objects, as data: Karpenter's allocatable model, device plugins.
-
-``slinkyml/data/cluster_addons.yaml`` holds the figures (each with its upstream source); this
-module turns them into the numbers the renderer requests, the tolerations the device plugins
-need, and the README section "What you need in the cluster". Pure and offline.
+"""What runs beside the rendered objects, from ``data/cluster_addons.yaml``: Karpenter's
+allocatable model and the device plugins' tolerations. Pure and offline.
 """
 
 from __future__ import annotations
@@ -50,9 +47,7 @@ def _kube_reserved_cpu_millis(cpu_millis: int) -> int:
 def karpenter_allocatable(itype: InstanceType) -> Allocatable:
     """Capacity minus VM overhead, kube-reserved and the hard eviction threshold.
 
-    Mirrors karpenter-provider-aws ``memory()``, ``pods()``/``ENILimitedPods()``,
-    ``kubeReservedResources()`` and ``evictionThreshold()`` (pkg/providers/instancetype/types.go)
-    with the defaults of pkg/operator/options/options.go.
+    Mirrors karpenter-provider-aws pkg/providers/instancetype/types.go with its default options.
     """
     k = addons()["karpenter"]
     memory_mib = int(round(itype.memory_gib * 1024))

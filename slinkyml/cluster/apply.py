@@ -1,8 +1,6 @@
 """The thin submit layer: server-side apply, diff and NodeSet status with the ``kubernetes`` client.
 
-Everything here talks to a live API server; rendering, validation and the comparison behind
-``diff`` (:mod:`.diff`) stay offline. Secret values are created here (if missing) and never
-printed, logged, or returned.
+Secret values are created here (if missing) and never printed, logged, or returned.
 """
 
 from __future__ import annotations
@@ -133,9 +131,7 @@ def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: b
 def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
     """Unified diff, per object, of what the cluster has against ``objs`` ('' if none).
 
-    Fetches each object and leaves the comparison to :func:`slinkyml.cluster.diff.diff_object`
-    (only the fields we set; Secret values never shown). An object the cluster lacks shows in
-    full as created; a kind the server does not serve shows as one ``?`` line.
+    A missing object shows in full as created; a kind the server does not serve as one ``?`` line.
     """
     # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.client.exceptions import ApiException

@@ -1,8 +1,6 @@
 """Find the Slinky CRDs and turn their openAPIV3Schema into JSON Schemas we can validate with.
 
-Lookup order: ``$SLINKYML_CRD_DIR``, then ``<repo>/../shared/slinky-crds`` (the project's
-reference copy, with ``legacy/`` API versions), then the v1beta1 copies vendored in
-``slinkyml/data/crds`` (so installed users validate offline too).
+Lookup: ``$SLINKYML_CRD_DIR``, ``<repo>/../shared/slinky-crds``, then the copies in ``data/crds``.
 """
 
 from __future__ import annotations
@@ -56,9 +54,7 @@ def crd_files(operator_version: str | None = None) -> list[Path]:
 def _to_json_schema(node: Any) -> Any:
     """openAPIV3 (structural) -> JSON Schema, *strict*: unknown fields are errors.
 
-    The API server prunes unknown fields silently; ``kubectl apply --validate=strict`` and
-    server-side apply with field validation reject them, and a silently dropped field is a bug
-    we want to catch offline.
+    The API server drops unknown fields silently; a dropped field is a bug to catch offline.
     """
     if isinstance(node, list):
         return [_to_json_schema(n) for n in node]

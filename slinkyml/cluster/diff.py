@@ -1,19 +1,8 @@
-"""Diff rendered objects against live ones or an earlier render; pure and offline.
+"""Diff rendered objects against live ones (:func:`diff_object`) or an earlier render
+(:func:`diff_manifests`); pure and offline, one unified diff per object.
 
-Two comparisons, one output format (a unified diff per object):
-
-- :func:`diff_object` compares a rendered object with the object as the API server returns
-  it. Only the fields we set count, the way a server-side apply sees them: server-set metadata,
-  ``status``, defaulted fields and labels/annotations others added are left out; fields our field
-  manager owns (``metadata.managedFields``) but we no longer set are shown as removed, because
-  the next apply removes them.
-- :func:`diff_manifests` compares two renders (``--against`` a checked-in ``manifests/<name>/``),
-  object by object keyed by apiVersion/kind/namespace/name: created, removed, changed.
-
-Secret values (``data``/``stringData``) are never printed on either side: each shows as
-``*** (hidden)``, or ``*** (hidden, before)`` / ``*** (hidden, after)`` when it changed. The
-``kubectl.kubernetes.io/last-applied-configuration`` annotation (which can hold a Secret's
-plain content) is ignored everywhere.
+Only the fields we set count, as server-side apply sees them; Secret values are always hidden and
+``last-applied-configuration`` (which may hold a Secret's content) ignored.
 """
 
 from __future__ import annotations
@@ -157,12 +146,8 @@ def _owned_item(owned: Any, item: Any) -> Any:
 def project_live(live: Any, want: Any, owned: Any = None) -> Any:
     """The part of ``live`` that an apply of ``want`` would manage.
 
-    Dicts keep the keys ``want`` sets (plus those ``owned``, the fieldsV1 tree of our field
-    manager, says we set before: an apply removes them). Lists of dicts are matched item by item:
-    by the list-map keys ``owned`` names, else by ``name`` when the lengths differ and names are
-    unique, else by position; each item is projected the same way, so server defaults inside items
-    (``imagePullPolicy``, ``protocol: TCP``...) do not show. Scalars equal as Kubernetes quantities
-    (``1Gi`` and ``1024Mi``) count as equal.
+    Keys ``want`` sets or ``owned`` (our managedFields) says we set before; list items matched by
+    list-map keys, name or position; equal Kubernetes quantities (``1Gi``/``1024Mi``) are equal.
     """
     if isinstance(want, dict) and isinstance(live, dict):
         if owned == {} and live:  # an atomic map: an apply replaces it whole

@@ -1,9 +1,6 @@
 """Values for the official Slinky ``slurm`` Helm chart, equivalent to the rendered objects.
 
-For teams that install with ``helm install slurm oci://ghcr.io/slinkyproject/charts/slurm -f``.
-:func:`check_key_paths` proves every key path we emit exists in the chart's ``values.yaml``
-(vendored copy in ``slinkyml/data/helm/``), except below keys the chart documents as free-form
-(maps such as ``configFiles`` or Kubernetes types such as ``podSpec``/``resources``).
+:func:`check_key_paths` proves every key path exists in the vendored chart ``values.yaml``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Karpenter v1 ``NodePool`` + ``EC2NodeClass`` for each node set.
 
-Why each choice:
-- one instance type per pool, and a single zone when EFA is on (EFA does not cross AZs);
-- on-demand unless the spec says otherwise (a spot reclaim kills a multi-node job);
-- accelerator pools carry only the accelerator's own taint (``nvidia.com/gpu`` or
-  ``aws.amazon.com/neuron``), which the stock NVIDIA and Neuron device plugins tolerate, so the
-  node advertises its devices; CPU-only pools carry ``slinkyml.io/slurm-worker`` (no device plugin
-  must run there) so other workloads stay off. The EFA plugin tolerates neither by default: the
-  render writes its Helm values with these taints (``helm/device-plugins/efa.yaml``);
-- ``limits`` leave room for ``spare_nodes`` replacement nodes, so Karpenter can launch the
-  replacement of a failed node before the old one is gone;
-- ``consolidationPolicy: WhenEmpty`` plus budgets of 0 for drift/underutilisation, and the
-  ``karpenter.sh/do-not-disrupt`` pod annotation on slurmd pods: Karpenter never voluntarily
-  takes away a node that is running training, only empty nodes, one at a time;
-- the ``al2023`` AMI alias: Karpenter resolves it to the EKS-optimized Amazon Linux 2023 AMI, and
-  to its *accelerated* variant (NVIDIA or Neuron drivers) for GPU and Trainium instance types.
+One instance type per pool, one zone with EFA, on-demand by default (a spot reclaim kills a
+multi-node job); accelerator pools carry only the device's own taint (the stock plugins tolerate
+it); ``limits`` leave room for spare nodes; ``WhenEmpty`` consolidation and ``do-not-disrupt`` so
+Karpenter never takes away a node running training.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Pure render: :class:`SlurmCluster` -> the Kubernetes objects the Slinky operator and EKS need.
 
-Output is deterministic (same spec, same bytes): no timestamps, no random values. Credentials
-are only *referenced* (``slurmKeyRef``, ``passwordKeyRef``...); the Secrets themselves come from
-:mod:`slinkyml.cluster.secrets`, which is a separate output that is never written next to the
-manifests (see ``manifests/README.md``).
+Deterministic (same spec, same bytes); credentials are only referenced, never rendered.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Rules the slurm-operator, Karpenter, the device plugins and the FSx CSI driver apply at run time.
-
-A schema cannot say that a pod with no sidecar image is rejected, or that a pod asking one MiB
-more than Karpenter's model of an instance never gets a node. Each rule below names the upstream
-file it mirrors; ``slinkyml cluster validate`` runs them beside the schema checks, and
-``tests/test_cluster_runtime.py`` has a manifest breaking each one.
+"""Rules the slurm-operator, Karpenter, the device plugins and the FSx CSI driver apply at run time,
+which a schema cannot say; each names the upstream file it mirrors.
 """
 
 from __future__ import annotations
@@ -211,12 +207,10 @@ def _gres_names(extra_conf: str) -> list[str]:
 
 
 def gres_hostname_issues(where: str, gres_conf: str, nodesets: list[tuple[str, str, int, str]]) -> list[Issue]:
-    """slurm-operator internal/controller/nodeset/utils/utils.go (initIdentity, GetSlurmNodeName) names
-    each slurmd ``<hostname prefix><ordinal>``; gres.c ``_parse_gres_config_node`` skips gres.conf
-    lines whose NodeName does not match, so a Neuron node would register no devices. Checks every
-    ordinal up to one more than the replicas (the next scale-up).
+    """Neuron gres.conf lines must name each slurmd's node name, or the node registers no devices.
 
-    ``nodesets``: (description, hostname prefix, replicas, slurmd extraConf).
+    Checks every ordinal up to one more than the replicas; ``nodesets``: (description, hostname
+    prefix, replicas, slurmd extraConf).
     """
     autodetect_all = any(re.match(r"^\s*AutoDetect=\S+", line) for line in gres_conf.splitlines())
     lines = [line for line in gres_conf.splitlines() if re.search(r"(?:^|\s)Name=", line)]

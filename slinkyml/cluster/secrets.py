@@ -1,15 +1,7 @@
 """Credential Secrets: generated at random, kept out of rendered manifests.
 
-Rendered manifests only *reference* these Secrets by name, so they can be checked in and
-diffed. The values come from here, in one of two ways:
-
-- ``slinkyml cluster apply`` creates each referenced Secret that does not exist yet (never
-  overwrites, never prints a value);
-- ``slinkyml cluster render --secrets-out FILE`` writes them to a separate file (mode 0600) for
-  GitOps users to seal/encrypt; that file must never be committed.
-
-Secrets named in the spec (``secrets.slurm_key: my-secret:key``) are the user's: we only
-reference them and never generate them.
+``cluster apply`` creates missing ones (never overwrites or prints), ``render --secrets-out`` writes
+them to a separate 0600 file; Secrets named in the spec are the user's and never generated.
 """
 
 from __future__ import annotations

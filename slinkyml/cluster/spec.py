@@ -1,9 +1,6 @@
 """Typed cluster spec: ``SlurmCluster`` and ``SlurmNodeSet``, built in Python or loaded from YAML.
 
-These are slinkyml's own planning types (not Kubernetes kinds): one spec renders to the
-Slinky operator's Controller/NodeSet/LoginSet/... objects plus the AWS pieces around them.
-Every user mistake raises :class:`~slinkyml.errors.SpecError` naming the field path
-(``node_sets[1].instance_type``), never a traceback.
+Every user mistake raises :class:`~slinkyml.errors.SpecError` naming the field path.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """FSx for Lustre: a PERSISTENT_2 StorageClass (aws-fsx-csi-driver) and one RWX claim.
 
-The claim is mounted at ``storage.mount_path`` in login and worker pods, for datasets and
-checkpoints. PERSISTENT_2 file systems link to S3 through a *data-repository association*
-(DRA), which the CSI driver's StorageClass cannot create (its ``s3ImportPath`` only applies to
-SCRATCH/PERSISTENT_1). So the DRA is rendered as the JSON input of
-``aws fsx create-data-repository-association --cli-input-json``, to run once the claim is bound
-(``--file-system-id`` = the bound PV's ``spec.csi.volumeHandle``).
+The CSI driver cannot create PERSISTENT_2's S3 link, so the data-repository association is rendered
+as ``aws fsx create-data-repository-association`` input, to run once the claim is bound.
 """
 
 from __future__ import annotations

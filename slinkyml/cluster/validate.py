@@ -1,20 +1,8 @@
 """Offline validation of rendered (or hand-written) cluster objects.
 
-What is checked, per kind:
-
-- ``slinky.slurm.net`` kinds: the real CRDs' openAPIV3Schema (strict: unknown fields are
-  errors), the CRDs' CEL rules (mirrored in Python; an unknown rule is reported as not
-  evaluated), and the embedded ``corev1.Container``/``PodSpec`` fragments (``slurmd``,
-  ``template.spec``...) against the Kubernetes schemas, which the CRDs leave open.
-- core kinds (Namespace, Secret, ConfigMap, PVC, StorageClass...): the Kubernetes JSON schemas
-  bundled in the ``kubernetes-validate`` package (strict variants), no download.
-- Karpenter NodePool/EC2NodeClass and mariadb-operator MariaDB: subset schemas written by
-  slinkyml (``slinkyml/data/schemas``), each stating what it covers (see :func:`subset_notes`).
-- across objects: references resolve (controllerRef, accountingRef, configFileRefs, PVCs,
-  nodeClassRef, node pools), Slurm partitions are unique, requested accelerators and EFA
-  interfaces fit the instance type, EFA node sets are pinned to one zone, names are DNS-1123.
-- at run time (:mod:`.runtime_checks`): what the operator, Karpenter, the device plugins and the
-  FSx CSI driver would do with the objects (sidecar images, modelled allocatable, taints, GRES names).
+Slinky kinds against the real CRDs (strict) with their CEL rules and embedded pod fragments; core
+kinds against kubernetes-validate's schemas; Karpenter and MariaDB against slinkyml's subset schemas
+(:func:`subset_notes`); cross-object references and fits; then :mod:`.runtime_checks`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """``LocalCluster``: a real multi-node Slurm cluster on one machine, for the demo and the tests.
 
-munge + MariaDB + slurmdbd + slurmctld on the host, one slurmd per node in its own network and
-UTS namespace on a bridge, and slurmrestd on a unix socket (local auth) and on loopback TCP (JWT).
-Daemons run as root without systemd, each tracked by a PID file under the state directory.
+Host daemons plus one slurmd per node in its own network/UTS namespace; PID files in the state dir.
 """
 
 from __future__ import annotations
@@ -74,9 +72,7 @@ MUNGE_NICE_LARGE = -10
 def missing_plugins(globs: tuple[str, ...] = PLUGIN_DIR_GLOBS) -> list[str]:
     """Plugins the cluster needs beyond the binaries, as "what (Debian package)" strings.
 
-    slurmctld and slurmdbd load ``auth/jwt`` (``AuthAltTypes``); Debian 13's Slurm 24.11 ships it
-    in ``slurm-wlm-jwt-plugin``, which ``slurm-wlm`` does not pull in (22.05 had it in the basic
-    plugins). Without it slurmdbd dies at start with "cannot find auth plugin for auth/jwt".
+    Debian 13's ``slurm-wlm`` does not pull in ``auth/jwt``, without which slurmdbd dies at start.
     """
     for pattern in globs:
         for directory in sorted(glob.glob(pattern)):
@@ -140,13 +136,8 @@ class LocalCluster:
                  keep_running: bool = False, quiet: bool = True, **options):
         """``options`` are :class:`DevClusterSpec` fields; a None value means "the default".
 
-        Explicit arguments win; then the identity the state dir saved at its last ``up``
-        (``cluster.json``: bridge, node prefix and count, subnet, ports), so ``down``
-        or ``status`` finds that cluster whatever the environment says now; then the
-        ``SLINKYML_STATE_DIR`` and ``SLINKYML_DEV_*`` variables
-        (:data:`~slinkyml.dev.config.ENV_OPTIONS`), so a second cluster beside the default one is
-        found by a plain ``LocalCluster()``, e.g. the test fixture's; then the built-in defaults.
-        A state dir from before ``cluster.json`` is read from its own /etc/hosts block.
+        Explicit arguments win, then the state dir's saved identity (so ``down`` finds that cluster
+        whatever the environment says), then ``SLINKYML_DEV_*`` variables, then the defaults.
         """
         state = Path(state_dir or default_state_dir()).absolute()
         self.saved = _saved_identity(state)
@@ -462,10 +453,7 @@ class LocalCluster:
     def _restart_for_config(self, daemons: dict[str, Daemon], changed: set[str]) -> None:
         """Stop the daemons whose config file changed under them; ``up`` then starts them again.
 
-        slurm.conf (or gres.conf, cgroup.conf, plugstack.conf) → slurmctld, every slurmd and
-        slurmrestd (their configs must agree);
-        slurmdbd.conf → slurmdbd. munge and MariaDB keep running; running jobs survive (their
-        slurmstepd processes do not depend on slurmd).
+        Running jobs survive (slurmstepd does not depend on slurmd).
         """
         names: list[str] = []
         munged = daemons["munged"]

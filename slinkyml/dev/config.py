@@ -49,13 +49,8 @@ DEFAULT_ACCOUNTS: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
 class DevClusterSpec:
     """What ``slinkyml dev up`` builds. Every field has a default that works on a fresh machine.
 
-    A second cluster on the same machine (another Slurm release in a chroot, a CI shard) needs its
-    own bridge, subnet, node names and ports, because bridges, network namespaces and ports are
-    global (``up`` refuses those another state dir holds, see :mod:`slinkyml.dev.ownership`), and
-    gets its own munge socket (:func:`default_munge_socket`). :class:`~slinkyml.dev.LocalCluster`
-    reads them from the state dir's saved identity or the environment (see :data:`ENV_OPTIONS` and
-    :func:`options_from_env`), so code that builds a plain ``LocalCluster()`` — the test suite's
-    fixture — finds that cluster; this class does not.
+    A second cluster on the machine needs its own bridge, subnet, node names and ports (they are
+    global, see :mod:`slinkyml.dev.ownership`) and gets its own munge socket.
     """
 
     state_dir: Path
@@ -253,14 +248,8 @@ URGENT_PARTITION = "urgent"
 def default_munge_socket(state_dir: Path) -> str:
     """A munge socket of the cluster's own, ``/run/munge/slinkyml-<hash of the state dir>.socket.2``.
 
-    Each state dir has its own munge key, so two clusters on one socket cannot both work, and
-    munge's system socket may belong to the machine's own munge service (Debian starts one where
-    systemd runs): taking it over would cut off the machine's own Slurm, refusing it would leave
-    no cluster. Slurm reads the socket from ``AuthInfo=socket=`` (slurm.conf, slurmdbd.conf), except
-    on connections to slurmdbd, where clients and slurmctld use ``AccountingStoragePass``
-    (slurm.conf(5): "the named port ... of the alternate MUNGE daemon"); :func:`render_slurm_conf`
-    sets both. The path stays short (a unix socket path is limited to 107 bytes) whatever the
-    state dir.
+    Each state dir has its own key, and the system socket may be the machine's own munge; Slurm
+    reads it from ``AuthInfo`` and, towards slurmdbd, ``AccountingStoragePass``. Short: 107-byte limit.
     """
     digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:10]
     return f"/run/munge/slinkyml-{digest}.socket.2"
@@ -474,11 +463,8 @@ def render_gres_conf(spec: DevClusterSpec) -> str | None:
 
 
 def render_plugstack_conf(spec: DevClusterSpec) -> str | None:
-    """plugstack.conf for ``spec.spank_plugins`` (each ``required``: a plugin that fails to load
-    fails the daemon or job step, rather than running jobs without it); None when there are none.
-
-    Without ``PlugStackConfig=`` Slurm reads plugstack.conf next to slurm.conf, so with no plugins
-    the file must not exist either (``up`` removes it).
+    """plugstack.conf for ``spec.spank_plugins`` (each ``required``); None when there are none
+    (then the file must not exist: Slurm reads one next to slurm.conf).
     """
     if not spec.spank_plugins:
         return None
@@ -488,14 +474,10 @@ def render_plugstack_conf(spec: DevClusterSpec) -> str | None:
 
 
 def render_hosts_block(spec: DevClusterSpec) -> str:
-    """The /etc/hosts block that makes node names resolve (MASTER_ADDR, gloo and srun need it).
+    """The /etc/hosts block that makes node names resolve; its ``# identity`` line is the claim.
 
-    Its ``# identity`` line makes the block this state dir's claim on its bridge, node names,
-    subnet, ports and munge socket (see :mod:`slinkyml.dev.ownership`).
-
-    The controller's bridge address is listed too: Slurm 24.11's auth/munge looks up the name of
-    every RPC's origin address (munged ``--origin``), and in a node's namespace a DNS query for it
-    waits out the resolver's timeout (10 s), which made every slurmctld → slurmd RPC time out.
+    The controller's bridge address is listed: Slurm 24.11's auth/munge resolves each RPC's origin,
+    and an unanswered DNS query in a node's namespace waits 10 s.
     """
     body = IDENTITY_LINE + json.dumps(identity(spec), separators=(",", ":")) + "\n"
     body += f"{spec.controller_addr} {spec.controller_alias}\n"

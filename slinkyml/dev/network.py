@@ -1,8 +1,6 @@
 """The local cluster's network: a bridge, one network namespace + veth per node, /etc/hosts.
 
-Each slurmd runs in its own network namespace (and UTS namespace, for its hostname) so that
-``srun -N2 hostname`` prints two hosts and torch.distributed crosses a real (virtual) network.
-These are ``ip`` commands, not Slurm commands, so they run here rather than in slinkyml.slurm.
+``ip`` commands, not Slurm commands, so they run here rather than in slinkyml.slurm.
 """
 
 from __future__ import annotations
@@ -146,12 +144,10 @@ def ensure_network(spec: DevClusterSpec) -> None:
 
 
 def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:
-    """The IPv4 nameservers of the machine, which node namespaces cannot reach.
+    """The machine's IPv4 nameservers, which node namespaces cannot reach.
 
-    Packets to them from a node's namespace are silently dropped, so every DNS query there waits
-    out the resolver's timeout (10 s) — and PyTorch's c10d TCPStore reverse-resolves each client
-    address (IPv4-mapped, so /etc/hosts does not answer), which stalled rendezvous by 10 s at
-    random. A ``prohibit`` route per nameserver makes such lookups fail at once.
+    A ``prohibit`` route per nameserver makes lookups fail at once instead of waiting 10 s (c10d's
+    TCPStore reverse-resolves each client).
     """
     try:
         text = resolv_conf.read_text()

@@ -1,12 +1,7 @@
 """Which state dir owns which bridge, node names, subnet, ports and munge socket on this machine.
 
-Bridges, network namespaces, ports and /etc/hosts are global, so two clusters (two state dirs)
-must never share them. The registry is /etc/hosts itself: every cluster's marked block is tagged
-with its state dir and carries its identity (:func:`~slinkyml.dev.config.identity`) on an ``# identity`` line; blocks
-written before that line existed are read from their addresses and names. ``up`` refuses what
-another state dir's block claims; ``down`` removes only what no other block claims.
-
-Pure functions over the file's text, so the refusals can be unit-tested without daemons.
+The registry is /etc/hosts: each cluster's block carries its identity. ``up`` refuses what another
+block claims; ``down`` removes only what no other claims. Pure functions over the file's text.
 """
 
 from __future__ import annotations
@@ -67,9 +62,7 @@ class Claim:
 def read_claims(text: str, hostname: str) -> list[Claim]:
     """Every cluster block in the hosts file's ``text``.
 
-    A block without an ``# identity`` line (written by an older slinkyml) is read from its lines:
-    the first names the controller as ``<hostname>-<bridge>``, the others are the nodes; such a
-    cluster used munge's system socket (the only one older versions knew).
+    A block without ``# identity`` (older slinkyml) is read from its lines, with munge's system socket.
     """
     claims: list[Claim] = []
     state_dir: str | None = None

@@ -55,12 +55,7 @@ def is_alive(pid: int | None) -> bool:
 
 
 def cmdline(pid: int, settle: float = 0.1) -> str:
-    """The process's command line.
-
-    While a process is inside ``execve`` (our daemons exec through nsenter → unshare → sh →
-    slurmd) /proc shows an empty command line for a moment; wait up to ``settle`` seconds for
-    the next one rather than mistake a starting daemon for a stranger.
-    """
+    """The process's command line, waiting up to ``settle`` s while an ``execve`` leaves it empty."""
     deadline = time.monotonic() + settle
     while True:
         try:

@@ -1,18 +1,8 @@
 """Which Slurm the local cluster runs: the machine's own, or another release from a Debian root.
 
-``system`` is whatever ``apt-get install slurm-wlm`` put on ``PATH`` (22.05 on Debian 12, 24.11 on
-Debian 13). Another release (:data:`RELEASES`: 26.05, the one Slinky's images ship) comes from a
-Debian suite that packages it, unpacked once with ``debootstrap`` into a shared cache
-(``/var/lib/slinkyml/roots/<suite>-<release>``) and reused by every state dir.
-
-The root is not entered with ``chroot``: jobs started by its slurmd must run the machine's own
-userland (the project's venv, its Python and libraries), which a chroot would replace with the
-suite's. Instead its Slurm executables and plugins are relinked in place (``patchelf``, run inside
-the root) to load the root's dynamic loader and libraries by absolute path: ``ROOT/usr/sbin/slurmctld``
-then runs on the host like any program, next to the machine's Slurm, while what it starts (slurmd →
-slurmstepd → the job) runs the host's programs. The two compiled-in paths that would reach the
-machine's own Slurm are set explicitly: ``PluginDir`` (slurm.conf, slurmdbd.conf) and slurmd's
-``-d`` (its slurmstepd).
+Another release (:data:`RELEASES`) is unpacked once with ``debootstrap`` into a shared cache. It is
+not chrooted (jobs must run the host's userland): its Slurm ELF files are relinked with ``patchelf``
+to its own loader and libraries, and ``PluginDir`` and slurmd's ``-d`` are set explicitly.
 """
 
 from __future__ import annotations
@@ -160,11 +150,8 @@ def ensure_root(release: str, root: Path) -> None:
 
 
 def relink(root: Path) -> None:
-    """Point the root's Slurm executables at its own loader and every Slurm ELF file at its libraries.
-
-    Debian's Slurm binaries carry ``RUNPATH=/usr/lib/<arch>/slurm-wlm`` (libslurmfull); as ``RPATH``
-    (searched before ``LD_LIBRARY_PATH`` and before the machine's ld.so.cache, and inherited by
-    the plugins and libraries they load) the root's directories win over the machine's.
+    """Point the root's Slurm executables at its own loader and every Slurm ELF file at its libraries
+    (as ``RPATH``, which wins over ``LD_LIBRARY_PATH`` and the machine's ld.so.cache).
     """
     libs = f"{root}/usr/lib/{MULTIARCH}"
     rpath = f"{libs}/slurm-wlm:{libs}"

@@ -1,12 +1,5 @@
-"""A throw-away slurmctld: its own temporary directory, free ports, munge, stopped on every way out.
-
-``slinkyml sbatch check`` (:mod:`slinkyml.jobs.shapecheck`) asks one whether a cluster it describes
-would accept a script; what the daemon is configured with is the caller's (``make_conf``). It
-uses the dev cluster's public helpers (:class:`~slinkyml.dev.process.Daemon`,
-:func:`~slinkyml.dev.process.unix_connectable`).
-
-The slurmctld (and a munged it started) is stopped and the temporary directory removed on every
-way out: success, errors, Ctrl-C and SIGTERM.
+"""A throw-away slurmctld: its own temporary directory, free ports, munge, stopped on every way out
+(success, errors, Ctrl-C, SIGTERM). The caller's ``make_conf`` configures it.
 """
 
 from __future__ import annotations
@@ -79,10 +72,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 class ThrowawaySlurmctld:
     """A slurmctld of its own, in a temporary directory, for asking questions. A context manager.
 
-    ``make_conf(state_dir, port, slurmd_port, munge_socket)`` returns (slurm.conf, gres.conf or
-    None); it is called again with new ports when the ones picked were taken meanwhile. ``install``:
-    whose slurmctld and client commands (the machine's, or another release's root: then slurm.conf
-    needs its ``PluginDir``, :attr:`~slinkyml.dev.roots.SlurmInstall.plugin_dir`).
+    ``make_conf(state_dir, port, slurmd_port, munge_socket)`` → (slurm.conf, gres.conf or None),
+    called again if the ports were taken; ``install``: whose slurmctld and client commands.
     """
 
     def __init__(self, make_conf: ConfMaker, *, munge_socket: str | os.PathLike[str] = DEFAULT_MUNGE_SOCKET,

@@ -1,13 +1,7 @@
 """Notebook dispatch: run Python functions on N nodes of the cluster through submitit.
 
->>> job = slinkyml.submit(train, nodes=2, tasks_per_node=2, mem="2G")   # doctest: +SKIP
->>> job.results()                                                         # doctest: +SKIP
-
-``slinkyml.submit`` and ``slinkyml.Executor`` are this package's :func:`submit` and
-:class:`Executor`, mapped lazily by ``slinkyml/__init__.py`` (the package is named ``dispatch``
-so that importing it never shadows the ``slinkyml.submit`` function).
-Keyword arguments named like :class:`Executor` options configure the job; the others go to
-``fn`` (``fn_kwargs=`` passes any name to ``fn`` unambiguously).
+Named ``dispatch`` so importing it never shadows ``slinkyml.submit``. Keywords named like
+:class:`Executor` options configure the job, the others go to ``fn`` (or ``fn_kwargs=``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """submitit's SlurmExecutor with its sbatch calls routed through :class:`slinkyml.slurm.Slurm`.
 
-submitit writes the batch script and pickles the function (we keep both); only the submission
-itself goes through our command layer, so it gets SLURM_CONF/TZ, typed one-line errors and the
-same RPC accounting as every other Slurm call. Arrays are submitted here too (submitit's own
-array path builds a fresh plain SlurmExecutor and a ``%A_%a`` log path per task).
-
-Jobs are submitted through submitit's public ``Executor.submit``. What submitit has no public API
-for, and this module therefore overrides or reads (checked against submitit 1.5.4; setup.cfg keeps
-submitit below 1.6 so a release that changes them is caught by the tests first):
-
-- ``_submit_command``: PicklingExecutor's documented hook for how a job reaches the cluster (here
-  :meth:`Slurm.sbatch`);
-- ``_make_submission_file_text``: the script text, to ``exec`` the task when there is no srun;
-- ``_throttling``: submitit's 0.2 s sleep between submissions, set to 0;
-- ``_num_tasks``, ``_submitit_command_str``, ``JobPaths.get_first_id_independent_folder`` and
-  ``paths.move_temporary_file``: to submit one sbatch array of our chunked pickles, which
-  submitit's ``map_array``/``batch`` cannot (they build a fresh plain executor and submit per task);
-- ``submitit.core.utils.pickle_load`` (in executor.py): reading result pickles without a
-  ``Job.result()`` call per rank (which would poll Slurm once per rank).
+Private submitit API used (checked against 1.5.4; setup.cfg pins below 1.6): ``_submit_command``,
+``_make_submission_file_text``, ``_throttling``, and for our own arrays ``_num_tasks``,
+``_submitit_command_str``, ``JobPaths.get_first_id_independent_folder``, ``paths.move_temporary_file``.
 """
 
 from __future__ import annotations
@@ -46,10 +31,8 @@ class Backend(SlurmExecutor):
     def _make_submission_file_text(self, command: str, uid: str) -> str:
         """submitit's script; without srun the task line is ``exec``-ed.
 
-        Without srun the task is the batch shell's child. On ``scancel`` the shell exits at the
-        SIGTERM that submitit's task ignores; the task is re-parented out of Slurm's process
-        tracking (proctrack/linuxproc follows parents) and then outlives its job, never getting
-        the SIGKILL. With ``exec`` the task is the tracked batch process itself.
+        Otherwise the task is the batch shell's child, escapes process tracking on ``scancel`` and
+        outlives its job.
         """
         text = super()._make_submission_file_text(command, uid)
         if self.parameters.get("use_srun", True):

@@ -1,10 +1,7 @@
 """Job arrays: pack many small items into few array tasks, split arrays at MaxArraySize.
 
-Every array task pays a Python start-up and an unpickle (about 2 s on a small node), so one
-task per trivial item is slow: 200 items ran at ~2.7 items/s with submitit's ``map_array`` on
-the 4-node dev cluster. A :class:`Chunk` runs many items in one task and returns one outcome per
-item (value or error), so results and errors stay per item. Arrays larger than the cluster's
-``MaxArraySize`` (``scontrol show config``) are split into several sbatch arrays.
+Each task pays a Python start-up and an unpickle, so a :class:`Chunk` runs many items in one task
+and returns one outcome (value or error) per item.
 """
 
 from __future__ import annotations

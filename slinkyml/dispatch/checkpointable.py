@@ -1,18 +1,9 @@
 """Checkpointable functions that survive preemption in multi-rank jobs.
 
-submitit's own mechanism calls ``checkpoint()`` on rank 0 from inside the signal handler, in
-the middle of whatever step rank 0 was in, requeues, and exits; the other ranks ignore the
-signal and are left in a collective with a vanished peer (barrier timeouts, "tasks exited with
-exit code 1" after requeue). Here the signal only sets a flag. The training loop asks
-:meth:`Checkpointable.should_stop` once per step: the ranks all-reduce their flags, so every
-rank stops after the *same* step. Then rank 0 dumps the function's state through submitit's
-``checkpoint()``/``DelayedSubmission`` pickle, requeues the job once per event (a marker file
-keyed by the restart count makes a second signal a no-op), and all ranks exit without writing
-a result. The requeued job loads that pickle and carries on from the saved step.
-
-Signals: ``USR2`` (``--signal=USR2@grace`` before the time limit, or a preemption notice) →
-we checkpoint and requeue ourselves; ``TERM`` (``scontrol requeue``, preemption by requeue,
-``scancel``) → Slurm is already ending or requeueing the job: checkpoint only.
+submitit checkpoints rank 0 inside its signal handler and strands the other ranks in a collective.
+Here the signal only sets a flag; :meth:`Checkpointable.should_stop` all-reduces it so every rank
+stops after the same step, then rank 0 checkpoints and requeues once per event. ``USR2``:
+checkpoint and requeue ourselves; ``TERM``: Slurm is already ending the job, checkpoint only.
 """
 
 from __future__ import annotations
@@ -56,9 +47,7 @@ def install_handlers() -> None:
 class Checkpointable:
     """Base class for resumable callables (submitit's Checkpointable protocol, multi-rank safe).
 
-    Subclass it, keep progress in attributes (``self.step``, model/optimizer state dicts),
-    and call ``if self.should_stop(): self.requeue()`` at step boundaries. Everything on
-    ``self`` is pickled by rank 0 at the stop and restored in the requeued job.
+    Keep progress on ``self`` and call ``if self.should_stop(): self.requeue()`` at step boundaries.
     """
 
     #: how many times the job may requeue itself; beyond that a stop raises :class:`Preempted`.

@@ -1,11 +1,7 @@
 """The torch.distributed environment of a Slurm task: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
 
-Slurm tells each task who it is (``SLURM_PROCID``...); torch reads other names. We translate, so
-``torch.distributed.init_process_group()`` (``env://``) and ``deepspeed.init_distributed()`` just
-work inside a submitted function. The head node's port is derived from the job id *and* the
-restart count: a requeued job never meets the rendezvous store of its previous attempt (a source
-of "store based barrier" timeouts after requeue), and two jobs on one head rarely pick the same
-port. The batch script checks the port is free on the head before the tasks start.
+Translated from ``SLURM_*`` so ``init_process_group()`` works in a submitted function; the port
+comes from :mod:`slinkyml.rendezvous`.
 """
 
 from __future__ import annotations

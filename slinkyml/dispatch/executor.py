@@ -1,11 +1,7 @@
 """``Executor``/``Job``: call Python functions on Slurm nodes through submitit, get results back.
 
-The Executor holds the resources (nodes, tasks, GPUs, memory, time) and renders them into
-submitit parameters; submitit writes the batch script and pickles the call; our backend submits
-it through :class:`slinkyml.slurm.Slurm`. A :class:`Job` waits with the shared batched
-:class:`~slinkyml.dispatch.tracking.Tracker` (no per-job polling) and reads submitit's result
-pickles, one per rank. A job that ends without a result raises :class:`JobFailed` with Slurm's
-state, exit code and reason as soon as the tracker sees the terminal state.
+Jobs wait on the shared batched :class:`~slinkyml.dispatch.tracking.Tracker` and read submitit's
+result pickles; a job that ends without a result raises :class:`JobFailed` with Slurm's state.
 """
 
 from __future__ import annotations
@@ -206,11 +202,8 @@ def _pickle_by_value(fn: Any) -> None:
 class Executor:
     """Resources for jobs; ``submit`` functions, ``map_array`` over items, ``launch`` a JobSpec.
 
-    The resources are a :class:`SlurmJobRequest` (``request``; :func:`launch` passes a JobSpec's),
-    or given by its keywords (:data:`RESOURCE_KEYWORDS`: ``nodes``, ``tasks_per_node``,
-    ``gpus_per_node``, ``mem``, ``time`` in minutes or ``[D-]HH:MM:SS``...), which override it.
-    ``folder`` must be on a filesystem the nodes share (default ``./.slinkyml/submitit``).
-    ``max_array_size`` overrides the cluster's MaxArraySize (read from ``scontrol show config``).
+    Resources: a :class:`SlurmJobRequest` overridden by :data:`RESOURCE_KEYWORDS`; ``folder`` must
+    be shared by the nodes.
     """
 
     def __init__(self, folder: str | os.PathLike[str] | None = None, *, request: SlurmJobRequest | None = None,
@@ -390,11 +383,9 @@ def _load_outcome(path: Path) -> tuple[str, Any] | None:
 
 
 class _Submitted:
-    """What :class:`Job` and :class:`ArrayJob` share: result pickles read as they appear (one per
-    rank, or per array task), the wait loop with its progress bar, ``cancel`` and the notebook table.
-
-    A subclass says how many results it expects (``_expected``) and defines ``_result_pickle(i)``
-    (where result i lands), ``_check()`` (done? raises when failed), ``_progress()`` and ``_html_rows()``.
+    """What :class:`Job` and :class:`ArrayJob` share: result pickles, the wait loop, ``cancel``, the
+    notebook table. Subclasses define ``_expected``, ``_result_pickle``, ``_check``, ``_progress``
+    and ``_html_rows``.
     """
 
     _expected: int

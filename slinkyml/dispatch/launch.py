@@ -1,12 +1,8 @@
-"""A JobSpec (the login-pod sbatch path's job) dispatched from Python through submitit.
+"""A JobSpec dispatched from Python through submitit, as the sbatch script would run it.
 
-One submitit task per node runs :class:`NodeLauncher`: it starts the per-node launcher argv
-from :func:`slinkyml.jobs.render.launch_argv` (torchrun, or DeepSpeed through torchrun) with the
-c10d rendezvous on the first node, the same environment the rendered sbatch script exports
-(restart count, preemption signal, log/checkpoint dirs, network preset, DeepSpeed config), and
-forwards the preemption signal to it. The training module checkpoints and exits on the signal;
-node 0 then requeues the job once per event (up to ``requeue.max_restarts``), exactly like the
-sbatch script does. Node 0 returns the run's final metrics (``final.json``) as its result.
+One task per node runs :class:`NodeLauncher`: the per-node launcher argv with the script's
+environment, the preemption signal forwarded, node 0 requeueing once per event and returning
+``final.json``.
 """
 
 from __future__ import annotations

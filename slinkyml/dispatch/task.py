@@ -1,9 +1,5 @@
-"""What submitit pickles and runs in each task: the user's function plus the task's set-up.
-
-``TaskCall`` exports the torch.distributed variables before the function runs and, for
-:class:`~slinkyml.dispatch.checkpointable.Checkpointable` functions, replaces submitit's signal
-handlers with the multi-rank-safe ones. It has a ``checkpoint`` method, so submitit treats it as
-checkpointable (its own timeout bookkeeping keeps working).
+"""What submitit pickles and runs in each task: the user's function plus the task's set-up
+(torch.distributed variables, multi-rank-safe signal handlers for Checkpointable functions).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Batched job tracking: one query per refresh for every tracked job, whatever their number.
 
-A notebook may hold thousands of jobs; asking slurmctld about each one every second would cost
-one RPC per job per second. The tracker instead asks once per refresh (``squeue -j`` with every
-due id — array tasks come back with their parent), at most every ``min_interval`` seconds, and
-only for the jobs whose per-job backoff says they are due. Jobs that slurmctld no longer knows
-(purged after MinJobAge) are looked up in one ``sacct`` call. Terminal states are cached for
-good. While slurmctld is down or restarting the tracker keeps the last known states and retries
-with backoff instead of failing the jobs (they keep running on the nodes).
+One ``squeue`` per refresh for the due jobs, ``sacct`` for purged ones, terminal states cached;
+while slurmctld is down the last states are kept and retried with backoff.
 """
 
 from __future__ import annotations
@@ -75,10 +70,8 @@ def _array_ids(job_id: str, task: str) -> list[str]:
 class Tracker:
     """Tracks many jobs with one rate-limited, batched Slurm query per refresh.
 
-    ``min_interval`` bounds the query rate (so RPCs per minute do not grow with the number of
-    jobs); each job is re-checked after its own backoff (``initial_interval`` doubling up to
-    ``max_interval`` while its state does not change). ``outage_tolerance`` is how long an
-    unreachable slurmctld is waited out before tracking gives up.
+    ``min_interval`` bounds the query rate; each job backs off from ``initial_interval`` to
+    ``max_interval``; ``outage_tolerance`` is how long an unreachable slurmctld is waited out.
     """
 
     def __init__(self, slurm: Slurm | None = None, *, min_interval: float = 1.0,

@@ -1,12 +1,8 @@
 """Why a job ended: the first failing rank, its host, exit code and exception — not the SIGTERM
 that ``srun --kill-on-bad-exit`` then sent the other ranks.
 
-Read from what the cluster leaves behind, in this order: sacct's job and step states (OUT_OF_MEMORY,
-NODE_FAIL, TIMEOUT, PREEMPTED), the batch log's srun/slurmstepd lines (``srun: error: HOST: task N:
-Exited with exit code C``, ``*** JOB … DUE TO TIME LIMIT ***``, ``oom_kill``), torchrun's "Root Cause
-(first observed failure)" block, and the ranks' tracebacks. The batch script's own record comes first when it is there (:mod:`slinkyml.slurm.protocol`: the
-ranks' failure marker ``user rank R on HOST: Type: message`` and the one-line cause in
-``slinkyml-JOB.events``). Each finding keeps the file and line it came from, so ``slinkyml jobs why`` can print the lines around it.
+Read from the script's own record, sacct's states, srun/slurmstepd log lines, torchrun's root cause
+and the tracebacks; each finding keeps its file and line.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Kubeflow and Volcano training jobs → slinkyml job specs (``slinkyml import``).
 
-A Kubernetes training job describes N pods that each run one container; a Slurm allocation
-gives N nodes that each run one launcher. The mapping (README, "Coming from Kubeflow or Volcano")
-is therefore pod → node: replicas become ``nodes``, the pod's resource limits become per-node
-resources, its container becomes the pyxis container and its command becomes the entry. What
-has no Slurm meaning (secrets in env, sidecars, affinity, elastic gangs) is never dropped
-silently: each such field is one :class:`ImportWarning` (an error with ``strict``).
-
-Supported kinds: ``PyTorchJob`` (kubeflow.org/v1), ``MPIJob`` (kubeflow.org/v2beta1 and v1),
-``TrainJob`` (trainer.kubeflow.org/v1alpha1) and Volcano ``Job`` (batch.volcano.sh/v1alpha1).
+Pod → node: replicas become ``nodes``, limits per-node resources, the container pyxis's. What has
+no Slurm meaning is one :class:`ImportWarning` per field, never dropped silently.
 """
 
 from __future__ import annotations
@@ -112,9 +105,8 @@ def import_manifest(source: str | Path | Mapping[str, Any], options: ImportOptio
                     name: str | None = None) -> ImportResult:
     """Read a PyTorchJob / MPIJob / TrainJob / Volcano Job (a path, YAML text or a dict) → job spec.
 
-    ``name`` picks one job from a file holding several. Raises :class:`ManifestError` (one line,
-    naming the file and field) for malformed or unmappable manifests; in ``strict`` mode every
-    :class:`ImportWarning` is an error too.
+    ``name`` picks one job of several; bad manifests raise :class:`ManifestError`; ``strict`` makes
+    every :class:`ImportWarning` an error.
     """
     options = options or ImportOptions()
     label, documents = _documents(source)

@@ -1,10 +1,7 @@
 """Where a job's logs are, for any job slurmctld or accounting knows, and reading them losslessly.
 
-Paths come, in order, from the submission record (:mod:`slinkyml.jobs.records`), slurmctld's
-``StdOut``/``WorkDir`` while it remembers the job, and sacct's ``WorkDir`` (plus ``StdOut`` on
-Slurm ≥ 23.02) with the layout slinkyml renders: ``LOG_DIR/NAME-JOBID.out`` and one log per rank
-and restart next to it (``NAME-JOBID-rRESTART-{node,rank,task}K.log``); for ``submit()`` jobs
-submitit's ``FOLDER/JOBID_RANK_log.{out,err}``.
+Paths come from the submission record, then slurmctld, then sacct's ``WorkDir`` with the layout
+slinkyml renders (``LOG_DIR/NAME-JOBID.out``, per-rank logs beside it) or submitit's folder.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Environment presets as data: the network (NCCL/libfabric/EFA, ``data/network_presets.yaml``) and
-the launcher's runtime (Neuron, ``data/runtime_presets.yaml``), each variable with its upstream source.
+"""Environment presets as data: network (``data/network_presets.yaml``) and launcher runtime
+(``data/runtime_presets.yaml``), each variable with its upstream source.
 
-Variables that only some library versions need are chosen by the versions the job really runs: a
-rendered batch script reads them on the node at job start (``detect``); the spec's
-``library_versions``, else the shipped worker image's versions (``defaults``), stand in where it
-cannot. Device RDMA is only ever forced on instance types whose EFA device does RDMA.
+Version-dependent variables follow the versions the job really runs (detected at job start, else
+declared).
 """
 
 from __future__ import annotations
@@ -131,9 +129,7 @@ def _shell_name(library: str) -> str:
 def preset_env_lines(spec: JobSpec) -> list[str]:
     """Bash lines exporting the network preset and the launcher's runtime settings.
 
-    Outside a container, version-dependent variables are decided at job start from the versions the
-    batch node has installed (the preset's ``detect`` commands), the declared ones filling in what
-    cannot be read; in a container (its libraries are not the batch node's) from the declared ones.
+    Outside a container, versions are detected at job start; in a container the declared ones rule.
     """
     preset = _preset(spec.network)
     rdma = instance_rdma(spec)

@@ -1,11 +1,7 @@
 """Submission records: what a job was (kind, log paths, submitit folder), kept on the client.
 
-Slurm forgets a job minutes after it ends (``MinJobAge``) and sacct on Slurm < 23.02 has no
-``StdOut`` column, so the paths a job writes its logs to are recorded when slinkyml submits it,
-one small JSON file per job in ``$SLINKYML_RECORDS_DIR`` (default
-``${XDG_STATE_HOME:-~/.local/state}/slinkyml/jobs``), under a folder per cluster (job ids restart
-at 1 on every cluster). Without a record, :mod:`slinkyml.jobs.logs` falls back to sacct's
-``WorkDir`` and the layout slinkyml renders.
+Slurm forgets jobs (``MinJobAge``) and sacct < 23.02 has no ``StdOut``, so each submission leaves a
+JSON file under ``$SLINKYML_RECORDS_DIR``, per cluster (job ids restart per cluster).
 """
 
 from __future__ import annotations

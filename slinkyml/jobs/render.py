@@ -1,9 +1,7 @@
 """JobSpec → sbatch script text. Pure: no Slurm, no file system, same spec → same bytes.
 
-Every value from the spec reaches the shell single-quoted (``shlex.quote``) or, in ``#SBATCH``
-lines (parsed by sbatch, not by a shell), double-quoted with sbatch's own escapes; so names,
-arguments and environment values holding ``$(...)``, backticks, ``;`` or newlines stay literal.
-Only words this module writes itself (``"$SLURM_NNODES"``, ``"$head_node:$rdzv_port"``) expand.
+Spec values reach the shell quoted (``#SBATCH`` lines with sbatch's own escapes); only words this
+module writes itself expand.
 """
 
 from __future__ import annotations
@@ -73,11 +71,8 @@ _PLAIN_SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.,:=@+/%-]+").fullmatch
 
 
 def quote(value: str) -> str:
-    """Quote one literal shell word.
-
-    Plain ``'...'`` quoting (shlex) is enough for safety; words holding ``$``, backticks or control
-    characters use bash's ``$'...'`` form so they read unambiguously (``\\n``) and shellcheck
-    does not mistake them for expansions the author forgot.
+    """Quote one literal shell word; ``$'...'`` for ``$``, backticks or control characters, so it
+    reads unambiguously and shellcheck sees no forgotten expansion.
     """
     value = str(value)
     if not _NEEDS_ANSI_QUOTING(value):
@@ -126,16 +121,9 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | str | None = None, *,
                 ds_rank_entry: str | None = None, ds_srun_output: str | None = None) -> list[str]:
     """The launch command for ONE node (torchrun/deepspeed/neuron/srun task) as an argv list.
 
-    torchrun is started as ``python -m torch.distributed.run`` so that the job's interpreter
-    (``spec.python``) and its torch are the ones that run. ``head_node``/``port`` are the c10d
-    rendezvous endpoint (static rendezvous: ``node_rank``, else torchrun's ``$PET_NODE_RANK``;
-    ``rdzv_endpoint``: the whole word instead); ``nnodes`` defaults to ``spec.nodes``. Words given
-    as text (the script's ``Raw("$SLURM_NNODES")``...) are kept as given.
-
-    DeepSpeed's launcher (``deepspeed_via: deepspeed``) instead runs once, on the batch node, and
-    starts all ranks with one ``srun``: ``ds_hostfile`` lists the nodes (``slots`` = ranks per node),
-    ``ds_rank_entry`` is the file holding :data:`DS_RANK_ENTRY`, ``ds_srun_output`` an optional
-    ``srun --output`` pattern for per-rank logs.
+    torchrun runs as ``python -m torch.distributed.run`` so the job's interpreter is used;
+    ``head_node``/``port`` are the c10d endpoint; text words (``Raw(...)``) are kept as given.
+    DeepSpeed's own launcher runs once on the batch node and starts all ranks with one ``srun``.
     """
     port = (spec.rdzv_port or rendezvous.PORT_BASE) if port is None else port
     nnodes = _word(spec.nodes if nnodes is None else nnodes)

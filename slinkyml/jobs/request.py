@@ -1,11 +1,7 @@
 """One job's Slurm request, built once from a :class:`JobSpec` and written out by each backend.
 
-:class:`SlurmJobRequest` holds what Slurm is asked for (resources, time, signal, requeue, output),
-already in Slurm's terms; it is the one JobSpec → Slurm mapping. Each backend serialises it:
-``#SBATCH`` directives (:meth:`~SlurmJobRequest.sbatch_directives`, the sbatch script), the
-slurmrestd ``job/submit`` body per OpenAPI version (:meth:`~SlurmJobRequest.restapi_body`), and
-submitit's parameters (:meth:`~SlurmJobRequest.submitit_parameters`, notebook dispatch).
-``slinkyml sbatch submit --dry-run`` prints it.
+:class:`SlurmJobRequest` is the one JobSpec → Slurm mapping; it serialises to ``#SBATCH``
+directives, the slurmrestd job body per OpenAPI version and submitit's parameters.
 """
 
 from __future__ import annotations

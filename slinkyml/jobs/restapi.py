@@ -1,8 +1,6 @@
 """slurmrestd backend: submit the rendered script over HTTP, no ``sbatch`` on PATH needed.
 
-Transport, auth and the OpenAPI version choice are :mod:`slinkyml.slurm.rest`'s. The job's
-options travel as the JSON ``job`` object that :meth:`SlurmJobRequest.restapi_body` writes for the
-OpenAPI version in use.
+Transport is :mod:`slinkyml.slurm.rest`'s; the body is :meth:`SlurmJobRequest.restapi_body`.
 """
 
 from __future__ import annotations

@@ -1,39 +1,9 @@
 """Would a real slurmctld for the cluster in a spec accept this sbatch script? (``slinkyml sbatch check``)
 
-The GPU and Trainium templates target clusters this machine is not (p5.48xlarge, trn1.32xlarge);
-the local dev cluster has small CPU nodes only. So this module starts a throw-away slurmctld whose
-``slurm.conf`` declares the node sets of a :class:`~slinkyml.cluster.SlurmCluster` the way the
-rendered Controller and NodeSets configure them, and asks it with ``sbatch --test-only``.
-
-How the throw-away slurmctld is configured, and why:
-
-- No slurmd anywhere, so every node is ``State=CLOUD``. slurmctld treats cloud nodes as powered
-  down but available (``idle~``): the scheduler may place a job on them and would "resume" them,
-  which for ``--test-only`` never happens. Tried on 22.05.8 and 24.11.5 with the same results:
-  ``State=FUTURE`` nodes are left out of scheduling (every job: "Requested node configuration is
-  not available"), and ``State=UNKNOWN`` nodes never respond, are not available either (same
-  answer), and slurmctld resolves their host names at start (10 s per unresolvable name).
-- Nodes: ``<cluster>-<nodeset>-0..count-1`` (the pod names the Slinky NodeSet creates), grouped by
-  ``NodeSet=<cluster>-<nodeset> Nodes=...`` so the rendered partition lines (``Nodes=<nodeset>``)
-  are used verbatim. ``CPUs`` and ``RealMemory`` are what the rendered slurmd container gets: its
-  memory *limit* (Karpenter's modelled allocatable less a DaemonSet reserve) and all vCPUs, since the
-  renderer sets a CPU request but no CPU limit (slurmd in the pod sees every CPU). ``Gres`` and
-  ``Features`` (and any ``extra_slurmd_conf``) are the NodeSet's ``extraConf``.
-- ``GresTypes``, partitions (which one is ``Default``, ``partition_config``) and
-  ``controller.extra_conf`` are the rendered Controller ``extraConf``; its settings win over this
-  module's defaults except those that would point the daemon at something real (ports, paths,
-  authentication, accounting).
-- gres.conf has counts only (``Name=gpu Type=h100 Count=8``, no ``File=``) and
-  ``SlurmdParameters=config_overrides`` is set: slurmctld schedules from the ``Gres=`` of the node
-  lines, and nothing here may depend on devices that do not exist.
-- ``EnforcePartLimits=ALL``: without it a job over a partition limit (``MaxTime``, node count) is
-  accepted and then pends forever (``PartitionTimeLimit``); the check reports it as rejected.
-- ``AccountingStorageType=accounting_storage/none`` (no slurmdbd, so no association checks),
-  its own temporary state directory, ports free at run time, the current user as ``SlurmUser``,
-  and munge through the running munged's socket (or a munged of its own when none answers).
-
-The daemon's lifecycle (temporary directory, ports, munge, stopping on every way out) is
-:class:`slinkyml.dev.throwaway.ThrowawaySlurmctld`; this module configures and asks it.
+A throw-away slurmctld declares the spec's node sets as the rendered Controller and NodeSets do and
+answers ``sbatch --test-only``. Nodes are ``State=CLOUD`` (no slurmd: FUTURE and UNKNOWN nodes are
+never schedulable); gres.conf has counts only; ``EnforcePartLimits=ALL`` turns an over-limit job
+into a rejection instead of a job pending forever; no accounting.
 """
 
 from __future__ import annotations

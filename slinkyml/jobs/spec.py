@@ -1,11 +1,7 @@
 """The training job spec: one description of a run, rendered to sbatch or launched via submitit.
 
-``JobSpec`` is frozen and validated on construction, so a renderer never sees a half-checked
-value. It loads from YAML/dicts (``JobSpec.from_yaml``/``from_dict``) through :mod:`slinkyml.specload`:
-fields, types, ranges and patterns are the published schema ``data/schemas/job.schema.json``
-(checked by every constructor too), the checks across fields are here. Every user mistake raises
-:class:`~slinkyml.errors.SpecError` naming the field path, every problem at once
-(``requeue.max_restarts: must be between 0 and 1000, got -1``).
+Frozen and validated on construction; field checks come from ``data/schemas/job.schema.json``
+(through :mod:`slinkyml.specload`), cross-field checks are here, errors name the field path.
 """
 
 from __future__ import annotations

@@ -39,11 +39,8 @@ def gres_count(gres: str, kind: str) -> int:
 
 
 def user_associations(slurm: Slurm, user: str, account: str | None = None) -> list[tuple[str, str]]:
-    """``(account, partition)`` of the user's associations.
-
-    First from slurmctld's association cache (``scontrol show assoc_mgr``: what the controller
-    enforces, ~5 ms); when that has no match (a cache restricted by PrivateData, or a real miss)
-    ``sacctmgr`` asks slurmdbd (~180 ms) so that a refusal is never based on the cache alone.
+    """``(account, partition)`` of the user's associations: slurmctld's cache first, then
+    ``sacctmgr`` when it has no match, so a refusal never rests on the cache alone.
     """
     out = slurm.run("scontrol", ["-o", "show", "assoc_mgr", "flags=assoc", f"users={user}"],
                     check=False).stdout

@@ -1,9 +1,6 @@
 """Parallelism planning: split a model over TP x PP x DP, check it fits, write the DeepSpeed config.
 
-Public API (numpy is imported only by the search itself)::
-
-    from slinkyml.plan import ModelShape, Settings, plan, check, deepspeed_config
-    result = plan(shape_from_params(200e9), gpu_hardware("a100-80gb"), 64)
+Numpy is imported only by the search itself.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""Activation memory per GPU, after Korthikanti et al. 2022 ("Reducing Activation Recomputation in
-Large Transformer Models", arXiv:2205.05198, Sections 4.1-4.3 and Table 2).
-
-Bytes per transformer layer for one micro-batch (s sequence, b micro-batch, h hidden, a heads,
-t tensor-parallel size), 16-bit activations and 1-byte dropout masks:
-
-==========================================  ======================================
-no parallelism                              s*b*h*(34 + 5*a*s/h)
-tensor parallel                             s*b*h*(10 + 24/t + 5*a*s/(h*t))
-tensor + sequence parallel                  s*b*h/t*(34 + 5*a*s/h)
-tensor parallel + selective recompute       s*b*h*(10 + 24/t)
-tensor + sequence parallel + selective      s*b*h*34/t
-full recompute                              2*s*b*h (layer input only; /t with sequence parallel)
-==========================================  ======================================
-
-Under pipeline parallelism with the 1F1B schedule the first stage keeps the activations of
-min(p, m) micro-batches in flight (p stages, m micro-batches per step) for its L/p layers, plus
-the embedding dropout mask (s*b*h/t each); the last stage holds one micro-batch plus the output
-layer's 4*s*b*h/t*(1 + v/h) (layer norm, logits and fp32 cross-entropy). With full recompute one
-layer's full activations are rebuilt during backward, so that working set is added once.
+"""Activation memory per GPU, after Korthikanti et al. 2022 (arXiv:2205.05198, Sections 4.1-4.3,
+Table 2): bytes per layer per micro-batch for each TP/SP/recompute combination, with the 1F1B
+pipeline's in-flight micro-batches on the first stage and the output layer on the last.
 """
 
 from __future__ import annotations

@@ -19,28 +19,10 @@ def deepspeed_config(*, micro_batch: int, grad_accum: int, dp: int, zero: int = 
                      recompute: str = "none", tp: int = 1, pp: int = 1,
                      reduce_bucket_size: int = 200_000_000,
                      steps_per_print: int = 100) -> dict[str, Any]:
-    """Return a DeepSpeed config dict for one data-parallel layout.
+    """Return a DeepSpeed config dict for one data-parallel layout (keyword-only arguments).
 
-    Signature (keyword-only)::
-
-        deepspeed_config(*, micro_batch: int, grad_accum: int, dp: int, zero: int = 1,
-                         precision: str = "bf16", offload_optimizer: bool = False,
-                         offload_params: bool = False, gradient_clipping: float = 1.0,
-                         recompute: str = "none", tp: int = 1, pp: int = 1,
-                         reduce_bucket_size: int = 200_000_000,
-                         steps_per_print: int = 100) -> dict
-
-    * ``train_batch_size`` = ``micro_batch * grad_accum * dp`` — DeepSpeed checks exactly this
-      against its data-parallel world size (GPUs / (tp * pp)), so pass the plan's DP, not the GPU count.
-    * ``precision``: ``"bf16"`` (no loss scaling needed) or ``"fp16"`` (dynamic loss scaling:
-      ``loss_scale: 0``, starting at 2**16).
-    * ``zero`` 0-3; ``offload_optimizer`` (ZeRO >= 1) and ``offload_params`` (ZeRO-3 only) go to
-      pinned CPU memory. ZeRO-2/3 cannot be combined with pipeline parallelism (``pp > 1``).
-    * ``recompute``: ``"full"`` adds DeepSpeed's ``activation_checkpointing`` section (activations
-      partitioned across TP ranks when ``tp > 1``); ``"selective"`` is a Megatron flag
-      (``--recompute-activations``), so it adds nothing here; ``"none"`` neither.
-    * ``tp`` and ``pp`` are only used to validate (they are set on the launcher's command line).
-
+    ``train_batch_size = micro_batch * grad_accum * dp``, so pass the plan's DP, not the GPU count.
+    ``recompute="selective"`` is a Megatron flag and adds nothing here; ``tp``/``pp`` only validate.
     Raises :class:`~slinkyml.errors.SpecError` for combinations DeepSpeed would reject.
     """
     for name, value in (("micro_batch", micro_batch), ("grad_accum", grad_accum), ("dp", dp),

@@ -1,8 +1,5 @@
-"""Accelerator figures the planner needs, from ``data/gpus.yaml`` and the shared instance presets.
-
-Device memory and peak come from the GPU table (``--gpu a100-80gb``) or straight from an instance
-preset (``--instance-type p5.48xlarge``); node size, host memory and network always come from the
-instance preset, so the planner and the cluster renderer never disagree about a node.
+"""Accelerator figures the planner needs, from ``data/gpus.yaml`` and the shared instance presets
+(node size, host memory and network always from the preset, so planner and renderer agree).
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Model-state memory (parameters, gradients, optimizer) per ZeRO stage, with CPU offload.
 
-Byte accounting follows DeepSpeed's own estimators so the two never disagree: mixed-precision
-Adam keeps 2 bytes of 16-bit parameters, 2 of 16-bit gradients, 4 of fp32 gradients, 4 of fp32
-master parameters and 8 of Adam moments per parameter (DeepSpeed counts the last four plus the
-16-bit gradients as "18"). ZeRO-1 shards the fp32 states over data parallelism, ZeRO-2 also the
-gradients, ZeRO-3 also the 16-bit parameters (plus one gathered module). Offload moves the sharded
-fp32 states (and with ZeRO-3 the parameters) to pinned host memory.
-
-:func:`zero2_model_states_mem_needs` and :func:`zero3_model_states_mem_needs` take the same
-arguments as ``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs`` and
-``...stage3.estimate_zero3_model_states_mem_needs`` and return the same integers (tests check it),
-without importing DeepSpeed or torch. :func:`model_state_bytes` is the per-GPU figure under 3D
-parallelism that the planner uses (array-friendly).
+Byte accounting follows DeepSpeed's estimators; the ``zero*_model_states_mem_needs`` functions
+return the same integers as DeepSpeed's without importing it. :func:`model_state_bytes` is the
+per-GPU figure under 3D parallelism the planner uses.
 """
 
 from __future__ import annotations

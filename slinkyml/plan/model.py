@@ -1,10 +1,7 @@
 """Transformer shape, parameter counts and how Megatron splits them over TP x PP.
 
-A GPT-style decoder (Megatron-LM layout): per layer 12h^2 + 13h parameters (QKV, projection,
-4h MLP, two layer norms), word embeddings V*h tied with the output layer, learned positions s*h.
-When only ``--params`` is known, a shape is assumed from the Megatron-LM weak-scaling table
-(Narayanan et al. 2021, Table 1) so that activations and divisibility can be reasoned about; the
-given parameter count is kept for model states and FLOPs.
+A GPT-style decoder; given only ``--params``, the shape comes from Megatron-LM's weak-scaling table
+(Narayanan et al. 2021, Table 1).
 """
 
 from __future__ import annotations
@@ -102,9 +99,7 @@ def shape_from_params(params: float, *, seq: int = 2048, vocab: int = 51200) -> 
 def stage_layers(layers: int, pp: int) -> tuple[int, int, bool]:
     """(layers on the first stage, most layers on any stage, embedding counted as a layer).
 
-    Even splits when ``pp`` divides the layers; otherwise Megatron-DeepSpeed's
-    ``type:transformer|embedding`` partition (embedding and tied output each take one slot, as in
-    BLOOM-176B: 70 layers + 2 over 12 stages) when ``pp`` divides layers + 2; else ceil.
+    Even split, else Megatron-DeepSpeed's ``type:transformer|embedding`` partition, else ceil.
     """
     if layers % pp == 0:
         return layers // pp, layers // pp, False

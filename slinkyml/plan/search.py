@@ -1,25 +1,8 @@
-"""Search over 3D-parallel layouts: every (TP, PP, DP, micro-batch, ZeRO stage, offload, recompute)
-that divides the job evenly, judged for memory and ranked by an estimated step time.
+"""Search over 3D-parallel layouts that divide the job evenly, judged for memory and ranked by an
+estimated step time (:func:`evaluate`, one candidate or numpy arrays of all of them).
 
-The model (:func:`evaluate`) is plain arithmetic that runs on Python numbers (one candidate) or on
-numpy arrays (all candidates at once); the search builds the candidate arrays once and evaluates
-them in one pass, which is what makes a 4,096-GPU search interactive.
-
-Step time, deliberately simple and stated in every answer:
-
-* compute: 6 * P * tokens FLOPs (8 with full recompute; selective adds the attention core's
-  4 * s * h * L per token) over GPUs x peak x efficiency;
-* pipeline bubble: compute is stretched by (m + p - 1) / m, i.e. the bubble is (p-1)/(m+p-1);
-* tensor parallel: 4 all-reduce-equivalents of s*b*h 16-bit values per layer per micro-batch
-  (6 with full recompute), ring volume 2(t-1)/t, over NVLink when TP fits in a node, else EFA;
-* pipeline: activations and their gradients (s*b*h/t each way, scatter/gather) per micro-batch;
-* data parallel: 16-bit gradient all-reduce 2(d-1)/d per step (ZeRO-0/1); ZeRO-2 reduce-scatters
-  every micro-batch and gathers parameters once; ZeRO-3 gathers parameters twice and
-  reduce-scatters gradients every micro-batch; over EFA unless the whole job fits in one node;
-* offload: gradients down and parameters up over PCIe, CPU Adam at a fixed rate per node, and
-  with parameter offload the shard crosses PCIe twice per micro-batch.
-
-Communication is not assumed to overlap with compute, so estimates are conservative.
+Step time: 6·P·tokens FLOPs (more with recompute) stretched by the pipeline bubble, plus TP, PP,
+DP and offload traffic over NVLink, EFA or PCIe, with no overlap assumed (conservative).
 """
 
 from __future__ import annotations

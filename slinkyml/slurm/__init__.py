@@ -1,8 +1,6 @@
 """The Slurm command layer: every Slurm CLI call in slinkyml goes through :class:`Slurm`.
 
-Names load on first use (PEP 562, as in ``slinkyml/__init__``), so that importing
-``slinkyml.slurm.protocol`` or ``states`` (the render path) does not start the command layer
-(``subprocess``, ``runner``: ~6 ms of start-up).
+Names load on first use (PEP 562) so the render path does not start the command layer.
 """
 
 from __future__ import annotations

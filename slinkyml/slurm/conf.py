@@ -1,10 +1,6 @@
 """One slurm.conf builder: records first (settings, nodes, node sets, partitions, GRES), text last.
 
-Every slurm.conf slinkyml writes — the local dev cluster's, the Controller ``extraConf`` of a
-rendered cluster (and its Helm values), the throw-away slurmctld of ``sbatch check`` — is built
-here, so callers select records (``conf.partitions()``, ``conf.settings()``) instead of
-re-parsing each other's text. slurm-operator's ``internal/utils/config`` ``NewBuilder`` is the
-model: properties added in order, rendered once at the end.
+Every slurm.conf slinkyml writes is built here, so callers select records instead of re-parsing text.
 """
 
 from __future__ import annotations

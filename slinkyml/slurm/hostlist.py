@@ -1,18 +1,7 @@
 """Slurm host lists (``rack[1-2]-n[01-02],login``) expanded exactly as ``scontrol show hostnames``.
 
-Why not a regex: Slurm's grammar (src/common/hostlist.c) has corners a regex gets wrong — several
-bracket groups multiply out (the last group varies fastest, then each group before it,
-from the right: ``a[1-2]b[3-4]c5`` → a1b3c5, a2b3c5, a1b4c5...), the width of a range's *low* bound
-sets the zero padding (``[8-10]`` → 8, 9, 10; ``[08-10]`` → 08, 09, 10), commas inside brackets
-separate ranges while commas, spaces and tabs outside separate hosts, a range ``5-`` means 5, a
-trailing-digit host name keeps its padding, and ranges are capped at 65,536 hosts. There are no
-steps (``[1-9:2]`` is an error, as in Slurm). Two behaviours changed in Slurm 23.11 and are chosen
-by ``suffix_after_bracket``: since then text after the last bracket is a suffix
-(``n[1-2]-ib`` → n1-ib, n2-ib) and a ``[`` without ``]`` is an error; 22.05 rejects the suffix
-and turns ``n[1-2`` into ``n]``.
-
-The grammar follows Slurm's source; the code is ours. ``tests/test_hostlist.py`` compares it with
-the live ``scontrol show hostnames`` on generated lists.
+Follows src/common/hostlist.c: bracket groups multiply out, the low bound's width sets padding,
+no steps, at most 65,536 hosts. ``suffix_after_bracket`` selects Slurm ≥ 23.11's suffix rule.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """The run protocol: what the batch script, the submitit launcher and the trainer agree on.
 
-One place for the signals, environment variables, marker files, exit codes and the requeue rule,
-so the three parties (``jobs/render.py``'s bash, ``dispatch/launch.py``, ``train/loop.py``) cannot
-drift apart.
-
-- **Signals.** The job's preemption signal (``requeue.signal``, default USR2: ``--signal`` before
-  the time limit, ``scancel --signal``) means "checkpoint, then *we* requeue". SIGTERM comes from
-  Slurm itself (``scontrol requeue``, preemption with GraceTime, ``scancel``): checkpoint and stop,
-  Slurm decides what happens next. torchrun forwards only the signals named by
-  ``--signals-to-handle`` (torch 2.13 rewrites ``TORCHELASTIC_SIGNALS_TO_HANDLE`` from that flag),
-  and waits ``--shutdown-timeout`` seconds for its workers before SIGKILL.
-- **Markers** (in the job's log dir, per job and restart): the trainer writes
-  :func:`preempted_marker` after the checkpoint it took on a stop signal (content: the signal
-  name), and :func:`failure_marker` when a rank raises (content: one line, ``rank R on HOST:
-  Exception: message``, with the :data:`USER` or :data:`COMMUNICATION` kind first). The batch
-  script decides from those files and srun's own error lines, never from a race with the ranks.
-- **Events** (:func:`events_file`): one line per decision (requeue or final failure) with its
-  cause, which ``slinkyml jobs status`` shows.
+Signals (preemption: checkpoint and we requeue; SIGTERM: checkpoint and stop), the marker files the
+trainer leaves per job and restart, and the events file, in one place so the three cannot drift.
 """
 
 from __future__ import annotations

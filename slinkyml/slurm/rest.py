@@ -1,11 +1,7 @@
-"""The one slurmrestd client, for submission (``slurm/v…/job/submit``) and accounting
-(``slurmdb/v…/jobs``).
+"""The one slurmrestd client, for submission and accounting; stdlib only.
 
-Transport: the unix socket (``rest_auth/local``: slurmrestd trusts the socket peer's uid) or TCP
-with a JWT (``X-SLURM-USER-NAME``/``X-SLURM-USER-TOKEN``; token from ``$SLURM_JWT``). Where
-slurmrestd is comes from :func:`slinkyml.config.restapi_target`. Which OpenAPI (data_parser)
-version to speak is chosen from :data:`BUILT_VERSIONS` and what the release serves
-(:attr:`SlurmVersion.restapi_versions`). Only the stdlib is used.
+Unix socket (``rest_auth/local``) or TCP with a JWT (``$SLURM_JWT``); the OpenAPI version is the
+newest of :data:`BUILT_VERSIONS` the release serves.
 """
 
 from __future__ import annotations

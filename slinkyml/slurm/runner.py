@@ -1,11 +1,7 @@
 """The one subprocess layer for Slurm commands.
 
-Every call of ``sbatch``, ``srun``, ``scontrol``, ``sinfo``, ``squeue``, ``sacct``, ``sshare``,
-``sreport``, ``sacctmgr``, ``scancel``, ``sdiag`` and ``sprio`` in slinkyml goes through
-:class:`Slurm`: it adds the cluster's ``SLURM_CONF`` (and ``TZ=UTC`` to the commands whose
-output it parses, not to those that start jobs), applies timeouts, retries
-transient controller errors with backoff, and turns failures into typed exceptions that carry
-stderr. Nothing else in the package calls these commands directly.
+:class:`Slurm` adds ``SLURM_CONF`` (and ``TZ=UTC`` where it parses output), timeouts, retries of
+transient controller errors, and typed exceptions carrying stderr.
 """
 
 from __future__ import annotations
@@ -115,11 +111,8 @@ def _which(command: str, path: str | None) -> str | None:
 
 
 def clients_beside(conf: str | None) -> str | None:
-    """The client commands that belong to ``conf``'s cluster when they are not the machine's own.
-
-    A local cluster on another Slurm release (``slinkyml dev up --slurm-version 26.05``) keeps its
-    slurm.conf in ``STATE/etc/`` and links to its release's commands in ``STATE/bin/``; the machine's
-    ``sbatch`` could not talk to it. None for any other slurm.conf.
+    """The client commands of ``conf``'s cluster when they are another release's (``STATE/bin/``),
+    else None.
     """
     if not conf:
         return None
@@ -146,9 +139,7 @@ class Slurm:
     def environ(self, extra: Mapping[str, str] | None = None, *, utc: bool = True) -> dict[str, str]:
         """The environment every Slurm command runs with (also handed to jobs we launch).
 
-        ``utc`` pins ``TZ=UTC`` (and Slurm's default time format) so that times in the output
-        parse the same everywhere; submission leaves them as they are, because ``sbatch`` hands
-        its environment to the job and reads ``--begin``-style times in the user's zone.
+        ``utc`` pins ``TZ=UTC``; submission keeps the user's zone, which sbatch passes to the job.
         """
         env = dict(os.environ)
         if utc:
@@ -408,13 +399,8 @@ _PIPE_CAPACITY = 65536
 
 def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: dict[str, str] | None,
                        cwd: str | os.PathLike[str] | None) -> subprocess.CompletedProcess:
-    """``subprocess.run(..., timeout=limit)`` without its polling loop.
-
-    subprocess's own timeout path polls the child with sleeps and costs about 1 ms per call
-    (a quarter of a fast ``sbatch``); the shared watchdog thread kills the child at the deadline
-    instead, so every call costs what a plain run costs. The child gets its own process group so
-    that a timeout (or Ctrl-C) also ends anything it started that still holds the output pipes.
-    Pipes are bytes, decoded once here: no text wrappers to build per call.
+    """``subprocess.run(..., timeout=limit)`` without its ~1 ms polling loop: a shared watchdog
+    kills the child's process group at the deadline.
     """
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, process_group=0)

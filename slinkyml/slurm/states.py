@@ -1,8 +1,6 @@
-"""Slurm job states, one set of each for every reader (squeue, scontrol, sacct, the dispatch tracker).
+"""Slurm job states, one set of each for every reader (names as ``job_state_string`` prints them).
 
-Names as Slurm prints them (``src/common/slurm_protocol_defs.c: job_state_string``). A requeued job
-goes RUNNING → (REQUEUED) → PENDING → RUNNING under the same id, so none of the requeue states is
-terminal.
+A requeued job keeps its id and goes back to PENDING, so no requeue state is terminal.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Checkpoints every N steps, keep the last K, atomic (write to a temp dir, rename), resume newest readable.
-
-Layout: ``<dir>/ckpt-00000040/`` holding ``meta.json`` (step, restart, …) plus ``state.pt`` (DDP,
-written by rank 0) or DeepSpeed's own files. A directory only gets its final name after every file
-in it is complete, so a crash mid-write leaves a ``.tmp-*`` directory that is ignored and cleaned.
-"""
+"""Checkpoints every N steps, keep the last K, atomic (write to a temp dir, rename), resume newest readable."""
 
 from __future__ import annotations
 

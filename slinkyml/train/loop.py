@@ -65,11 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class StopFlag:
-    """A stop request: set by the signal handler, agreed on by every rank at a step boundary.
-
-    The handler only ever sets :attr:`requested`; the ranks' agreement lives apart in
-    :attr:`agreed`, so a signal that lands while a step's all-reduce is in flight is carried into
-    the next step's instead of being overwritten by a flag computed before it arrived.
+    """A stop request: set by the signal handler, agreed on by every rank at a step boundary
+    (kept apart, so a signal during an all-reduce reaches the next step).
     """
 
     def __init__(self) -> None:

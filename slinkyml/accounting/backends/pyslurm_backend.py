@@ -1,14 +1,7 @@
 """Optional pyslurm backend: ``pyslurm.db.Jobs`` records mapped onto the sacct layout.
 
-PyPI's pyslurm builds only against Slurm 25.11 (it refuses any other version), so it is used only
-where a pyslurm matching the installed Slurm imports. Its records are ``pyslurm.db.Job.to_dict(
-recursive=True)`` dicts (pyslurm 25.11: ``id``, ``user_name``, ``array_id``, ``elapsed_time``,
-``allocated_tres`` as nested dicts...), not slurmdbd's REST records, so they get their own mapping
-(:func:`record_fields`), written from pyslurm's source at tag v25.11.2 (pyslurm/db/job.pyx,
-db/tres.pyx, db/stats.pyx) and tested on records of that shape (tests/data/accounting/
-pyslurm_2511_jobs.json). What pyslurm does not give, the rows leave empty: requeued runs (its
-``JobFilter`` has no ``--duplicates``: only each job's last run), step rows (so memory efficiency),
-and the name of a deleted user (``user_name`` comes from the local passwd).
+PyPI's pyslurm builds only against Slurm 25.11, so it is used only where a matching one imports.
+Its records lack requeued runs, step rows and deleted users' names; those rows stay empty.
 """
 
 from __future__ import annotations
