@@ -280,39 +280,10 @@ def collect(table: SacctTable, shares: pd.DataFrame | None, start: datetime, end
 # -- HTML ----------------------------------------------------------------------------------------
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac")
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
-header{background:#263238;color:#fff;padding:12px 24px}header h1{margin:0;font-size:20px}
-main{max-width:1300px;margin:auto;padding:8px 24px}section{background:#fff;border:1px solid #ddd;
-border-radius:6px;margin:14px 0;padding:10px 16px}h2{font-size:17px;margin:4px 0 8px}
-table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 8px;border-bottom:1px solid #eee;
-text-align:right;white-space:nowrap}th{cursor:pointer;background:#f3f3f3;position:sticky;top:0}
-td.t,th.t{text-align:left}.tw{max-height:420px;overflow:auto}input.filter{margin:4px 0 8px;padding:3px 6px;
-width:260px}button.m{margin-right:4px}button.m.on{font-weight:bold}.note{color:#666;font-size:12px}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:10px}svg{max-width:100%}
-.inf{font-weight:bold}.bad{color:#b00}details summary{cursor:pointer}
-@media print{.tw{max-height:none;overflow:visible}input.filter,button.m{display:none}
-.chart{display:block!important}section{break-inside:avoid}}
-@media (max-width:800px){main{padding:4px}th,td{padding:2px 4px}}
-"""
-_JS = """
-function groups(b){var g=[];Array.prototype.forEach.call(b.rows,function(r){
-if(r.classList.contains('detail')&&g.length)g[g.length-1].push(r);else g.push([r])});return g}
-function key(c){if(c.dataset.v===undefined)return c.textContent;var v=parseFloat(c.dataset.v);return isNaN(v)?-Infinity:v}
-document.querySelectorAll('table.sortable > thead th').forEach(function(th){th.addEventListener('click',function(){
-var t=th.closest('table'),b=t.tBodies[0],i=Array.prototype.indexOf.call(th.parentNode.children,th),
-d=th.dataset.dir==='a'?'d':'a';th.dataset.dir=d;var g=groups(b);g.sort(function(x,y){var u=key(x[0].cells[i]),
-v=key(y[0].cells[i]),c=u<v?-1:u>v?1:0;return d==='a'?c:-c});g.forEach(function(rs){rs.forEach(function(r){
-b.appendChild(r)})})})});
-document.querySelectorAll('input.filter').forEach(function(f){f.addEventListener('input',function(){
-var q=f.value.toLowerCase();groups(document.getElementById(f.dataset.table).tBodies[0]).forEach(function(rs){
-var show=rs[0].textContent.toLowerCase().indexOf(q)>=0;rs.forEach(function(r){r.style.display=show?'':'none'})})})});
-document.querySelectorAll('button.m').forEach(function(btn){btn.addEventListener('click',function(){
-document.querySelectorAll('.chart[data-group="'+btn.dataset.group+'"]').forEach(function(c){
-c.style.display=c.dataset.metric===btn.dataset.metric?'block':'none'});
-document.querySelectorAll('button.m[data-group="'+btn.dataset.group+'"]').forEach(function(b){
-b.classList.toggle('on',b===btn)})})});
-"""
+#: the page's stylesheet and script (table sorting, filters, chart switches), inlined as they are
+_TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+_CSS = (_TEMPLATES / "dashboard.css").read_text()
+_JS = (_TEMPLATES / "dashboard.js").read_text()
 
 
 def _esc(value) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from slinkyml.cluster import helm, karpenter, names, storage, workers
@@ -14,33 +15,11 @@ from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
 
-#: Default sssd.conf (the slurm chart's default): local files only, no credentials in it.
-SSSD_CONF = """[sssd]
-services = nss,pam
-domains = DEFAULT
-
-[nss]
-filter_groups = root,slurm
-filter_users = root,slurm
-
-[pam]
-
-[domain/DEFAULT]
-id_provider = proxy
-proxy_lib_name = files
-auth_provider = proxy
-proxy_pam_target = sssd-shadowutils
-"""
-
-#: MariaDB settings the Slurm accounting guide recommends for slurmdbd.
-MARIADB_CNF = """[mariadb]
-bind-address=*
-default_storage_engine=InnoDB
-innodb_buffer_pool_size=4096M
-innodb_log_file_size=64M
-innodb_lock_wait_timeout=900
-max_allowed_packet=16M
-"""
+#: the slurm chart's default sssd.conf (local files only, no credentials) and the MariaDB settings
+#: the Slurm accounting guide recommends for slurmdbd
+_TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+SSSD_CONF = (_TEMPLATES / "sssd.conf").read_text()
+MARIADB_CNF = (_TEMPLATES / "mariadb.cnf").read_text()
 
 
 @dataclass

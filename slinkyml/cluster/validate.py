@@ -125,9 +125,7 @@ def _k8s_registry(kube_version: str) -> tuple[Any, Path]:
         raise SlinkyError(f"no bundled Kubernetes schemas for {kube_version} (oldest: {versions[0].name})")
     folder = usable[-1]
     defs = json.loads((folder / "_definitions.json").read_text())
-    # crawled once here: an uncrawled registry crawls all of _definitions.json (thousands of
-    # subschemas) again on every $ref it resolves, and keeps nothing (registries are immutable),
-    # which was 90 % of validating a 64-node-set cluster
+    # crawled once: an uncrawled registry re-crawls _definitions.json on every $ref
     registry = Registry().with_resource("/api/_definitions.json",
                                         Resource.from_contents(defs, default_specification=DRAFT202012)).crawl()
     return registry, folder

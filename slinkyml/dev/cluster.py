@@ -176,10 +176,8 @@ class LocalCluster:
         slurm = self.install.program
         pids = s.run / "daemons"
         env_slurm = {**os.environ, "SLURM_CONF": str(s.slurm_conf), "TZ": "UTC"}
-        # every slurmstepd of a 512-node step asks munge at once, on 2 cores busy starting 512 of
-        # them: munged (2 threads by default) fell behind, its socket refused them ("Resource
-        # temporarily unavailable") and the step failed. More threads (Slurm's advice: 10 or more)
-        # and a higher CPU priority than the storm it serves.
+        # a large step's slurmstepds all ask munge at once: more threads (Slurm advises ≥10) and a
+        # higher CPU priority, or munged refuses them and the step fails
         large = s.nodes > LISTED_NODES
         large_priority = ["nice", "-n", str(MUNGE_NICE_LARGE)] if large else []
         daemons = [

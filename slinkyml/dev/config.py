@@ -235,11 +235,8 @@ class DevClusterSpec:
         return seen
 
 
-#: job credential lifetime (slurm.conf AuthInfo=cred_expire, default 120 s, minimum 5). slurmctld
-#: holds a requeued job until its old credential has expired (src/slurmctld/job_mgr.c sets the
-#: requeued job's begin time to now + cred_expire + 1), and slurmd revokes credentials for the same
-#: window, so shortening it shortens the hold without the lost jobs an early manual release caused
-#: on 24.11. 30 s is what Slurm's own test suite uses ("quicker requeue time").
+#: job credential lifetime (AuthInfo=cred_expire, default 120 s): slurmctld holds a requeued job
+#: that long (job_mgr.c), so shorter means a quicker requeue; 30 s as in Slurm's own test suite.
 CRED_EXPIRE_S = 30
 #: with ``preempt_grace_s``: jobs here are preempted (GraceTime, then requeued) by jobs of URGENT
 PREEMPTIBLE_PARTITION = "preemptible"
@@ -365,9 +362,7 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
         ("SlurmdTimeout", 60), ("KillWait", 10), ("InactiveLimit", 0), ("MinJobAge", 300), ("MaxArraySize", 1001),
     ])
     if spec.nodes > LISTED_NODES:
-        # hundreds of slurmstepd starting at once on a few cores: srun's IO sockets and the slurmd
-        # forwarding tree accept late, and 2 s connects (TCPTimeout's default) failed a 256-node
-        # `srun true` with "Communication connection failure"; SYN retries need the longer wait
+        # hundreds of slurmstepds starting on a few cores accept late: 2 s connects fail large sruns
         conf.set_all([("TCPTimeout", LARGE_TCP_TIMEOUT_S), ("MessageTimeout", LARGE_MESSAGE_TIMEOUT_S)])
     for i, name in enumerate(spec.node_names, start=1):
         conf.node(name, [("NodeAddr", spec.node_addr(i)), ("NodeHostname", name), ("CPUs", spec.cpus_per_node),

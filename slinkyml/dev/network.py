@@ -45,13 +45,9 @@ NODES_PER_BRIDGE = 1000
 PARALLEL_IP = 8
 
 
-#: Kernel limits a few hundred nodes on one bridge outgrow (all machine-wide, raised, never lowered):
-#: the ARP table is one for all network namespaces, 1,024 entries by default (``gc_thresh3``), and
-#: every node resolves the controller and its peers (srun's node, the slurmd forwarding tree) and is
-#: resolved by them — a 256-node ``srun`` overflowed it ("neighbor table overflow", then "No route
-#: to host"); and each ARP broadcast is copied to every bridge port through the per-CPU backlog
-#: (``netdev_max_backlog``, 1,000), where a 512-node ``srun``'s burst was dropped (millions of drops
-#: in /proc/net/softnet_stat) and a node's ``connect io`` failed with "No route to host".
+#: Machine-wide kernel limits a few hundred nodes on one bridge outgrow (raised, never lowered): the
+#: shared ARP table (``gc_thresh3``) and the per-CPU backlog ARP broadcasts go through
+#: (``netdev_max_backlog``); past them large sruns fail with "No route to host".
 ARP_ENTRIES_PER_NODE = 16
 BACKLOG_PER_NODE = 64
 #: ARP requests a node sends before giving up (Linux: 3, one a second); a dropped one is retried.

@@ -40,10 +40,8 @@ from slinkyml.slurm.errors import SlurmError
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
 RESULT_GRACE_S = 5.0
-#: seconds a requeued job stays held before we release it: slurmd must be done revoking the old
-#: run's credential, or (Slurm 24.11) it refuses the new one and slurmctld kills the job
-#: ("Killing non-startable batch JobId=…: Job credential revoked"; half the releases at 0 s, none
-#: of 15 at 2 s or more on a real 24.11.5). slurmctld's own hold is ~120 s.
+#: seconds a requeued job stays held before we release it: until slurmd has revoked the old run's
+#: credential, or Slurm 24.11 refuses the new one and kills the job.
 REQUEUE_SETTLE_S = 3.0
 #: a task Slurm itself holds ("launch failed requeued held", e.g. after a controller restart found
 #: its job id still running on a node) is released once after this long...

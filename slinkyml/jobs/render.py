@@ -26,13 +26,9 @@ NODE_RANK_WRAPPER = ("bash", "-c", 'PET_NODE_RANK="$SLURM_NODEID" exec "$@"', "s
 #: Where a script for DeepSpeed's launcher writes the hostfile and the ranks' entry (see below).
 DS_HOSTFILE = "hostfile-${SLURM_JOB_ID}"
 DS_RANK_ENTRY_FILE = "ds_rank_entry-${SLURM_JOB_ID}.py"
-#: What every rank started by DeepSpeed's slurm launcher runs first. That launcher (``SlurmRunner``,
-#: read in deepspeed 0.19.8) runs ``srun -n <world> ... --export=ALL,<exports> <python> -u SCRIPT
-#: ARGS`` and (1) sets none of RANK/LOCAL_RANK/WORLD_SIZE, so ``deepspeed.init_distributed`` falls
-#: back to MPI discovery; (2) ignores ``--module``; (3) re-exports the variables named like
-#: EXPORT_ENVS/the accelerator's ``export_envs()`` (PYTHON*, NCCL*, ...) with any value holding
-#: characters outside ``[\w@%+=:,./-]`` wrapped in double quotes, which srun keeps literally
-#: (``NCCL_SOCKET_IFNAME="^lo,docker,veth"``). This entry undoes all three, then runs the real one.
+#: What every rank started by DeepSpeed's slurm launcher runs first: that launcher sets no
+#: RANK/LOCAL_RANK/WORLD_SIZE, ignores ``--module`` and double-quotes some exported values, which
+#: srun keeps literally. This entry undoes all three, then runs the real one.
 DS_RANK_ENTRY = r'''"""slinkyml: each rank's entry under DeepSpeed's slurm launcher (rendered; do not edit)."""
 import os
 import re
@@ -147,10 +143,8 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | str | None = None, *,
                  ds_rank_entry or "ds_rank_entry.py"]
         return argv + entry_argv(spec)[1:]  # DeepSpeed's srun line supplies the interpreter
     entry = entry_argv(spec)[1:]  # torchrun supplies the interpreter
-    # static rendezvous: every node knows its rank (SLURM_NODEID), so torchrun goes straight to the
-    # store on the head node instead of c10d's join/poll rounds (a second or more of every start);
-    # torchrun forwards only --signals-to-handle to its workers (torch 2.13 sets
-    # TORCHELASTIC_SIGNALS_TO_HANDLE from it) and waits --shutdown-timeout for them to checkpoint
+    # static rendezvous: each node knows its rank (SLURM_NODEID), so no c10d join rounds; torchrun
+    # forwards only --signals-to-handle and waits --shutdown-timeout for the checkpoint
     rank = [] if node_rank is None else ["--node-rank", _word(node_rank)]
     return [spec.python, "-m", "torch.distributed.run", "--nnodes", nnodes,
             "--nproc-per-node", str(spec.effective_procs_per_node),
@@ -170,9 +164,7 @@ def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
 def render_sbatch(spec: JobSpec) -> str:
     """The complete sbatch script for ``spec``."""
     sig = spec.requeue.signal
-    # srun (torchrun's and the plain launcher's) passes the signal on to its tasks. DeepSpeed's
-    # launcher would die of it (no handler) and leave its srun running unsignalled: its srun child
-    # gets the signal instead.
+    # srun passes the signal on to its tasks; DeepSpeed's launcher has no handler, so its srun gets it
     forward = (f'pkill -{sig} -P "$launcher_pid"' if spec.uses_deepspeed_launcher
                else f'kill -s {sig} "$launcher_pid"')
     lines = ["#!/bin/bash",

@@ -123,10 +123,8 @@ class SlurmJobRequest:
             if self.nodelist:
                 raise RestApiError("nodelist is not supported by slurmrestd v0.0.38 (Slurm 22.05); "
                                    "use the sbatch backend")
-            # "nodes" goes through sbatch's option parser as text: the [min, max] list the schema
-            # shows is accepted and ignored by a real 22.05.8 (the job gets 1 node). v0.0.38 rejects
-            # the "B:" (batch shell only) prefix: the signal then reaches the job steps, the trainer
-            # checkpoints and leaves a preemption marker, and the batch script requeues from that.
+            # "nodes" as text: a [min, max] list is ignored by 22.05 (1 node). v0.0.38 rejects "B:",
+            # so the signal reaches the steps and the trainer's preemption marker drives the requeue.
             import signal  # lazy: its enums cost every render ~0.7 ms; only v0.0.38 wants numbers
 
             job.update({"time_limit": self.time_minutes, "environment": environment, "open_mode": "append",

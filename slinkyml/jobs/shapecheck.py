@@ -8,6 +8,7 @@ into a rejection instead of a job pending forever; no accounting.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -27,22 +28,10 @@ from slinkyml.jobs.spec import JobSpec
 from slinkyml.kube import quantity
 from slinkyml.slurm.conf import Line, SlurmConfBuilder, pairs
 
-#: slurm.conf keys this module must own: they point the daemon at ports, files, credentials or
-#: services; a cluster's ``controller.extra_conf`` setting them is ignored here.
-OWNED_KEYS = frozenset(k.lower() for k in (
-    "ClusterName", "SlurmctldHost", "ControlMachine", "ControlAddr", "BackupController", "BackupAddr",
-    "SlurmctldPort", "SlurmdPort", "SlurmUser", "SlurmdUser", "AuthType", "AuthInfo", "AuthAltTypes",
-    "AuthAltParameters", "CredType", "StateSaveLocation", "SlurmdSpoolDir", "SlurmctldPidFile",
-    "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile", "SlurmSchedLogFile", "AccountingStorageType",
-    "AccountingStorageHost", "AccountingStoragePort", "AccountingStorageBackupHost",
-    "AccountingStorageEnforce", "AccountingStoragePass", "AccountingStorageUser", "JobCompType",
-    "JobCompLoc", "JobCompHost", "JobCompPort", "JobCompUser", "JobCompPass", "MailProg", "PluginDir",
-    "Include", "include", "JobSubmitPlugins", "CliFilterPlugins", "SlurmctldPrimaryOnProg",
-    "SlurmctldPrimaryOffProg", "ResumeProgram", "SuspendProgram", "ResumeFailProgram",
-    "SlurmctldDebug", "DebugFlags", "HealthCheckProgram", "Prolog", "Epilog", "PrologSlurmctld",
-    "EpilogSlurmctld", "TmpFS", "JobCredentialPrivateKey", "JobCredentialPublicCertificate",
-    "AccountingStorageTRES", "AccountingStoreFlags",
-))
+#: slurm.conf keys pointing the daemon at ports, files, credentials or services: a cluster's
+#: ``controller.extra_conf`` setting them is ignored here
+OWNED_KEYS = frozenset(k.lower() for k in json.loads(
+    (Path(__file__).resolve().parent.parent / "data" / "shapecheck_owned_keys.json").read_text())["keys"])
 
 #: 26.05.5 prints "Job 1 to start at 2026-11-30T19:12:35 a using 768 processors on nodes ..." (sic)
 _ACCEPTED = re.compile(r"Job \d+ to start at (?P<start>\S+)(?: on cluster \S+)?(?: a)? using (?P<cpus>\d+) "

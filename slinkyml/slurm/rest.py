@@ -19,11 +19,7 @@ from slinkyml.slurm.errors import RestApiError
 from slinkyml.slurm.version import SlurmVersion
 
 #: The OpenAPI versions whose bodies slinkyml builds or reads, per slurmrestd plugin, newest first:
-#: the table to extend for a new Slurm release. ``slurm``: the job/submit body (v0.0.40–v0.0.45 take
-#: the same job fields, v0.0.38 is 22.05's; checked against the /openapi/v3 of real 24.11.5 and 26.05.5
-#: slurmrestds: v0.0.43–45 only add fields and inline the same shapes).
-#: ``slurmdb``: the job records read by accounting (v0.0.38 plain numbers, v0.0.39+ {set, number};
-#: v0.0.45's job record only adds fields to v0.0.43's, checked on 26.05.5).
+#: the table to extend for a new Slurm release (checked against real 24.11.5 and 26.05.5 slurmrestds).
 BUILT_VERSIONS: dict[str, tuple[str, ...]] = {
     "slurm": ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38"),
     "slurmdb": ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"),

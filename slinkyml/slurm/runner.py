@@ -7,6 +7,7 @@ transient controller errors, and typed exceptions carrying stderr.
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from slinkyml import config
 from slinkyml.slurm.errors import (
@@ -36,44 +38,12 @@ SLURM_COMMANDS = frozenset(
      "sacctmgr", "scancel", "sdiag", "sprio", "sstat"}
 )
 
-#: stderr fragments of errors that go away when retried (controller busy or restarting).
-TRANSIENT_PATTERNS = (
-    "Socket timed out",
-    "slurm_load_jobs error",
-    "slurm_load_partitions error",
-    "slurm_load_node error",
-    "Zero Bytes were transmitted or received",
-    "Resource temporarily unavailable",
-    "Slurm temporarily unable to accept job",
-    "Unable to contact slurm controller",
-    "Connection refused",
-    "Transport endpoint is not connected",
-    "Communication connection failure",
-)
-#: reasons that make an error permanent even inside a "transient-looking" message.
-PERMANENT_PATTERNS = (
-    "Invalid job id",
-    "Invalid user",
-    "Invalid account",
-    "Invalid partition",
-    "Invalid qos",
-    "Access/permission denied",
-    "Requested node configuration is not available",
-)
-_ACCOUNTING_PATTERNS = (
-    "accounting storage is disabled",
-    "Slurm accounting storage is disabled",
-    "Problem talking to the database",
-    "slurmdbd: Connection refused",
-    "Unable to establish connection to slurmdbd",
-    "Error connecting to slurm dbd",
-    "slurmdbd: Getting response",
-    "Connection to slurmdbd",
-    "Problem connecting to the database",
-    "failed to open persistent connection",
-    "Sending PersistInit msg",
-    "not running a supported accounting_storage plugin",
-)
+#: stderr fragments: errors that go away when retried (controller busy or restarting), reasons that
+#: make an error permanent even inside a transient-looking message, and accounting outages
+_PATTERNS = json.loads((Path(__file__).resolve().parent.parent / "data" / "slurm_errors.json").read_text())
+TRANSIENT_PATTERNS = tuple(_PATTERNS["transient"])
+PERMANENT_PATTERNS = tuple(_PATTERNS["permanent"])
+_ACCOUNTING_PATTERNS = tuple(_PATTERNS["accounting"])
 _ACCOUNTING_COMMANDS = frozenset({"sacct", "sshare", "sreport", "sacctmgr"})
 #: commands that hand their environment to a job: run in the caller's time zone, like by hand.
 _LAUNCH_COMMANDS = frozenset({"sbatch", "srun", "salloc"})
