@@ -11,10 +11,27 @@ import pytest
 from slinkyml.cluster import EXAMPLES_DIR, load_spec, output_files
 from slinkyml.cluster.helm import check_key_paths
 from slinkyml.cluster.render import render
-from slinkyml.cluster.secrets import render_secrets, secret_values
+from slinkyml.cluster.secrets import render_secrets
 from slinkyml.cluster.validate import validate_objects
 
 EXAMPLES = ["cpu-small", "h100-efa", "trn1"]
+
+
+def secret_values(objs: list[dict]) -> list[str]:
+    """Every credential value (decoded and encoded) in Secrets, to check it leaks nowhere."""
+    out = []
+    for obj in objs:
+        if obj.get("kind") != "Secret":
+            continue
+        for v in (obj.get("data") or {}).values():
+            out.append(v)
+            raw = base64.b64decode(v)
+            try:
+                out.append(raw.decode())
+            except UnicodeDecodeError:
+                pass
+        out += list((obj.get("stringData") or {}).values())
+    return out
 
 
 def _rendered(name: str):

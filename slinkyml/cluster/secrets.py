@@ -44,20 +44,3 @@ def render_secrets(c: SlurmCluster) -> list[dict[str, Any]]:
             "data": {ref.key: base64.b64encode(_value(ref.role)).decode()},
         })
     return out
-
-
-def secret_values(objs: list[dict[str, Any]]) -> list[str]:
-    """Every credential value (decoded and encoded) in Secrets, to check it leaks nowhere."""
-    out = []
-    for obj in objs:
-        if obj.get("kind") != "Secret":
-            continue
-        for v in (obj.get("data") or {}).values():
-            out.append(v)
-            raw = base64.b64decode(v)
-            try:
-                out.append(raw.decode())
-            except UnicodeDecodeError:
-                pass
-        out += list((obj.get("stringData") or {}).values())
-    return out

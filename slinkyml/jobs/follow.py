@@ -10,11 +10,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 from slinkyml.errors import SlinkyError
-from slinkyml.jobs.logs import JobLogs, LogTail, locate, rank_logs_next_to, read_tail
+from slinkyml.jobs.logs import JobLogs, LogTail, locate
 from slinkyml.slurm import states
 from slinkyml.slurm.errors import JobNotFound
 from slinkyml.slurm.runner import Slurm
@@ -102,21 +101,6 @@ def find_logs(slurm: Slurm, state: JobState) -> JobLogs:
     """The job's log files (record first, then what Slurm said about it)."""
     return locate(state.job_id, conf=getattr(slurm, "conf", None), stdout=state.stdout,
                   workdir=state.workdir, name=state.name)
-
-
-def log_files(stdout: str, job_id: int) -> list[Path]:
-    """Step logs next to the batch log: ``<name>-<job>-r<restart>-node<k>.log``, oldest restart first."""
-    if not stdout:
-        return []
-    return [r.path for r in rank_logs_next_to(Path(stdout), str(job_id))]
-
-
-def newest_lines(stdout: str, job_id: int, lines: int = 5) -> list[str]:
-    """The last lines of the newest restart's step logs, each labelled with its node/task."""
-    if not stdout:
-        return []
-    logs = JobLogs(str(job_id), "sbatch", Path(stdout), tuple(rank_logs_next_to(Path(stdout), str(job_id))))
-    return [f"[{r.name} r{r.restart}] {line}" for r in logs.rank_logs() for line in read_tail(r.path, lines)]
 
 
 def wait(slurm: Slurm, job_id: int, *, timeout: float | None = None, poll: float = 1.0,

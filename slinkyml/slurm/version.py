@@ -35,17 +35,6 @@ class SlurmVersion:
     def at_least(self, major: int, minor: int = 0) -> bool:
         return (self.major, self.minor) >= (major, minor)
 
-    # Feature switches, all in one place.
-    @property
-    def has_json_output(self) -> bool:
-        """sacct/squeue/sinfo ``--json`` (21.08+; the data_parser plugins that make it stable: 23.02+)."""
-        return self.at_least(23, 2)
-
-    @property
-    def has_sbatch_uid_flag(self) -> bool:
-        """``sbatch --uid`` was removed in 23.02; use ``runuser`` instead."""
-        return not self.at_least(23, 2)
-
     @property
     def restd_refuses_root(self) -> bool:
         """slurmrestd exits at start as root even with ``SLURMRESTD_SECURITY=disable_user_check``

@@ -196,7 +196,6 @@ class Trainer:
         self.model, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
                                                                 config=config)
         self.raw_model = model
-        self.zero_stage = config["zero_optimization"]["stage"]
 
     # -- checkpoints --------------------------------------------------------------------------
     def save(self, step: int, losses: list[float]) -> None:
