@@ -26,9 +26,9 @@ NODE_RANK_WRAPPER = ("bash", "-c", 'PET_NODE_RANK="$SLURM_NODEID" exec "$@"', "s
 #: Where a script for DeepSpeed's launcher writes the hostfile and the ranks' entry (see below).
 DS_HOSTFILE = "hostfile-${SLURM_JOB_ID}"
 DS_RANK_ENTRY_FILE = "ds_rank_entry-${SLURM_JOB_ID}.py"
-#: What every rank started by DeepSpeed's slurm launcher runs first: that launcher sets no
-#: RANK/LOCAL_RANK/WORLD_SIZE, ignores ``--module`` and double-quotes some exported values, which
-#: srun keeps literally. This entry undoes all three, then runs the real one.
+#: What every rank started by DeepSpeed's slurm launcher runs first: that launcher (``SlurmRunner``,
+#: read in deepspeed 0.19.8) sets no RANK/LOCAL_RANK/WORLD_SIZE, ignores ``--module`` and
+#: double-quotes some exported values, which srun keeps literally. This entry undoes all three.
 DS_RANK_ENTRY = r'''"""slinkyml: each rank's entry under DeepSpeed's slurm launcher (rendered; do not edit)."""
 import os
 import re
