@@ -57,6 +57,7 @@ from slinkyml.dev import LocalCluster  # noqa: E402
 from slinkyml.dispatch import Executor  # noqa: E402
 from slinkyml.dispatch.tracking import Tracker  # noqa: E402
 from slinkyml.plan import Settings, gpu_hardware, plan, shape_from_params  # noqa: E402
+from slinkyml.slurm import SlurmError  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = dict(nodes=2, bridge="slkbs0", node_prefix="bs", subnet="10.227.0.0/24", slurmctld_port=7927,
@@ -361,13 +362,19 @@ def _run_job(cluster: LocalCluster, nodes: int, limit: float = 420.0) -> tuple[f
     job = slurm.run("sbatch", ["--parsable", f"-N{nodes}", "-o", "/dev/null", "--wrap", "srun true"],
                     cwd="/tmp").stdout.strip()
     while time.perf_counter() - t0 < limit:
-        result = slurm.run("squeue", ["-h", "-j", job, "-o", "%T"], check=False, retries=0)
+        try:
+            result = slurm.run("squeue", ["-h", "-j", job, "-o", "%T"], check=False, retries=0)
+        except SlurmError:  # slurmctld (or munge) swamped by the launch: ask again
+            continue
         if result.returncode == 0 and not result.stdout.strip():
             break
         time.sleep(1)
     seconds = time.perf_counter() - t0
     time.sleep(3)  # slurmdbd records the end
-    out = slurm.run("sacct", ["-n", "-P", "-j", job, "-o", "JobID,State"], check=False).stdout
+    try:
+        out = slurm.run("sacct", ["-n", "-P", "-j", job, "-o", "JobID,State"], check=False).stdout
+    except SlurmError as exc:
+        return seconds, f"sacct: {exc}"
     return seconds, " ".join(line.replace("|", "=") for line in out.splitlines())
 
 
