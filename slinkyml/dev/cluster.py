@@ -6,6 +6,7 @@ Host daemons plus one slurmd per node in its own network/UTS namespace; PID file
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import secrets
@@ -35,26 +36,8 @@ from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmError
 from slinkyml.slurm.version import SlurmVersion
 
-#: Slurm binary → Debian package that provides it (the system Slurm; a root brings its own)
-SLURM_BINARIES = {
-    "slurmctld": "slurmctld (or slurm-wlm)",
-    "slurmd": "slurmd (or slurm-wlm)",
-    "slurmdbd": "slurmdbd",
-    "slurmrestd": "slurmrestd",
-    "sbatch": "slurm-client (or slurm-wlm)",
-}
-#: binary → Debian package that provides it
-REQUIRED_BINARIES = {
-    **SLURM_BINARIES,
-    "munged": "munge",
-    "mariadbd": "mariadb-server",
-    "mariadb-install-db": "mariadb-server",
-    "mariadb": "mariadb-client",
-    "nsenter": "util-linux",
-    "unshare": "util-linux",
-    "ip": "iproute2",
-    "runuser": "util-linux",
-}
+#: binary → Debian package that provides it: "slurm" (the system Slurm's; a root brings its own), "other"
+BINARIES = json.loads((Path(__file__).resolve().parent.parent / "data" / "dev_binaries.json").read_text())
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 #: how long a port may stay taken by a daemon that was just killed before `up` calls it taken
 PORT_RELEASE_S = 10.0
@@ -389,7 +372,7 @@ class LocalCluster:
     # -- helpers -------------------------------------------------------------------------
     def _preflight(self) -> None:
         system = self.spec.slurm_version == roots.SYSTEM
-        needed = {b: p for b, p in REQUIRED_BINARIES.items() if system or b not in SLURM_BINARIES}
+        needed = {**BINARIES["slurm"], **BINARIES["other"]} if system else BINARIES["other"]
         missing = [f"{b} (Debian package {p})" for b, p in needed.items() if not shutil.which(b)]
         missing += missing_plugins() if system else []
         if missing:

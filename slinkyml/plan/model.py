@@ -6,25 +6,16 @@ A GPT-style decoder; given only ``--params``, the shape comes from Megatron-LM's
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from slinkyml.errors import SpecError
 
-#: (hidden, heads) per size class, from Narayanan et al. 2021 Table 1 (1.7B ... 1T, V=51200, s=2048).
-REFERENCE_SHAPES: tuple[tuple[float, int, int, int], ...] = (
-    # params (B), hidden, heads, layers
-    (1.7, 2304, 24, 24),
-    (3.6, 3072, 32, 30),
-    (7.5, 4096, 32, 36),
-    (18.4, 6144, 48, 40),
-    (39.1, 8192, 64, 48),
-    (76.1, 10240, 80, 60),
-    (145.6, 12288, 96, 80),
-    (310.1, 16384, 128, 96),
-    (529.6, 20480, 128, 105),
-    (1008.0, 25600, 160, 128),
-)
+#: (params in billions, hidden, heads, layers) per size class, Narayanan et al. 2021 Table 1
+REFERENCE_SHAPES: tuple[tuple[float, int, int, int], ...] = tuple(map(tuple, json.loads(
+    (Path(__file__).resolve().parent.parent / "data" / "model_shapes.json").read_text())["shapes"]))
 
 
 @dataclass(frozen=True)
