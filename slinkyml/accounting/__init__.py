@@ -48,11 +48,8 @@ def usage_report(since="1d", until="now", by=("account", "user"), *, backend=Non
 
 
 def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm | None = None):
-    """The association tree recomputed by slinkyml (Fair Tree or classic; default: what
-    slurmctld's PriorityFlags select) beside sshare's own columns and the difference, one row per
-    association (:data:`slinkyml.accounting.fairshare.TREE_COLUMNS` plus ``*_sshare`` and
-    ``*_diff``). ``attrs``: ``algorithm``, ``slurm_algorithm`` (what sshare's columns are),
-    ``tree`` (the :class:`~slinkyml.accounting.fairshare.Node` root)."""
+    """The association tree recomputed by slinkyml (Fair Tree or classic; default: slurmctld's
+    PriorityFlags) beside sshare's columns (``*_sshare``) and the difference (``*_diff``)."""
     be = _backend(backend, slurm)
     cli = be if isinstance(be, CliBackend) else CliBackend(be.slurm)
     assocs, usage_raw = cli.shares_snapshot()

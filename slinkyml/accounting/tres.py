@@ -67,8 +67,7 @@ def split_tres(text: str) -> dict[str, str]:
 def alloc_tres(text: str) -> tuple[float, float, float, float, float, str]:
     """An AllocTRES/ReqTRES string → (cpu, mem bytes, node, billing, gpus, gpu type).
 
-    Cached: a cluster has few distinct allocation shapes, so a million rows parse a few hundred
-    strings. Memory without a suffix is in MB (Slurm's TRES unit for ``mem``).
+    Cached: a cluster has few distinct shapes. ``mem`` without a suffix is in MB (Slurm's unit).
     """
     tres = split_tres(text)
     cpu = _num(tres.get("cpu"))

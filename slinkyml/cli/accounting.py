@@ -1,8 +1,5 @@
 """``slinkyml usage | fairshare | efficiency | report``: accounting reports from slurmdbd.
-
-Only the standard library at module level (CLI start-up); pandas, rich and matplotlib are
-imported inside the handlers.
-"""
+Stdlib only at module level (CLI start-up); pandas, rich and matplotlib load in the handlers."""
 
 from __future__ import annotations
 

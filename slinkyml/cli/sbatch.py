@@ -1,8 +1,5 @@
 """``slinkyml sbatch render|submit|check``: preview, check and submit a training job.
-
-Only the standard library is imported here; the renderer, validation and backends load inside
-the handlers (torch, pandas and rich are never imported by this command).
-"""
+Stdlib only here; renderer, validation and backends load in the handlers."""
 
 from __future__ import annotations
 

@@ -64,10 +64,7 @@ def _resource(dyn: Any, obj: dict[str, Any]) -> Any:
 
 def ensure_secrets(cluster: SlurmCluster, api: Any, log: Callable[[str], None] = print) -> list[str]:
     """Create each credential Secret slinkyml owns that does not exist yet; never overwrite.
-
-    Returns the names created. Values are random and never leave this function except
-    towards the API server.
-    """
+    Returns the names created; values never leave this function except towards the API server."""
     # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException

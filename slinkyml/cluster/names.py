@@ -1,8 +1,5 @@
-"""Object names and Secret references derived from a spec, in one place.
-
-Render, helm, apply and the secret generator must agree on these; keeping them here means a
-rename cannot leave a dangling reference.
-"""
+"""Object names and Secret references derived from a spec, in one place, so render, helm, apply and
+the secret generator cannot leave a dangling reference."""
 
 from __future__ import annotations
 

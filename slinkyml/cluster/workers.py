@@ -77,11 +77,8 @@ def device_plugin_values(c: SlurmCluster) -> dict[str, dict[str, Any]]:
 
 
 def operator_hostname_prefix(c: SlurmCluster, ns: SlurmNodeSet) -> str:
-    """Slurm node names of an operator NodeSet: the pod name ``<NodeSet>-<ordinal>``.
-
-    slurm-operator internal/controller/nodeset/utils/utils.go (initIdentity, GetOrdinalPodName,
-    GetSlurmNodeName): with scalingMode StatefulSet and no template hostname, hostname = pod name.
-    """
+    """Slurm node names of an operator NodeSet: the pod name ``<NodeSet>-<ordinal>`` (slurm-operator
+    nodeset/utils/utils.go: with scalingMode StatefulSet and no template hostname, hostname = pod name)."""
     return f"{names.nodeset(c, ns)}-"
 
 

@@ -312,10 +312,7 @@ class LocalCluster:
 
     def down(self) -> list[str]:
         """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped.
-
-        Only what this state dir owns goes: a bridge or node that another state dir's /etc/hosts
-        block claims stays (e.g. ``down`` of a second cluster whose names came from the env).
-        """
+        A bridge or node another state dir's /etc/hosts block claims stays."""
         stopped = []
         ordered = list(reversed(self._daemons()))
         nodes = [d for d in ordered if d.name.startswith("slurmd-")]
@@ -400,11 +397,8 @@ class LocalCluster:
             raise SlinkyError(problems[0])
 
     def _check_munge(self, munged: Daemon) -> None:
-        """Refuse to start munged on a socket that another munged (another key) serves.
-
-        ``--force`` would let ours take a socket whose daemon it believes dead; a live one belongs
-        to another cluster or to the system's munge service, and both need their own key.
-        """
+        """Refuse to start munged on a socket that another munged (another key) serves: a live one
+        belongs to another cluster or the system's munge service."""
         if munged.running or not unix_connectable(self.spec.munge_socket):
             return
         raise SlinkyError(f"munge socket {self.spec.munge_socket} is served by a munged that is not this "

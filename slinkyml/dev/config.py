@@ -1,8 +1,5 @@
-"""The local cluster's specification and the pure functions that render its config files.
-
-Nothing here touches the machine: :class:`DevClusterSpec` is validated on construction and the
-``render_*`` functions return text, so the files can be previewed and unit-tested.
-"""
+"""The local cluster's specification and pure functions rendering its config files (previewable and
+unit-tested: nothing here touches the machine)."""
 
 from __future__ import annotations
 
@@ -285,11 +282,8 @@ _PORT_LAYOUT = ("slurmctld_port", "slurmd_port", "slurmdbd_port", "slurmrestd_po
 
 
 def options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, object]:
-    """DevClusterSpec keyword arguments from the ``SLINKYML_DEV_*`` variables that are set.
-
-    ``SLINKYML_DEV_PORT_BASE=B`` sets the four Slurm ports to B..B+3, in the order of the
-    defaults 6817..6820. Bad values raise :class:`SpecError` naming the variable.
-    """
+    """DevClusterSpec keyword arguments from the ``SLINKYML_DEV_*`` variables that are set
+    (``SLINKYML_DEV_PORT_BASE=B``: the four Slurm ports B..B+3); bad values raise :class:`SpecError`."""
     env = os.environ if environ is None else environ
     options: dict[str, object] = {}
     for var, name in ENV_OPTIONS.items():

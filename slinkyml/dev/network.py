@@ -98,11 +98,8 @@ def node_bridge(spec: DevClusterSpec, index: int) -> str:
 
 
 def ensure_network(spec: DevClusterSpec) -> None:
-    """Create (or keep) the bridge(s) and every node's namespace; idempotent.
-
-    One ``ip -batch`` for the machine's side and one per node namespace (a few processes rather
-    than nine ``ip`` calls per node: 1,024 nodes took minutes that way).
-    """
+    """Create (or keep) the bridge(s) and every node's namespace; idempotent. One ``ip -batch`` for
+    the machine's side and one per node namespace (nine ``ip`` calls per node take minutes at 1,024)."""
     ensure_kernel_room(spec.nodes)
     lines = [] if link_exists(spec.bridge) else [f"link add {spec.bridge} type bridge"]
     lines.append(f"link set {spec.bridge} up")

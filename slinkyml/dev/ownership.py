@@ -165,11 +165,8 @@ def _is_ipv4(text: str) -> bool:
 
 
 def removable(spec: DevClusterSpec, node_names: list[str], claims: list[Claim]) -> tuple[bool, list[str]]:
-    """What ``down`` may delete: (the bridge?, these nodes' veths and namespaces).
-
-    Anything another state dir's block names stays: a ``down`` run with other defaults (another
-    env, a state dir from an older slinkyml) must not take the network of a cluster it does not own.
-    """
+    """What ``down`` may delete: (the bridge?, these nodes' veths and namespaces); anything another
+    state dir's block names stays."""
     foreign = others(claims, spec.state_dir)
     bridge = not any(c.bridge == spec.bridge for c in foreign)
     held = {n for c in foreign for n in c.node_names}

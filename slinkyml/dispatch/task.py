@@ -42,11 +42,8 @@ class TaskCall:
 
 
 class CheckpointableTaskCall(TaskCall):
-    """A TaskCall of a Checkpointable: submitit sees ``checkpoint`` and may requeue it.
-
-    Plain functions get no ``checkpoint`` so submitit keeps its default for them (requeue on
-    preemption, not on timeout).
-    """
+    """A TaskCall of a Checkpointable: submitit sees ``checkpoint`` and may requeue it (plain
+    functions get none, so submitit keeps its default: requeue on preemption, not on timeout)."""
 
     def checkpoint(self) -> Any:
         """submitit's hook: resume with this call, the user's object in its current state."""

@@ -68,11 +68,8 @@ class Submitted:
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
-    """Render, check against the live cluster, submit: nothing else on the way, so that submission
-    costs what ``sbatch`` costs. The copy of the script kept with the logs is written by the job
-    itself when it starts (``cp "$0"`` in the rendered script), so plain ``sbatch`` of a rendered
-    script keeps one too.
-    """
+    """Render, check against the live cluster, submit: nothing else, so submission costs what
+    ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``)."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     script = render_sbatch(spec)
     if validate and slurm is not None:

@@ -1,8 +1,5 @@
-"""Check a job against the live cluster before submitting, and say what is wrong in one line.
-
-sbatch would refuse most of these too, but later (after the script is written) and with messages
-that name no field; the checks here use ``scontrol show partition/node`` and ``sacctmgr``.
-"""
+"""Check a job against the live cluster before submitting (``scontrol show partition/node``,
+``sacctmgr``), saying what is wrong in one line that names the field, before sbatch would."""
 
 from __future__ import annotations
 

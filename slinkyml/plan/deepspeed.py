@@ -1,8 +1,5 @@
-"""DeepSpeed configuration for a planned layout — a pure function, no DeepSpeed import.
-
-The sbatch renderer's DeepSpeed launcher calls :func:`deepspeed_config` with a plan's figures and
-writes the result as ``ds_config.json``; the tests parse it with DeepSpeed's own ``DeepSpeedConfig``.
-"""
+"""DeepSpeed configuration for a planned layout — a pure function, no DeepSpeed import (the tests
+parse it with DeepSpeed's own ``DeepSpeedConfig``)."""
 
 from __future__ import annotations
 

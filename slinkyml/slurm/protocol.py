@@ -142,11 +142,8 @@ def last_reason(log_dir: str | Path, job_id: str | int) -> str:
 
 # -- no orphans ---------------------------------------------------------------------------------------
 def die_with_parent() -> None:
-    """SIGKILL this process when its launcher (torchrun's agent) dies, however it dies.
-
-    slurmstepd's proctrack/linuxproc finds a step's processes through their parents: a worker
-    re-parented to PID 1 after its agent was killed escapes it and would train on outside Slurm.
-    """
+    """SIGKILL this process when its launcher (torchrun's agent) dies: a worker re-parented to PID 1
+    escapes proctrack/linuxproc and would train on outside Slurm."""
     if not sys.platform.startswith("linux"):
         return
     pr_set_pdeathsig = 1

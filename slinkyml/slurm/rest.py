@@ -27,11 +27,8 @@ BUILT_VERSIONS: dict[str, tuple[str, ...]] = {
 
 
 def api_version(slurm_version: SlurmVersion, plugin: str = "slurm") -> str:
-    """The newest OpenAPI version of ``plugin`` that this release's slurmrestd serves and we build.
-
-    slurm: 22.05/23.02 → v0.0.38; 23.11 → v0.0.40; 24.05 → v0.0.41; 24.11 → v0.0.42; 25.05 → v0.0.43;
-    26.05 → v0.0.45. A release we do not know yet: its oldest.
-    """
+    """The newest OpenAPI version of ``plugin`` that this release's slurmrestd serves and we build
+    (22.05 → v0.0.38 ... 26.05 → v0.0.45); a release we do not know yet: its oldest."""
     served = slurm_version.restapi_versions
     return next((v for v in BUILT_VERSIONS[plugin] if v in served), served[-1])
 

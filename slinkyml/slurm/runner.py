@@ -295,11 +295,8 @@ def parse_scontrol_record(line: str) -> dict[str, str]:
 
 
 class _Watchdog:
-    """One daemon thread that kills commands past their deadline, shared by every call.
-
-    A ``threading.Timer`` per command costs a thread start (~0.2 ms, 5 % of a fast ``sbatch``);
-    registering a deadline here is a heap push under a lock.
-    """
+    """One daemon thread that kills commands past their deadline, shared by every call (a
+    ``threading.Timer`` per command costs a thread start; this is a heap push under a lock)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()

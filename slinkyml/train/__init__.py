@@ -1,8 +1,5 @@
 """A small GPT-style trainer for cluster tests, demos and benchmarks (``python -m slinkyml.train``).
-
-Importing this package is cheap (no torch); the files it writes are named here so that readers
-(the notebook dispatcher, tests, ``slinkyml jobs``) need not import the trainer.
-"""
+Cheap to import (no torch); names the files it writes so readers need not import the trainer."""
 
 METRICS_FILE = "metrics.jsonl"  # one JSON object per optimizer step (rank 0): step, loss, tokens, time
 FINAL_FILE = "final.json"  # written once at the end: final loss, steps, tokens/s, MFU (GPU)

@@ -1,8 +1,5 @@
-"""The default backend: ``sacct``/``sshare``/``sreport``/``sacctmgr`` through :class:`Slurm`.
-
-``--parsable2 --noconvert`` with an unprintable delimiter and ``TZ=UTC`` (set by the runner)
-gives exact units and unambiguous fields on 22.05 and 24.11 alike, so one parser serves both.
-"""
+"""The default backend: ``sacct``/``sshare``/``sreport``/``sacctmgr`` through :class:`Slurm`;
+``--parsable2 --noconvert`` gives exact units and unambiguous fields on every release."""
 
 from __future__ import annotations
 

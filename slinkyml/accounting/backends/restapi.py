@@ -1,8 +1,5 @@
-"""slurmrestd backend: slurmdbd's OpenAPI (``slurmdb/v0.0.38`` on 22.05, ``v0.0.4x`` on 24.11).
-
-Job records are turned into the exact sacct text layout and parsed by the one sacct parser, so
-both backends produce identical DataFrames. Talks through :class:`slinkyml.slurm.rest.RestClient`.
-"""
+"""slurmrestd backend: slurmdbd's OpenAPI job records turned into sacct's text layout and parsed by
+the one sacct parser, so both backends give identical DataFrames."""
 
 from __future__ import annotations
 
