@@ -111,6 +111,13 @@ def test_cgroup_conf_only_where_slurm_loads_a_cgroup_plugin():
     assert "CgroupPlugin=disabled" in render_cgroup_conf(SlurmVersion(24, 11, 5))
 
 
+def test_proctrack_cgroup_is_asked_for(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2, proctrack_cgroup=True)
+    assert "\nProctrackType=proctrack/cgroup\n" in render_slurm_conf(spec, SlurmVersion(22, 5, 8))
+    conf = render_cgroup_conf(SlurmVersion(22, 5, 8), proctrack_cgroup=True).splitlines()
+    assert "CgroupPlugin=cgroup/v1" in conf and "CgroupAutomount=no" in conf and "ConstrainRAMSpace=no" in conf
+
+
 def test_env_options_move_a_second_cluster_out_of_the_way():
     env = {"SLINKYML_DEV_SUBNET": "10.215.0.0/24", "SLINKYML_DEV_BRIDGE": "slkml24",
            "SLINKYML_DEV_NODE_PREFIX": "t", "SLINKYML_DEV_PORT_BASE": "7817",

@@ -48,11 +48,12 @@ PREEMPT_GRACE_S = 30  # this cluster's GraceTime for jobs of its preemptible par
 def local_cluster():
     """A cluster of this module's own: these tests kill slurmctld and slurmd with -9, and Slurm 22.05
     restarting from older state can reuse job ids and drain nodes ("Duplicate jobid"); the session's
-    cluster, which every other test uses, must never see that. Removed afterwards."""
+    cluster, which every other test uses, must never see that. With real preemption (GraceTime) and
+    proctrack/cgroup. Removed afterwards."""
     state = Path(tempfile.mkdtemp(prefix="slinkyml-faults-cluster-", dir="/var/tmp"))
     cluster = LocalCluster(state, nodes=4, bridge="slkflt0", node_prefix="flt", subnet="10.205.0.0/24",
                            slurmctld_port=7947, slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950,
-                           mariadb_port=14947, preempt_grace_s=PREEMPT_GRACE_S)
+                           mariadb_port=14947, preempt_grace_s=PREEMPT_GRACE_S, proctrack_cgroup=True)
     saved = os.environ.get("SLURM_CONF")
     try:
         cluster.up()

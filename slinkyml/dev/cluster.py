@@ -5,6 +5,7 @@ Host daemons plus one slurmd per node in its own network/UTS namespace; PID file
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -327,6 +328,7 @@ class LocalCluster:
                 stopped.append(daemon.name)
         self._stop_orphan_slurmd()
         self._stop_leftovers()
+        self._remove_node_cgroups()
         bridge, nodes = ownership.removable(self.spec, self._known_nodes(), network.claims())
         network.remove_network(self.spec, nodes, bridge=bridge)
         network.remove_hosts(self.spec)
@@ -507,6 +509,17 @@ class LocalCluster:
                 continue
             Daemon(f"slurmd-{node}", ["slurmd"], pid_file=self.spec.run / "daemons" / f"slurmd-{node}.pid",
                    log_file=self.spec.log / f"slurmd-{node}.log").stop()
+
+    def _remove_node_cgroups(self) -> None:
+        """proctrack/cgroup's empty ``/slurm_<node>`` trees (one per slurmd, in each cgroup v1
+        hierarchy) of this cluster's nodes; a tree still holding a process stays."""
+        for node in self.spec.node_names:
+            for tree in glob.glob(f"/sys/fs/cgroup/*/slurm_{node}"):
+                for path in sorted((p for p in Path(tree).rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+                with contextlib.suppress(OSError):
+                    Path(tree).rmdir()
 
     def _stop_leftovers(self) -> None:
         """Daemons with a PID file that this cluster no longer runs (e.g. the unix-socket slurmrestd of
