@@ -25,7 +25,16 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
-from test_train_cluster import _logs, _metrics, _submit, _train_spec, _wait_done, _wait_steps, needs_torch
+from test_train_cluster import (
+    _logs,
+    _metrics,
+    _release_if_requeued,
+    _submit,
+    _train_spec,
+    _wait_done,
+    _wait_steps,
+    needs_torch,
+)
 
 from slinkyml.dev import LocalCluster
 from slinkyml.dev.cluster import ClusterUnhealthy
@@ -520,8 +529,9 @@ def test_controller_crash_right_after_submission(slurm, fresh_cluster, workdir, 
         fresh_cluster.up()
     except ClusterUnhealthy as exc:  # the duplicate launch can be that quick
         print(f"dev up: {exc}")
-    try:
-        state = _wait_done(slurm, job_id, timeout=400)
+    try:  # by name too: once lost, its id is handed out again
+        state = wait(slurm, job_id, timeout=400, poll=1.0, name=spec.name,
+                     on_update=lambda s: _release_if_requeued(slurm, s))
     except JobNotFound as exc:
         print(f"outcome: the job was lost by slurmctld ({exc})")
         assert f"job {job_id} is unknown to slurmctld" in str(exc)

@@ -64,20 +64,27 @@ class JobState:
         return 0 if self.state.split()[0] == "COMPLETED" else 1
 
 
-def job_state(slurm: Slurm, job_id: int) -> JobState:
+def job_state(slurm: Slurm, job_id: int, name: str | None = None) -> JobState:
+    """The job's state. ``name``: the name it was submitted under; a job of that id with another
+    name is not it (a controller restarted from older state hands the lost job's id out again)."""
     try:
         records = slurm.show("job", str(job_id))
     except JobNotFound:
         records = []
     if records:
         r = records[0]
-        return JobState(job_id, r.get("JobState", "UNKNOWN"), r.get("Reason", ""), r.get("RunTime", ""),
-                        int(r.get("Restarts", "0") or 0), r.get("ExitCode", ""), r.get("NodeList", ""),
-                        r.get("StdOut", ""), r.get("JobName", ""), r.get("WorkDir", ""))
-    state = accounting_state(slurm, job_id)
-    if not state.finished:  # slurmctld forgets only ended jobs: this one it lost (restarted from older state)
-        raise JobNotFound(f"job {job_id} is unknown to slurmctld while accounting still has it {state.state}: "
-                          "slurmctld lost it (a controller restart from older saved state)")
+        state = JobState(job_id, r.get("JobState", "UNKNOWN"), r.get("Reason", ""), r.get("RunTime", ""),
+                         int(r.get("Restarts", "0") or 0), r.get("ExitCode", ""), r.get("NodeList", ""),
+                         r.get("StdOut", ""), r.get("JobName", ""), r.get("WorkDir", ""))
+    else:
+        state = accounting_state(slurm, job_id)
+        if not state.finished:  # slurmctld forgets only ended jobs: this one it lost (restarted from older state)
+            raise JobNotFound(f"job {job_id} is unknown to slurmctld while accounting still has it {state.state}: "
+                              "slurmctld lost it (a controller restart from older saved state)")
+    if name is not None and state.name and state.name != name:
+        raise JobNotFound(f"job {job_id} is unknown to slurmctld: its id now belongs to another job "
+                          f"({state.name!r}, not {name!r}): slurmctld lost it (a controller restart from older "
+                          "saved state) and handed the id out again")
     return state
 
 
@@ -105,17 +112,19 @@ def find_logs(slurm: Slurm, state: JobState) -> JobLogs:
 
 def wait(slurm: Slurm, job_id: int, *, timeout: float | None = None, poll: float = 1.0,
          on_update: Callable[[JobState], None] | None = None,
-         until: Callable[[JobState], bool] | None = None, held_fail_after: float = HELD_FAIL_S) -> JobState:
+         until: Callable[[JobState], bool] | None = None, held_fail_after: float = HELD_FAIL_S,
+         name: str | None = None) -> JobState:
     """Poll until the job finishes (or ``until`` says so); returns the last state.
 
     Raises :class:`JobHeldBySlurm` once the job has been held by Slurm after a failed launch for
     ``held_fail_after`` seconds (e.g. a controller restarted from older state re-launched it where
-    its first run still ran: "Duplicate jobid"), naming the hold and the nodes not usable."""
+    its first run still ran: "Duplicate jobid"), naming the hold and the nodes not usable.
+    ``name``: see :func:`job_state`."""
     deadline = None if timeout is None else time.monotonic() + timeout
     done = until or (lambda s: s.finished)
     held_since: float | None = None
     while True:
-        state = job_state(slurm, job_id)
+        state = job_state(slurm, job_id, name)
         if on_update:
             on_update(state)
         if done(state):
