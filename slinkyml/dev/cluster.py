@@ -283,16 +283,9 @@ class LocalCluster:
         return problems
 
     def resume_duplicate_jobid_drains(self) -> list[str]:
-        """Return to service the nodes slurmctld drained with "Duplicate jobid" once nothing of the
-        clash is left on them; returns their names.
-
-        A slurmctld restarted from state saved before its last submissions (it saves at most every
-        5 s, src/slurmctld/state_save.c) hands job ids out again; launching one on a node that
-        still runs the lost job of that id fails, and slurmctld drains the node (agent.c,
-        DSH_DUP_JOBID). Once slurmctld has killed the lost job (an orphan of its new state), the
-        node is sound again: an operator checks that no step is left there of a job slurmctld does
-        not place on the node, then resumes it. This does the same, from the node's slurmd spool
-        (a live ``NODE_JOB.STEP`` socket per running step)."""
+        """Resume nodes drained "Duplicate jobid" (a restarted slurmctld reused a lost job's id) once
+        no live step socket in the node's slurmd spool belongs to a job slurmctld does not place
+        there: the check an operator makes before resuming. Returns their names."""
         drained = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining", "-o", "%N|%E"],
                                  check=False, retries=0, timeout=10).stdout
         resumed = []
