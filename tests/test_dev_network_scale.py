@@ -7,6 +7,10 @@ lowered) to fit the node count, the timeouts and munged settings of large cluste
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +74,24 @@ def test_large_clusters_get_longer_timeouts_and_a_stronger_munged():
         return next(d for d in cluster._daemons() if d.name == "munged").argv
     assert munged(4)[0] == "munged" and not any(a.startswith("--num-threads") for a in munged(4))
     assert munged(512)[:4] == ["nice", "-n", "-10", "munged"] and "--num-threads=16" in munged(512)
+
+
+def test_removing_a_node_namespace_kills_what_still_runs_in_it():
+    """A job step left in a node's namespace when the cluster stops dies with the namespace, not
+    after it (it would run on outside any cluster); processes elsewhere are untouched."""
+    name = f"slkml-killtest-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    inside = subprocess.Popen(["nsenter", f"--net=/run/netns/{name}", "sleep", "300"])
+    outside = subprocess.Popen(["sleep", "300"])
+    try:
+        deadline = time.monotonic() + 10  # nsenter has exec'd sleep once its namespace is the node's
+        while os.stat(f"/proc/{inside.pid}/ns/net").st_ino != os.stat(f"/run/netns/{name}").st_ino:
+            assert time.monotonic() < deadline, "nsenter never entered the namespace"
+            time.sleep(0.05)
+        assert network.kill_namespace_processes([name, "slkml-no-such-namespace"]) == [inside.pid]
+        assert inside.wait(timeout=10) == -signal.SIGKILL
+        assert outside.poll() is None
+    finally:
+        outside.kill()
+        inside.kill()
+        subprocess.run(["ip", "netns", "del", name], check=False)

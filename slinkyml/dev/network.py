@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import signal
 import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -155,10 +157,40 @@ def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:
     return servers
 
 
+def kill_namespace_processes(names: list[str], proc: Path = Path("/proc")) -> list[int]:
+    """SIGKILL every process inside these network namespaces (matched by the namespace's inode).
+
+    A stopped node's job steps and tasks would otherwise run on outside any cluster, holding memory
+    and keeping the namespace alive after its name is deleted.
+    """
+    wanted = set()
+    for name in names:
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/run/netns/{name}")
+            wanted.add((st.st_dev, st.st_ino))
+    killed: list[int] = []
+    if not wanted:
+        return killed
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            st = os.stat(entry / "ns" / "net")
+            if (st.st_dev, st.st_ino) in wanted:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+    return killed
+
+
 def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None, *, bridge: bool = True) -> None:
-    """Delete these nodes' veths and namespaces, and the bridge(s) unless ``bridge`` is False."""
+    """Delete these nodes' veths and namespaces (killing what still runs in them), and the bridge(s)
+    unless ``bridge`` is False."""
+    nodes = spec.node_names if node_names is None else node_names
+    kill_namespace_processes([spec.netns(node) for node in nodes])
     lines = []
-    for node in spec.node_names if node_names is None else node_names:
+    for node in nodes:
         # the veth explicitly: a namespace outlives its name while a process (a job's task) is in it
         if link_exists(spec.veth(node)):
             lines.append(f"link del {spec.veth(node)}")
