@@ -13,7 +13,7 @@ def test_follow_prints_state_changes_and_new_lines(tmp_path, monkeypatch):
     states = iter([fl.JobState(7, "PENDING", "Resources", stdout=str(out)),
                    fl.JobState(7, "RUNNING", "None", "00:00:03", nodes="n1", stdout=str(out)),
                    fl.JobState(7, "COMPLETED", "None", "00:00:09", nodes="n1", stdout=str(out))])
-    monkeypatch.setattr(fl, "job_state", lambda slurm, job_id: next(states))
+    monkeypatch.setattr(fl, "job_state", lambda slurm, job_id, name=None: next(states))
     stream = io.StringIO()
     final = fl.follow(object(), 7, stream=stream, poll=0)
     text = stream.getvalue()
