@@ -126,6 +126,14 @@ def trainer_processes(spec: JobSpec) -> list[int]:
     return found
 
 
+def assert_no_trainers(spec: JobSpec, why: str, within: float) -> None:
+    """No ``slinkyml.train`` process of this run is left once ``within`` seconds have passed."""
+    deadline = time.monotonic() + within
+    while trainer_processes(spec) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not trainer_processes(spec), why
+
+
 def kill_node(local_cluster, node: str) -> list[int]:
     """What losing a slurmd pod does: every process in the node's namespace killed -9 at once."""
     ns = local_cluster.spec.netns(node)
@@ -169,10 +177,7 @@ def check_run(spec: JobSpec, job_id: int, steps: int) -> None:
         assert after == list(range(after[0], after[0] + len(after)))  # no gap inside a run
         retrained = before[-1] - (after[0] - 1)
         assert 0 <= retrained <= EVERY, f"re-trained {retrained} steps ({before[-1]} → resumed at {after[0]})"
-    deadline = time.monotonic() + 30
-    while trainer_processes(spec) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not trainer_processes(spec), "slinkyml.train processes outlived the job"
+    assert_no_trainers(spec, "slinkyml.train processes outlived the job", within=30)
 
 
 def events(spec: JobSpec, job_id: int) -> list[str]:
@@ -535,19 +540,13 @@ def test_controller_crash_right_after_submission(slurm, fresh_cluster, workdir, 
     except JobNotFound as exc:
         print(f"outcome: the job was lost by slurmctld ({exc})")
         assert f"job {job_id} is unknown to slurmctld" in str(exc)
-        deadline = time.monotonic() + 90
-        while trainer_processes(spec) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert not trainer_processes(spec), "the lost job's processes run on outside Slurm"
+        assert_no_trainers(spec, "the lost job's processes run on outside Slurm", within=90)
     except JobHeldBySlurm as exc:
         # saved PENDING, launched before the crash: the restarted controller launched it again
         # where its first run still ran ("Duplicate jobid": nodes drained, the job held)
         print(f"outcome: the job was held by Slurm after a duplicate launch ({exc})")
         assert f"job {job_id} is held by Slurm (launch_failed_requeued_held)" in str(exc)
-        deadline = time.monotonic() + 90
-        while trainer_processes(spec) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert not trainer_processes(spec), "the first run's processes outlived the duplicate launch"
+        assert_no_trainers(spec, "the first run's processes outlived the duplicate launch", within=90)
         # `up` resumes the "Duplicate jobid" drains now that nothing of the clash is left, and
         # names the held job as what is still wrong
         with pytest.raises(ClusterUnhealthy, match=rf"jobs held by Slurm after a failed launch: [^(]*\b{job_id}\b") as info:
