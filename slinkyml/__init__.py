@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
+
+#: the packaged data files (tables, schemas, CRDs, templates): data kept as data, not code
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 _LAZY = {
     "LocalCluster": "slinkyml.dev",

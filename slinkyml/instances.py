@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from slinkyml import specload
+from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SpecError, did_you_mean
 
-DATA_FILE = Path(__file__).parent / "data" / "instance_types.yaml"
+DATA_FILE = DATA_DIR / "instance_types.yaml"
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 import yaml
 
+from slinkyml import DATA_DIR
 from slinkyml.errors import Problem, SpecError, did_you_mean
 
-SCHEMA_DIR = Path(__file__).resolve().parent / "data" / "schemas"
+SCHEMA_DIR = DATA_DIR / "schemas"
 #: spec kind -> schema file (``slinkyml schema KIND``).
 SCHEMAS = {"job": "job.schema.json", "cluster": "cluster.schema.json"}
 #: YAML nodes one spec may expand to (aliases can make a small file huge: "billion laughs").

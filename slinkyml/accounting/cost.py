@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from slinkyml import DATA_DIR
 from slinkyml.errors import SpecError
 from slinkyml.instances import load_instance_types
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
+DATA_FILE = DATA_DIR / "prices.yaml"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from slinkyml import DATA_DIR
 from slinkyml.accounting import cost as cost_mod
 from slinkyml.accounting import efficiency, fairshare, usage
 from slinkyml.accounting.sacct import SacctTable
@@ -281,7 +282,7 @@ def collect(table: SacctTable, shares: pd.DataFrame | None, start: datetime, end
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac")
 #: the page's stylesheet and script (table sorting, filters, chart switches), inlined as they are
-_TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+_TEMPLATES = DATA_DIR / "templates"
 _CSS = (_TEMPLATES / "dashboard.css").read_text()
 _JS = (_TEMPLATES / "dashboard.js").read_text()
 

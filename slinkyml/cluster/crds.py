@@ -11,10 +11,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slinkyml import specload
+from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SlinkyError
 
-PACKAGED_DIR = Path(__file__).resolve().parent.parent / "data" / "crds"
+PACKAGED_DIR = DATA_DIR / "crds"
 REPO_SHARED_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "slinky-crds"
 
 

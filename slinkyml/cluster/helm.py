@@ -9,11 +9,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slinkyml import specload
+from slinkyml import DATA_DIR, specload
 from slinkyml.cluster import names, storage, workers
 from slinkyml.cluster.spec import SlurmCluster, default_image
 
-VALUES_FILE = Path(__file__).resolve().parent.parent / "data" / "helm" / "slurm-values.yaml"
+VALUES_FILE = DATA_DIR / "helm" / "slurm-values.yaml"
 
 #: Keys the chart documents as free-form (map[string]..., corev1 types, secretKeyRef).
 FREE_FORM = frozenset({

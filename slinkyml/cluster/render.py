@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from slinkyml import DATA_DIR
 from slinkyml.cluster import helm, karpenter, names, storage, workers
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
@@ -17,7 +17,7 @@ SLINKY_API = "slinky.slurm.net/v1beta1"
 
 #: the slurm chart's default sssd.conf (local files only, no credentials) and the MariaDB settings
 #: the Slurm accounting guide recommends for slurmdbd
-_TEMPLATES = Path(__file__).resolve().parent.parent / "data" / "templates"
+_TEMPLATES = DATA_DIR / "templates"
 SSSD_CONF = (_TEMPLATES / "sssd.conf").read_text()
 MARIADB_CNF = (_TEMPLATES / "mariadb.cnf").read_text()
 

@@ -19,6 +19,7 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from slinkyml import DATA_DIR
 from slinkyml.cluster.crds import crd_schemas
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import runtime_issues
@@ -28,7 +29,7 @@ from slinkyml.kube import dig
 from slinkyml.specload import load_data, read_text
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "data" / "schemas"
+SCHEMA_DIR = DATA_DIR / "schemas"
 SUBSET_SCHEMAS = {
     ("karpenter.sh/v1", "NodePool"): "karpenter-nodepool-v1.yaml",
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter-ec2nodeclass-v1.yaml",

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from slinkyml import DATA_DIR
 from slinkyml.config import default_state_dir
 from slinkyml.dev import network, ownership, roots
 from slinkyml.dev.config import (
@@ -38,7 +39,7 @@ from slinkyml.slurm import Slurm, SlurmError
 from slinkyml.slurm.version import SlurmVersion
 
 #: binary → Debian package that provides it: "slurm" (the system Slurm's; a root brings its own), "other"
-BINARIES = json.loads((Path(__file__).resolve().parent.parent / "data" / "dev_binaries.json").read_text())
+BINARIES = json.loads((DATA_DIR / "dev_binaries.json").read_text())
 SYSTEM_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 #: how long a port may stay taken by a daemon that was just killed before `up` calls it taken
 PORT_RELEASE_S = 10.0

@@ -11,16 +11,12 @@ import re
 import shlex
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from slinkyml import specload
+from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SpecError
 from slinkyml.instances import get_instance_type
 from slinkyml.jobs.spec import JobSpec
-
-#: packaged data, as a path like every data file here (importlib.resources costs each render ~4 ms)
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 #: A bash function the detecting script uses to compare versions (GNU ``sort -V``, as Python's
 #: :func:`version_below` on the dotted numbers).

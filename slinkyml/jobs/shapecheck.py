@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from slinkyml import DATA_DIR
 from slinkyml.cluster import SlurmCluster, load_spec, names, workers
 from slinkyml.dev import roots
 from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
@@ -31,7 +32,7 @@ from slinkyml.slurm.conf import Line, SlurmConfBuilder, pairs
 #: slurm.conf keys pointing the daemon at ports, files, credentials or services: a cluster's
 #: ``controller.extra_conf`` setting them is ignored here
 OWNED_KEYS = frozenset(k.lower() for k in json.loads(
-    (Path(__file__).resolve().parent.parent / "data" / "shapecheck_owned_keys.json").read_text())["keys"])
+    (DATA_DIR / "shapecheck_owned_keys.json").read_text())["keys"])
 
 #: 26.05.5 prints "Job 1 to start at 2026-11-30T19:12:35 a using 768 processors on nodes ..." (sic)
 _ACCEPTED = re.compile(r"Job \d+ to start at (?P<start>\S+)(?: on cluster \S+)?(?: a)? using (?P<cpus>\d+) "

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from slinkyml import DATA_DIR
 from slinkyml.errors import SpecError, did_you_mean
 from slinkyml.instances import get_instance_type
 
-GPUS_FILE = Path(__file__).resolve().parent.parent / "data" / "gpus.yaml"
+GPUS_FILE = DATA_DIR / "gpus.yaml"
 GIB = 1024**3
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
+from slinkyml import DATA_DIR
 from slinkyml.errors import SpecError
 
 #: (params in billions, hidden, heads, layers) per size class, Narayanan et al. 2021 Table 1
 REFERENCE_SHAPES: tuple[tuple[float, int, int, int], ...] = tuple(map(tuple, json.loads(
-    (Path(__file__).resolve().parent.parent / "data" / "model_shapes.json").read_text())["shapes"]))
+    (DATA_DIR / "model_shapes.json").read_text())["shapes"]))
 
 
 @dataclass(frozen=True)

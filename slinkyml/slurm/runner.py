@@ -18,9 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
-from slinkyml import config
+from slinkyml import DATA_DIR, config
 from slinkyml.slurm.errors import (
     AccountingUnavailable,
     InvalidRequest,
@@ -40,7 +39,7 @@ SLURM_COMMANDS = frozenset(
 
 #: stderr fragments: errors that go away when retried (controller busy or restarting), reasons that
 #: make an error permanent even inside a transient-looking message, and accounting outages
-_PATTERNS = json.loads((Path(__file__).resolve().parent.parent / "data" / "slurm_errors.json").read_text())
+_PATTERNS = json.loads((DATA_DIR / "slurm_errors.json").read_text())
 TRANSIENT_PATTERNS = tuple(_PATTERNS["transient"])
 PERMANENT_PATTERNS = tuple(_PATTERNS["permanent"])
 _ACCOUNTING_PATTERNS = tuple(_PATTERNS["accounting"])
