@@ -75,13 +75,14 @@ def ensure_kernel_room(nodes: int, proc_sys: Path = PROC_SYS) -> None:
             raise SlinkyError(f"{path}: cannot raise it to {wanted} for {nodes} nodes ({exc})") from None
 
 
-def _ip_batch(lines: list[str], netns: str | None = None) -> None:
-    """Run ``lines`` through one ``ip -batch`` (in ``netns`` if given); every failure is reported."""
+def _ip_batch(lines: list[str], netns: str | None = None, *, check: bool = True) -> None:
+    """Run ``lines`` through one ``ip -batch`` (in ``netns`` if given); with ``check``, any failure
+    is reported (``-force`` runs every line regardless)."""
     if not lines:
         return
     argv = ["ip", *(["-n", netns] if netns else []), "-force", "-batch", "-"]
     proc = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
+    if check and proc.returncode != 0:
         where = f" in {netns}" if netns else ""
         raise SlinkyError(f"ip -batch{where}: {proc.stderr.strip() or proc.returncode}")
 
@@ -201,9 +202,7 @@ def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None, *,
             lines += [f"link del {name}" for name in (near, extra) if link_exists(name)]
         if link_exists(spec.bridge):
             lines.append(f"link del {spec.bridge}")
-    if lines:  # best effort, as before: what is already gone is no failure
-        subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True,
-                       text=True, check=False)
+    _ip_batch(lines, check=False)  # best effort: what is already gone is no failure
 
 
 def claims(hosts_file: Path = HOSTS_FILE) -> list[ownership.Claim]:
