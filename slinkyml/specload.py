@@ -96,6 +96,11 @@ def load_data(text: str) -> Any:
     return yaml.load(text, Loader=_DATA_LOADER)
 
 
+def load_data_all(text: str) -> list[Any]:
+    """Every document of a multi-document YAML data file (rendered manifests), with the same parser."""
+    return list(yaml.load_all(text, Loader=_DATA_LOADER))
+
+
 def join(path: str, key: Any) -> str:
     """``a.b`` / ``a[0]``: the field paths every spec error uses."""
     if isinstance(key, int) and not isinstance(key, bool):
