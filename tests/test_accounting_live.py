@@ -175,8 +175,7 @@ def test_classic_recomputation_equals_sshare(workload, local_cluster):
     try:
         classic_cluster.up()
         flags = classic_cluster.slurm.show_config().get("PriorityFlags", "")
-        if "NO_FAIR_TREE" not in flags:
-            pytest.skip(f"slurmctld did not take PriorityFlags=NO_FAIR_TREE (has {flags!r})")
+        assert "NO_FAIR_TREE" in flags, f"up did not give slurmctld PriorityFlags=NO_FAIR_TREE (has {flags!r})"
         backend = CliBackend(classic_cluster.slurm)
         # PriorityCalcPeriod=1: the first classic calculation within a minute of the restart
         # (NormShares then become the product down the tree); then retry like the Fair Tree

@@ -82,8 +82,6 @@ def _recorded_fields(release: str) -> str:
 def test_recorded_requeue_keeps_both_segments_apart(release, engine):
     """24.11's DBIndex is ~1.7e19 (past int64 and float64 precision): read exactly, the requeued
     job's two records stay two segments with their own keys on both releases and both engines."""
-    if engine == "pyarrow":
-        pytest.importorskip("pyarrow")
     table = parse_sacct(_recorded_fields(release), engine=engine)
     jobs = table.jobs
     assert table.malformed == 0 and jobs["key"].is_unique and table.steps["key"].is_unique
@@ -354,7 +352,6 @@ def _odd_rows() -> str:
 
 @pytest.mark.parametrize("name", ["sacct_2205.txt", "sacct_crafted_gpu_het.txt", None])
 def test_pyarrow_fast_path_equals_pandas_path(name):
-    pytest.importorskip("pyarrow")
     text = (DATA / name).read_text() if name else _odd_rows()
     fast, ref = parse_sacct(text, engine="pyarrow"), parse_sacct(text, engine="pandas")
     pd.testing.assert_frame_equal(fast.jobs, ref.jobs, check_exact=True)
@@ -364,7 +361,6 @@ def test_pyarrow_fast_path_equals_pandas_path(name):
 
 def test_pyarrow_fast_path_common_case_equals_pandas_path():
     """One record per job id (no requeue): the vectorised key/inheritance branch."""
-    pytest.importorskip("pyarrow")
     lines = (DATA / "sacct_2205.txt").read_text().splitlines()
     requeued = {line.split("\x1f")[1].partition(".")[0] for line in lines
                 if "\x1fREQUEUED\x1f" in line}
@@ -449,8 +445,6 @@ def test_compare_and_recompute_give_one_frame_per_association():
 
 @pytest.mark.parametrize("engine", ["pandas", "pyarrow"])
 def test_recorded_efficiency_is_seffs(engine):
-    if engine == "pyarrow":
-        pytest.importorskip("pyarrow")
     table = parse_sacct((DATA / "sacct_efficiency_2205.txt").read_text(), engine=engine)
     runs = efficiency.runs(table.jobs, table.steps).set_index("name")
     # -n3 --mem-per-cpu=300M over 2 nodes, 3 tasks of ~108 MiB: the step total over ReqMem 900M

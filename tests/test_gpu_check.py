@@ -56,7 +56,7 @@ def test_noslurm_stand_ins_refuse_what_they_cannot_do(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_cpu_rehearsal_of_the_no_slurm_path(tmp_path):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="torch is not installed (pip install '.[train]')")
     data = yaml.safe_load((BENCH / "gpu-check.yaml").read_text())
     args = data["entry"]["args"]
     for flag, value in (("--model", "tiny"), ("--backend", "gloo"), ("--precision", "fp32"), ("--steps", "3"),

@@ -8,7 +8,7 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import pytest
 
-pytest.importorskip("deepspeed")
+pytest.importorskip("deepspeed", reason="deepspeed is not installed (pip install '.[train]')")
 
 from deepspeed.runtime import config as ds_config_module
 from deepspeed.runtime.config import DeepSpeedConfig

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install '.[train]')")
 
 from slinkyml.train import FINAL_FILE, METRICS_FILE  # noqa: E402
 from slinkyml.train import checkpoint as ck  # noqa: E402
