@@ -51,7 +51,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.source}:{self.line}" if self.source and self.line else self.source
-        return ": ".join(printable(part) for part in (where, self.path, self.message) if part)
+        # a key made of or holding blanks is quoted, or ` : unknown field` would not say which
+        path = repr(self.path) if any(ch.isspace() for ch in self.path) else self.path
+        return ": ".join(printable(part) for part in (where, path, self.message) if part)
 
 
 class SpecError(SlinkyError):
@@ -65,7 +67,8 @@ class SpecError(SlinkyError):
         super().__init__("\n".join(map(str, self.problems)))
 
     def lines(self) -> list[str]:
-        return [" ".join(str(problem).split()) for problem in self.problems]
+        """One line per problem (control characters are escaped by :func:`printable`)."""
+        return [str(problem) for problem in self.problems]
 
     def one_line(self) -> str:
         return "; ".join(self.lines())
