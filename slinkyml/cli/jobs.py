@@ -1,4 +1,4 @@
-"""``slinkyml jobs status|logs|cancel``: look after submitted jobs (stdlib imports only here)."""
+"""``slinkyml jobs list|status|logs|why|cancel``: look after submitted jobs (stdlib imports only here)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,19 @@ from slinkyml.errors import SlinkyError
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("jobs", )
     sub = p.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="your jobs: running, pending, and ended since --since (slurmctld, "
+                             "accounting and slinkyml's submission records)",
+                             description="One row per job (an array task per row), oldest first. Jobs slinkyml "
+                             "submitted show their kind (sbatch, submitit, array) and log dir; a recorded job Slurm "
+                             "knows nothing of is listed UNKNOWN.")
+    listing.add_argument("--all", action="store_true", help="every user's jobs (default: yours)")
+    listing.add_argument("-u", "--user", help="this user's jobs")
+    listing.add_argument("--since", default="1d", help="ended jobs since: 2026-01-31[T12:00], 7d, 12h, 30m "
+                         "ago (1d); running and pending jobs are always listed")
+    listing.add_argument("--state", action="append", default=[], type=_states, metavar="STATE[,STATE]",
+                         help="only jobs in these states (e.g. RUNNING,PENDING or FAILED; repeatable)")
+    listing.add_argument("--json", action="store_true", help="a JSON list of objects instead of the table")
+    listing.set_defaults(handler=_list)
     status = sub.add_parser("status", help="state, reason, run time and restarts of jobs; for a failed "
                             "job the first failing rank, its host, exit code and exception")
     status.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
@@ -43,6 +56,45 @@ def _job_id(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"not a job id: {text!r}")
     return int(text)
+
+
+def _states(text: str) -> list[str]:
+    from slinkyml.jobs.listing import KNOWN_STATES
+
+    names = [part.strip().upper() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in KNOWN_STATES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown job state {', '.join(unknown) or repr(text)} "
+                                         f"(one of {', '.join(sorted(KNOWN_STATES))})")
+    return names
+
+
+def _list(args: argparse.Namespace) -> int:
+    import json
+
+    from slinkyml.accounting.timeparse import parse_when
+    from slinkyml.jobs.listing import list_jobs
+    from slinkyml.slurm import Slurm
+
+    if args.all and args.user:
+        raise SlinkyError("--all and --user: give one")
+    since = parse_when(args.since, "--since")
+    jobs, warning = list_jobs(Slurm(), since=since, user=None if args.all else (args.user or ""),
+                              states_wanted=[name for names in args.state for name in names])
+    if warning:
+        print(f"slinkyml: warning: {warning}", file=sys.stderr)
+    if args.json:
+        json.dump([job.to_dict() for job in jobs], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(f"{'JOBID':>10} {'STATE':<13} {'NAME':<24} {'USER':<8} {'KIND':<9} {'SUBMITTED':<19} "
+          f"{'ELAPSED':>10} {'RESTARTS':>8}  REASON/NODES")
+    for job in jobs:
+        name = job.name.replace("\n", " ").replace("\t", " ")
+        print(f"{job.job_id:>10} {job.state:<13} {name[:24]:<24} {job.user[:8]:<8} {job.kind or '-':<9} "
+              f"{job.submitted or '-':<19} {job.elapsed or '-':>10} {job.restarts:>8}  "
+              f"{job.reason or job.node_list or '-'}")
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:

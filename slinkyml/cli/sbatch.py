@@ -92,9 +92,16 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
     result = sub.submit(spec, backend=backend, slurm=None if args.no_check else slurm)
     print(f"Submitted batch job {result.job_id} ({result.backend}; the job copies its script to "
           f"{result.script_path})", flush=True)
+    print(reopen_commands(result.job_id), file=sys.stderr, flush=True)
     if not (args.wait or args.follow):
         return 0
     return wait_and_report(slurm, result.job_id, follow_logs=args.follow, timeout=args.timeout)
+
+
+def reopen_commands(job_id: int | str) -> str:
+    """How to come back to a job later, from any shell (stderr: stdout stays sbatch's one line)."""
+    return (f"# reopen: slinkyml jobs status {job_id} (state, restarts, failing rank) | slinkyml jobs logs "
+            f"{job_id} --follow | slinkyml jobs cancel {job_id} | slinkyml jobs list")
 
 
 def wait_and_report(slurm: Any, job_id: int, *, follow_logs: bool, timeout: float | None) -> int:

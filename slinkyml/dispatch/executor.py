@@ -622,6 +622,8 @@ class Job(_Submitted):
                 ("results", f"{len(self._outcomes)}/{self.num_tasks}"), ("folder", str(self._sjob.paths.folder))]
         if info.exit_code is not None:
             rows.append(("exit code", str(info.exit_code)))
+        rows.append(("reopen", f"Job.attach({self.job_id!r}) · slinkyml jobs status {self.job_id} · "
+                               f"slinkyml jobs logs {self.job_id}"))
         return rows
 
 
@@ -774,4 +776,5 @@ class ArrayJob(_Submitted):
         _, counts = self._progress()
         return [("arrays", ", ".join(self.array_ids)), ("name", self.name), ("items", str(self.n_items)),
                 ("array tasks", str(len(self._sjobs))), ("items done", f"{self._items_done()}/{self.n_items}"),
-                ("states", ", ".join(f"{k.lower()} {v}" for k, v in counts.most_common() if v))]
+                ("states", ", ".join(f"{k.lower()} {v}" for k, v in counts.most_common() if v)),
+                ("reopen", f"ArrayJob.attach({self.array_ids[0]!r}) · slinkyml jobs list")]
