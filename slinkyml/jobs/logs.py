@@ -97,13 +97,22 @@ def submitit_logs(folder: Path, job_id: str) -> list[RankLog]:
     return sorted(out, key=lambda r: (r.index, r.stream != "out"))
 
 
+def _same_job(record: records.SubmissionRecord, job_id: str, stdout: str, name: str) -> bool:
+    """What Slurm says of the job (its name, its batch log) agrees with the client's record of that id."""
+    if name and record.name != name:
+        return False
+    if stdout and record.batch_log:
+        return os.path.realpath(expand_pattern(stdout, job_id, name)) == os.path.realpath(record.batch_log)
+    return True
+
+
 def locate(job_id: str | int, *, conf: str | None = None, stdout: str = "", workdir: str = "",
            name: str = "") -> JobLogs:
     """The job's logs from its record, else from what Slurm says (``stdout``, ``workdir``, ``name``)."""
     job_id = str(job_id)
     record = records.load(job_id, conf)
-    if record is not None and name and record.name != name:
-        record = None  # a record of another cluster's job with the same id
+    if record is not None and not _same_job(record, job_id, stdout, name):
+        record = None  # another job under the same id: a reset cluster hands ids out again
     tried: list[str] = []
     batch: list[Path] = []
     folders: list[Path] = []
