@@ -52,14 +52,20 @@ def test_merge_prefers_slurmctlds_state_and_keeps_accountings_restarts():
 def test_records_add_kind_and_the_jobs_slurm_forgot():
     live, ended = recorded()
     now = time.time()
-    saved = [records.SubmissionRecord("6", "array", "arr", "/w", log_dir="/w/logs", submitted_at=now),
-             records.SubmissionRecord("4", "sbatch", "true", "/w", log_dir="/w/logs", submitted_at=now),
+    at = datetime(2026, 12, 1, 13, 44, 33, tzinfo=UTC).timestamp()  # when the recorded jobs were submitted
+    saved = [records.SubmissionRecord("6", "array", "arr", "/w", log_dir="/w/logs", submitted_at=at + 1),
+             records.SubmissionRecord("4", "sbatch", "true", "/w", log_dir="/w/logs", submitted_at=at - 21),
+             records.SubmissionRecord("3", "sbatch", "other", "/w", log_dir="/x", submitted_at=at),
+             records.SubmissionRecord("1", "sbatch", "a very long job name with | bar and spaces in it", "/w",
+                                      log_dir="/y", submitted_at=at - 30 * 86400),
              records.SubmissionRecord("99", "submitit", "lost", "/w", folder="/w/.slinkyml", submitted_at=now),
              records.SubmissionRecord("98", "sbatch", "old", "/w", submitted_at=now - 10 * 86400)]
     since = datetime.now(UTC) - timedelta(days=1)
     merged = {job.job_id: job for job in with_records(merge_live(live, ended), saved, since=since)}
     assert {merged[f"6_{i}"].kind for i in range(4)} == {"array"} and merged["4"].log_dir == "/w/logs"
     assert merged["1"].kind == ""  # not submitted through slinkyml
+    # records of earlier jobs under the same ids (another name; a month before): not these jobs
+    assert (merged["3"].kind, merged["3"].log_dir, merged["1"].log_dir) == ("", "", "")
     assert (merged["99"].state, merged["99"].kind, merged["99"].source, merged["99"].log_dir) == \
         ("UNKNOWN", "submitit", "record", "/w/.slinkyml")
     assert "98" not in merged  # submitted before --since

@@ -145,8 +145,8 @@ def with_records(jobs: Sequence[ListedJob], saved: Iterable[records.SubmissionRe
     merged = []
     for job in jobs:
         record = by_id.get(job.base_id)
-        merged.append(job if record is None else replace(job, kind=record.kind,
-                                                         log_dir=record.log_dir or record.folder))
+        merged.append(job if record is None or not _same_job(record, job) else
+                      replace(job, kind=record.kind, log_dir=record.log_dir or record.folder))
     seen = {job.base_id for job in jobs}
     for record in by_id.values():
         if record.job_id in seen or record.submitted_at < since.timestamp():
@@ -156,6 +156,21 @@ def with_records(jobs: Sequence[ListedJob], saved: Iterable[records.SubmissionRe
                                 workdir=record.cwd, kind=record.kind, log_dir=record.log_dir or record.folder,
                                 source="record"))
     return merged
+
+
+#: a record and Slurm's job of its id are one job only when submitted this close together (seconds)
+SAME_SUBMIT_S = 600
+
+
+def _same_job(record: records.SubmissionRecord, job: ListedJob) -> bool:
+    """Not another job under a reused id (a reset cluster hands ids out again): same name, and
+    submitted at about the same time."""
+    if job.name and record.name != job.name:
+        return False
+    if job.submitted and record.submitted_at:
+        submitted = datetime.fromisoformat(job.submitted).replace(tzinfo=UTC).timestamp()
+        return abs(submitted - record.submitted_at) <= SAME_SUBMIT_S
+    return True
 
 
 def saved_records(conf: str | None) -> list[records.SubmissionRecord]:
