@@ -34,8 +34,8 @@ apt:
 	        $$missing >/dev/null; \
 	fi
 
-# The venv: torch==2.13.0 exactly (constraints.txt: a CPU wheel on disk; anything else downloads a CUDA
-# build; setup.cfg's train extra only asks for a range),
+# The venv: torch==2.13.0 exactly (constraints.txt: PyPI's default CUDA build, which runs on the CPU;
+# setup.cfg's train extra only asks for a range; pip's cache is kept, never --no-cache-dir),
 # DeepSpeed without build isolation (its build imports torch; no ops are built: CPU runs use a
 # torch optimizer), then slinkyml itself with its extras.
 venv: $(VENV)/.installed
