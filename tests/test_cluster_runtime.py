@@ -17,9 +17,22 @@ import pytest
 import yaml
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
-from slinkyml.cluster.addons import README_BEGIN, README_END, karpenter_allocatable, requirements_markdown
+from slinkyml.cluster.addons import (
+    README_BEGIN,
+    README_END,
+    addons,
+    karpenter_allocatable,
+    node_affinity_matches,
+    requirements_markdown,
+)
+from slinkyml.cluster.install import install_steps
 from slinkyml.cluster.render import render
-from slinkyml.cluster.runtime_checks import chart_values_issues, hostlist_matches, runtime_issues
+from slinkyml.cluster.runtime_checks import (
+    chart_values_issues,
+    hostlist_matches,
+    pool_node_labels,
+    runtime_issues,
+)
 from slinkyml.cluster.validate import validate_objects
 from slinkyml.instances import load_instance_types
 
@@ -251,3 +264,100 @@ def test_readme_requirements_section_is_generated_from_the_data() -> None:
 def test_validate_objects_runs_the_runtime_rules(h100: Any) -> None:
     objs = _broken(h100, "Controller", "llm", lambda o: o["spec"].pop("logfile"))
     assert any("spec.logfile.image" in str(i) for i in validate_objects(objs, plugin_values=h100.plugin_values))
+
+
+def test_nvidia_plugin_needs_a_gpu_label_on_the_pool(h100: Any) -> None:
+    """The chart's default nodeAffinity wants NFD's PCI label or nvidia.com/gpu.present=true: a pool
+    without the label never gets the plugin, so nvidia.com/gpu is never advertised (the review's find)."""
+    pool = next(o for o in h100.objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "llm-h100")
+    assert pool["spec"]["template"]["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+    objs = _broken(h100, "NodePool", "llm-h100",
+                   lambda o: o["spec"]["template"]["metadata"]["labels"].pop("nvidia.com/gpu.present"))
+    errors = _errors(objs, h100.plugin_values)
+    assert errors == [
+        "NodePool llm-h100: spec.template.metadata.labels: no node of this pool matches the nvidia device plugin's "
+        "node affinity (its values in helm/device-plugins/: feature.node.kubernetes.io/pci-10de.present In (true) or "
+        "feature.node.kubernetes.io/cpu-model.vendor_id In (NVIDIA) or nvidia.com/gpu.present In (true)), so its "
+        "DaemonSet never runs there, the nodes never advertise nvidia.com/gpu and NodeSet slurm/llm-h100 stays "
+        "Pending"]
+    # values that replace the affinity with one of their own are judged instead of the chart's
+    nfd_only = {**h100.plugin_values["nvidia"], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnored"
+                "DuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In", "values": ["true"]}]}]}}}}
+    errors = _errors(h100.objects, {**h100.plugin_values, "nvidia": nfd_only})
+    assert len(errors) == 1 and "nvidia device plugin's node affinity" in errors[0]
+
+
+def test_efa_and_neuron_plugins_run_only_on_their_instance_types(h100: Any, trn1: Any) -> None:
+    narrow = {**h100.plugin_values["efa"], "supportedInstanceLabels": {"values": ["c5n.18xlarge"]}}
+    errors = _errors(h100.objects, {**h100.plugin_values, "efa": narrow})
+    assert len(errors) == 1 and errors[0].startswith(
+        "NodePool llm-h100: spec.template.metadata.labels: no node of this pool matches the efa device plugin's node "
+        "affinity (its values in helm/device-plugins/: node.kubernetes.io/instance-type In (c5n.18xlarge))"), errors
+    inf_only = {**trn1.plugin_values["neuron"], "neuronInstances": ["inf2.48xlarge"]}
+    errors = _errors(trn1.objects, {**trn1.plugin_values, "neuron": inf_only})
+    assert len(errors) == 1 and "neuron device plugin's node affinity" in errors[0] \
+        and "and eks.amazonaws.com/compute-type NotIn (fargate, hybrid, auto)" in errors[0], errors
+    # every instance type the model knows with EFA or an accelerator gets its plugin by default
+    efa_types = set(addons()["device_plugins"]["efa"]["supported_instance_labels"]["values"])
+    neuron_types = set(addons()["device_plugins"]["neuron"]["instances"])
+    for itype in load_instance_types().values():
+        assert not itype.efa or itype.name in efa_types, itype.name
+        if itype.accelerator is not None and itype.accelerator.kind == "neuron":
+            assert itype.name in neuron_types, itype.name
+
+
+def test_node_affinity_semantics() -> None:
+    labels = {"zone": frozenset({"a", "b"}), "type": frozenset({"p5"}), "open": frozenset()}
+    term = lambda *exprs: [{"matchExpressions": list(exprs)}]  # noqa: E731
+    assert node_affinity_matches(term({"key": "zone", "operator": "In", "values": ["a", "b", "c"]}), {}, labels)
+    assert not node_affinity_matches(term({"key": "zone", "operator": "In", "values": ["a"]}), {}, labels)
+    assert node_affinity_matches(term({"key": "gone", "operator": "NotIn", "values": ["x"]}), {}, labels)
+    assert node_affinity_matches(term({"key": "open", "operator": "Exists"}), {}, labels)
+    assert not node_affinity_matches(term({"key": "open", "operator": "In", "values": ["x"]}), {}, labels)
+    assert node_affinity_matches([], {"type": "p5"}, labels) and not node_affinity_matches([], {"zone": "a"}, labels)
+    assert node_affinity_matches([{"matchExpressions": []}, *term({"key": "type", "operator": "Exists"})], {}, labels)
+    pool = {"metadata": {"name": "p"}, "spec": {"template": {"metadata": {"labels": {"x": "1"}}, "spec": {
+        "requirements": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]}}}}
+    got = pool_node_labels(pool)
+    assert got["x"] == {"1"} and got["karpenter.sh/nodepool"] == {"p"} and got["kubernetes.io/os"] == {"linux"}
+    assert got["topology.kubernetes.io/zone"] == {"us-east-1a"} and got["node.kubernetes.io/instance-type"] == set()
+
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04", "Slurm 25.11 is below the operator's minimum-slurm-version "
+     "26.05 (slurm-operator 1.3.0-rc1, helm/slurm/Chart.yaml)"),
+    ("ghcr.io/slinkyproject/slurmd:26.05-debian13", "not a published tag"),
+    ("ghcr.io/slinkyproject/worker:26.05-ubuntu24.04", "Slinky publishes no image 'worker'"),
+    ("123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/worker-neuron:26.05",
+     "slinkyml builds no image 'worker-neuron' (containers/: login, nccl-tests, worker)"),
+])
+def test_images_that_do_not_exist_or_are_too_old(h100: Any, image: str, expected: str) -> None:
+    objs = _broken(h100, "NodeSet", "llm-cpu", lambda o: o["spec"]["slurmd"].__setitem__("image", image))
+    errors = _errors(objs, h100.plugin_values)
+    assert len(errors) == 1 and errors[0].startswith(f"NodeSet slurm/llm-cpu: spec.slurmd.image: {image!r}: {expected}"), \
+        errors
+    for ok in ("ghcr.io/slinkyproject/slurmd:26.05.1-rockylinux9", "registry:5000/team/slurmd:26.05",
+               "123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/worker:26.05"):
+        objs = _broken(h100, "NodeSet", "llm-cpu", lambda o, i=ok: o["spec"]["slurmd"].__setitem__("image", i))
+        assert _errors(objs, h100.plugin_values) == [], ok
+
+
+def test_project_images_are_the_containers_folders() -> None:
+    folders = sorted(p.parent.name for p in (EXAMPLES_DIR.parent / "containers").glob("*/Dockerfile"))
+    assert addons()["project_images"] == folders
+
+
+def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
+    small = render(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml"))
+    whats = {name: [s.what for s in install_steps(r.objects, r.plugin_values)]
+             for name, r in (("cpu-small", small), ("h100-efa", h100), ("trn1", trn1))}
+    head = ["cert-manager", "slurm-operator-crds", "slurm-operator 1.3.0-rc1", "Karpenter 1.14 or later"]
+    assert whats["cpu-small"] == [*head, "a default StorageClass (aws-ebs-csi-driver, provisioner ebs.csi.aws.com)",
+                                  "the cluster's objects"]
+    assert whats["h100-efa"][:4] == head and whats["h100-efa"][4].startswith("a StorageClass 'gp3'")
+    assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][5:]] == [
+        "mariadb-operator", "aws-fsx-csi-driver", "aws-efa-k8s-device-plugin", "nvidia-device-plugin",
+        "the cluster's objects"]
+    assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]
+    assert (EXAMPLES_DIR / "h100-efa" / "INSTALL.md").read_text() == h100.files["INSTALL.md"]

@@ -103,6 +103,7 @@ def _write_secrets(cluster: object, path: Path) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from slinkyml.cluster import load_spec
     from slinkyml.cluster.addons import device_plugins, merge_plugin_values
+    from slinkyml.cluster.install import install_steps
     from slinkyml.cluster.render import render
     from slinkyml.cluster.runtime_checks import chart_values_issues, fit_table, format_fit_table
     from slinkyml.cluster.spec import from_dict
@@ -152,9 +153,12 @@ def _validate(args: argparse.Namespace) -> int:
     if rows and not args.quiet:
         print("slurmd requests vs Karpenter's modelled allocatable (per node):")
         print(format_fit_table(rows))
+    merged = {name: merge_plugin_values(name, docs) for name, docs in plugin_values.items()}
     if not args.quiet:
         for note in notes:
             print(f"note: {note}")
+        for step in install_steps([o for o in objs if isinstance(o, dict)], merged)[:-1]:
+            print(f"needs: {step.what}: {step.why}")
         kinds = {f"{o.get('apiVersion')} {o.get('kind')}" for o in objs if isinstance(o, dict)}
         for key, text in subset_notes().items():
             if key in kinds:

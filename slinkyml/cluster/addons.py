@@ -150,33 +150,123 @@ def plugin_values(name: str, taints: list[dict[str, Any]]) -> dict[str, Any]:
     return values
 
 
+def _at(values: Any, path: list[str]) -> Any:
+    return dig(values, *path) if values is not None else None
+
+
+def plugin_node_selector_terms(name: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The plugin DaemonSet's required nodeSelectorTerms as its chart renders them with ``values``
+    (the chart's defaults where ``values`` do not set them)."""
+    plugin = device_plugins()[name]
+    if "supported_instance_labels" in plugin:  # EFA: one term per key, built by the template
+        given = _at(values, plugin["supported_instance_labels_path"])
+        labels = {**plugin["supported_instance_labels"], **(given if isinstance(given, dict) else {})}
+        return [{"matchExpressions": [{"key": key, "operator": "In", "values": list(labels["values"])}]}
+                for key in labels["keys"]]
+    given = _at(values, plugin["affinity_values_path"])
+    terms = given if isinstance(given, list) else plugin["node_selector_terms"]
+    if "instances" in plugin:  # Neuron: the template substitutes its instance list
+        listed = _at(values, plugin["instances_values_path"])
+        instances = listed if isinstance(listed, list) else plugin["instances"]
+        terms = [{"matchExpressions": [
+            {**e, "values": instances} if e.get("values") == "__NEURON_INSTANCES__" else e
+            for e in t.get("matchExpressions") or []]} for t in terms if isinstance(t, dict)]
+    return terms
+
+
+def plugin_node_selector(name: str, values: dict[str, Any] | None = None) -> dict[str, str]:
+    given = _at(values, device_plugins()[name]["node_selector_values_path"])
+    return given if isinstance(given, dict) else {}
+
+
+#: a node's labels as far as they are known before it exists: key -> the values it may take
+NodeLabels = dict[str, frozenset[str]]
+
+
+def _expression_holds(expr: dict[str, Any], labels: NodeLabels) -> bool:
+    """One matchExpression for every node the labels describe (k8s.io/component-helpers
+    scheduling/corev1/nodeaffinity: In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+    key, op = expr.get("key"), expr.get("operator")
+    wanted = {str(v) for v in expr.get("values") or []}
+    have = labels.get(str(key))
+    if op == "In":
+        return have is not None and bool(have) and have <= wanted
+    if op == "NotIn":
+        return have is None or not (have & wanted)
+    if op == "Exists":
+        return have is not None
+    if op == "DoesNotExist":
+        return have is None
+    if op in ("Gt", "Lt") and have and len(wanted) == 1:
+        try:
+            bound = int(next(iter(wanted)))
+            return all((int(v) > bound) if op == "Gt" else (int(v) < bound) for v in have)
+        except ValueError:
+            return False
+    return False
+
+
+def node_affinity_matches(terms: list[dict[str, Any]], selector: dict[str, str], labels: NodeLabels) -> bool:
+    """Required node affinity (terms ORed, expressions ANDed) and nodeSelector, as the scheduler's
+    NodeAffinity filter judges them; an empty term list matches every node."""
+    if any(labels.get(k) != frozenset({str(v)}) for k, v in selector.items()):
+        return False
+    terms = [t for t in terms if isinstance(t, dict)]
+    return not terms or any(
+        all(_expression_holds(e, labels) for e in t.get("matchExpressions") or [] if isinstance(e, dict))
+        and bool(t.get("matchExpressions")) for t in terms)
+
+
+def terms_text(terms: list[dict[str, Any]]) -> str:
+    """Node selector terms in one line: ``a In (x, y) and b NotIn (z) or c Exists``."""
+    def expr(e: dict[str, Any]) -> str:
+        values = [str(v) for v in e.get("values") or []]
+        shown = ", ".join(values[:3]) + (f", ... {len(values) - 3} more" if len(values) > 3 else "")
+        return f"{e.get('key')} {e.get('operator')}" + (f" ({shown})" if values else "")
+    return " or ".join(" and ".join(expr(e) for e in t.get("matchExpressions") or []) for t in terms)
+
+
 # ---------------------------------------------------------------- README section
 
 
 def requirements_markdown() -> str:
-    """The README section "What you need in the cluster", from the same data the renderer uses."""
+    """The README section "What you need in the cluster", in install order, from the same data the
+    renderer and ``cluster validate`` use (each render's ``INSTALL.md`` is the per-cluster list)."""
     a = addons()
-    k = a["karpenter"]
+    k, so, cm = a["karpenter"], a["slurm_operator"], a["cert_manager"]
+    ebs, maria, f = a["ebs_csi_driver"], a["mariadb_operator"], a["fsx_csi_driver"]
     lines = [
         README_BEGIN,
-        "| Component | Version | Why / how |",
-        "| --- | --- | --- |",
-        f"| Slinky slurm-operator | {a['slurm_operator']['version']} | {a['slurm_operator']['note']}; "
-        f"`{a['slurm_operator']['install']}` |",
-        f"| Karpenter | {k['min_version']} or later | NodePools and EC2NodeClasses; slurmd pods request "
+        "| # | Component | Version | When | Why / how |",
+        "| --- | --- | --- | --- | --- |",
+        f"| 1 | cert-manager | {cm['version']} | always | {cm['note']}; `{cm['install']}` |",
+        f"| 2 | slurm-operator-crds | {so['version']} | always | the slinky.slurm.net CRDs: the operator chart "
+        f"installs none (`crds.enabled: false`); `{so['crds_install']}` |",
+        f"| 3 | Slinky slurm-operator | {so['version']} | always | {so['note']}; `{so['install']}` |",
+        f"| 4 | Karpenter | {k['min_version']} or later | always | NodePools and EC2NodeClasses; slurmd pods request "
         f"Karpenter's modelled allocatable (memory × (1 − {k['vm_memory_overhead_percent']}) − "
         f"({k['kube_reserved_memory_mib_per_pod']} × max pods + {k['kube_reserved_memory_mib_base']}) MiB − "
         f"{k['eviction_hard_memory_mib']} MiB eviction) less {k['daemonset_reserve_memory_mib']} MiB and "
         f"{k['daemonset_reserve_cpu_millis']}m for DaemonSets; `{k['install']}` |",
+        f"| 5 | aws-ebs-csi-driver and a StorageClass | {ebs['version']} | always (the Controller's state) | "
+        f"{ebs['note']}; `{ebs['install']}`, then a StorageClass (provisioner `{ebs['provisioner']}`, `type: gp3`) "
+        "named as the spec's `storage_class`, or marked default |",
+        f"| 6 | mariadb-operator | {maria['version']} | `accounting.enabled` with `mariadb` | {maria['note']}; "
+        f"`{maria['install']}` |",
+        f"| 7 | aws-fsx-csi-driver | {f['version']} | `storage.enabled` | FSx for Lustre StorageClass; its node "
+        f"DaemonSet tolerates all taints; `{f['install']}` |",
     ]
     for name, p in device_plugins().items():
         tols = ", ".join(_toleration_text(t) for t in [*p["template_tolerations"], *p["tolerations"]]) or "none"
-        lines.append(f"| {p['chart']} ({name}) | {p['version']} | advertises `{p['resource']}`; chart tolerations: "
-                     f"{tols}; the render adds its NodePools' taints in `helm/device-plugins/{name}.yaml`: "
-                     f"`{p['install']}` |")
-    f = a["fsx_csi_driver"]
-    lines.append(f"| aws-fsx-csi-driver | {f['version']} | FSx for Lustre StorageClass (when `storage.enabled`); "
-                 f"its node DaemonSet tolerates all taints; `{f['install']}` |")
+        where = terms_text(plugin_node_selector_terms(name))
+        labels = ", ".join(f"`{key}={value}`" for key, value in (p.get("node_labels") or {}).items())
+        placed = f"; slinkyml's NodePools carry {labels} for it" if labels else ""
+        lines.append(f"| 8 | {p['chart']} ({name}) | {p['version']} | a node set requesting `{p['resource']}` | "
+                     f"advertises `{p['resource']}`; runs only on nodes matching {where}{placed}; chart "
+                     f"tolerations: {tols}; the render adds its NodePools' taints in "
+                     f"`helm/device-plugins/{name}.yaml`: `{p['install']}` |")
+    lines.append("| 9 | the cluster's objects | | | `slinkyml cluster apply cluster.yaml` (or `kubectl apply "
+                 "--server-side -f rendered/`) once the webhooks above serve |")
     lines.append(README_END)
     return "\n".join(lines) + "\n"
 

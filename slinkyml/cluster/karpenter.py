@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slinkyml.cluster import names
+from slinkyml.cluster import addons, names
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet
 from slinkyml.instances import get_instance_type
 
@@ -24,6 +24,17 @@ def taints(ns: SlurmNodeSet) -> list[dict[str, str]]:
     if itype.accelerator is not None:
         return [{"key": itype.accelerator.resource, "value": "true", "effect": "NoSchedule"}]
     return [{"key": names.WORKER_TAINT, "value": "true", "effect": "NoSchedule"}]
+
+
+def node_labels(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, str]:
+    """Labels of the pool's nodes: ours, plus what the device plugin's chart needs to run there
+    (NVIDIA: ``nvidia.com/gpu.present=true``, as no Node Feature Discovery is installed)."""
+    labels = {names.LABEL_CLUSTER: c.name, names.LABEL_NODESET: ns.name}
+    acc = get_instance_type(ns.instance_type).accelerator
+    plugin = addons.plugin_for_resource(acc.resource) if acc is not None else None
+    if plugin is not None:
+        labels.update(addons.device_plugins()[plugin].get("node_labels") or {})
+    return labels
 
 
 def ami_variant(ns: SlurmNodeSet) -> str:
@@ -64,7 +75,7 @@ def render_node_pool(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     nodes = max(ns.count, 1) + ns.spare_nodes
     spec = {
         "template": {
-            "metadata": {"labels": {names.LABEL_CLUSTER: c.name, names.LABEL_NODESET: ns.name}},
+            "metadata": {"labels": node_labels(c, ns)},
             "spec": {
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                  "name": names.nodepool(c, ns)},

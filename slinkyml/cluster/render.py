@@ -11,6 +11,7 @@ from typing import Any
 
 from slinkyml import DATA_DIR
 from slinkyml.cluster import helm, karpenter, names, storage, workers
+from slinkyml.cluster.install import install_markdown, install_steps
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
@@ -225,5 +226,6 @@ def render(c: SlurmCluster) -> Rendered:
     dra = storage.data_repository_association(c)
     if dra is not None:
         files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
-    return Rendered(objects=objs, helm_values=helm.render_values(c), files=files,
-                    plugin_values=workers.device_plugin_values(c))
+    plugin_values = workers.device_plugin_values(c)
+    files["INSTALL.md"] = install_markdown(c.name, install_steps(objs, plugin_values))
+    return Rendered(objects=objs, helm_values=helm.render_values(c), files=files, plugin_values=plugin_values)

@@ -24,6 +24,14 @@ REQUIRED_SIDECARS = {
     # slurm-operator internal/builder/loginbuilder/login_app.go (InitconfContainer)
     "LoginSet": ("initconf",),
 }
+#: Fields of Slinky kinds that hold a corev1.Container (the CRDs keep them open).
+CONTAINER_FIELDS = {
+    "Controller": ("slurmctld", "reconfigure", "logfile"),
+    "NodeSet": ("slurmd", "logfile"),
+    "LoginSet": ("login", "initconf"),
+    "Accounting": ("slurmdbd",),
+    "RestApi": ("slurmrestd",),
+}
 #: slurm-operator pkg/taints/taints.go: every slurmd pod gets this toleration from the operator.
 OPERATOR_WORKER_TOLERATION = {"key": "nodeset.slinky.slurm.net/worker", "operator": "Equal",
                               "effect": "NoExecute"}
@@ -185,6 +193,117 @@ def taint_issues(objs: list[dict[str, Any]], plugin_values: dict[str, dict[str, 
     return out
 
 
+#: labels every node Karpenter launches has (karpenter core pkg/apis/v1 labels.go WellKnownLabels,
+#: scheduling/requirements.go), whose value the NodePool may leave open
+KARPENTER_NODE_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region",
+                         "node.kubernetes.io/instance-type", "kubernetes.io/arch", "kubernetes.io/hostname",
+                         "karpenter.sh/capacity-type")
+
+
+def pool_node_labels(pool: dict[str, Any]) -> addons.NodeLabels:
+    """The labels a node of this NodePool will carry: its template labels, its nodepool name, each
+    ``In`` requirement's values (one of them), the well-known ones with values left open (empty)."""
+    labels: addons.NodeLabels = {key: frozenset() for key in KARPENTER_NODE_LABELS}
+    labels["kubernetes.io/os"] = frozenset({"linux"})
+    for req in _dicts(dig(pool, "spec", "template", "spec", "requirements")):
+        if req.get("operator") == "In" and isinstance(req.get("key"), str):
+            labels[req["key"]] = frozenset(str(v) for v in req.get("values") or [])
+        elif req.get("operator") == "Exists" and isinstance(req.get("key"), str):
+            labels.setdefault(req["key"], frozenset())
+    template = dig(pool, "spec", "template", "metadata", "labels")
+    for key, value in (template if isinstance(template, dict) else {}).items():
+        labels[str(key)] = frozenset({str(value)})
+    labels["karpenter.sh/nodepool"] = frozenset({str(dig(pool, "metadata", "name"))})
+    return labels
+
+
+def plugin_placement_issues(objs: list[dict[str, Any]],
+                            plugin_values: dict[str, dict[str, Any]] | None) -> list[Issue]:
+    """The device plugin of every extended resource a NodeSet requests must be allowed on its
+    NodePool's nodes by the chart's nodeAffinity and nodeSelector (NVIDIA: NFD labels or
+    nvidia.com/gpu.present=true; EFA: the instance types of supportedInstanceLabels; Neuron:
+    neuronInstances, not Fargate/hybrid/auto nodes), or the resource is never advertised."""
+    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    out = []
+    for o in objs:
+        if o.get("kind") != "NodeSet":
+            continue
+        pool, _ = _nodeset_pool_and_type(o, pools, {})
+        if pool is None:
+            continue
+        labels = pool_node_labels(pool)
+        requests = dig(o, "spec", "slurmd", "resources", "requests")
+        for resource in requests if isinstance(requests, dict) else {}:
+            plugin = addons.plugin_for_resource(resource)
+            if plugin is None:
+                continue
+            given = (plugin_values or {}).get(plugin)
+            terms = addons.plugin_node_selector_terms(plugin, given)
+            selector = addons.plugin_node_selector(plugin, given)
+            if addons.node_affinity_matches(terms, selector, labels):
+                continue
+            where = "its values in helm/device-plugins/" if given is not None else "the chart's default values"
+            need = addons.terms_text(terms) + "".join(f" and {k}={v}" for k, v in selector.items())
+            out.append(Issue(describe(pool), "spec.template.metadata.labels",
+                             f"no node of this pool matches the {plugin} device plugin's node affinity ({where}: "
+                             f"{need}), so its DaemonSet never runs there, the nodes never advertise {resource} "
+                             f"and {describe(o)} stays Pending"))
+    return out
+
+
+# ---------------------------------------------------------------- images
+
+
+def _slurm_key(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _repository_and_tag(image: str) -> tuple[str, str]:
+    """``registry/path:tag@digest`` -> (``registry/path``, ``tag``); a registry port is not a tag."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        repo, tag = name.rsplit(":", 1)
+        return repo, tag
+    return name, ""
+
+
+def image_issues(o: dict[str, Any]) -> list[Issue]:
+    """Images that do not exist or that the operator does not support: a Slinky image must be a
+    published component and ``<slurm>-<flavor>`` tag (SlinkyProject/containers docker-bake.hcl) at
+    or above the slurm chart's minimum-slurm-version; a ``…/slinkyml/<name>`` image must be one
+    this repository builds (containers/<name>)."""
+    data = addons.addons()
+    slinky, minimum = data["slinky_images"], data["slurm_operator"]["minimum_slurm_version"]
+    out = []
+    for field_name in CONTAINER_FIELDS.get(str(o.get("kind")), ()):
+        image = dig(o, "spec", field_name, "image")
+        if not isinstance(image, str) or not image:
+            continue
+        where = f"spec.{field_name}.image"
+        repo, tag = _repository_and_tag(image)
+        if repo.startswith(slinky["registry"] + "/"):
+            component = repo[len(slinky["registry"]) + 1:]
+            if component not in slinky["components"]:
+                out.append(Issue(describe(o), where, f"{image!r}: Slinky publishes no image '{component}' "
+                                 f"(it has {', '.join(slinky['components'])})"))
+                continue
+            m = re.fullmatch(r"(\d+\.\d+)(?:\.\d+)?-(.+)", tag)
+            if m is None or m.group(1) not in slinky["slurm_versions"] or m.group(2) not in slinky["flavors"]:
+                out.append(Issue(describe(o), where, f"{image!r}: not a published tag (<slurm>-<flavor>: Slurm "
+                                 f"{', '.join(slinky['slurm_versions'])} on {', '.join(slinky['flavors'])})"))
+            elif _slurm_key(m.group(1)) < _slurm_key(minimum):
+                out.append(Issue(describe(o), where, f"{image!r}: Slurm {m.group(1)} is below the operator's "
+                                 f"minimum-slurm-version {minimum} (slurm-operator "
+                                 f"{data['slurm_operator']['version']}, helm/slurm/Chart.yaml)"))
+        elif "/slinkyml/" in f"/{repo}":
+            name = f"/{repo}".rsplit("/slinkyml/", 1)[1]
+            if name not in data["project_images"]:
+                out.append(Issue(describe(o), where, f"{image!r}: slinkyml builds no image '{name}' "
+                                 f"(containers/: {', '.join(data['project_images'])})"))
+    return out
+
+
 # ---------------------------------------------------------------- gres.conf node names
 
 
@@ -324,5 +443,6 @@ def runtime_issues(objs: list[dict[str, Any]],
     objs = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
     out: list[Issue] = []
     for o in objs:
-        out += sidecar_issues(o) + unmodelled_resource_issues(o) + fsx_issues(o)
-    return out + fit_issues(objs) + taint_issues(objs, plugin_values) + operator_gres_issues(objs)
+        out += sidecar_issues(o) + image_issues(o) + unmodelled_resource_issues(o) + fsx_issues(o)
+    return (out + fit_issues(objs) + taint_issues(objs, plugin_values) + plugin_placement_issues(objs, plugin_values)
+            + operator_gres_issues(objs))

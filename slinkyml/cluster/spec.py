@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from slinkyml import specload
+from slinkyml.cluster.addons import addons
 from slinkyml.errors import SpecError, did_you_mean
 from slinkyml.instances import get_instance_type
 
-#: Slurm version -> Slinky image tag suffix (images ghcr.io/slinkyproject/<component>:<tag>).
+#: Slurm version -> Slinky image tag suffix (images ghcr.io/slinkyproject/<component>:<tag>): the
+#: releases at or above the operator chart's minimum-slurm-version (data/cluster_addons.yaml)
 SLURM_IMAGE_TAGS = {
     "26.05": "26.05-ubuntu26.04",
-    "25.11": "25.11-ubuntu24.04",
 }
 DEFAULT_SLURM_VERSION = "26.05"
 IMAGE_REGISTRY = "ghcr.io/slinkyproject"
@@ -202,8 +203,11 @@ def _from_dict(raw: dict[str, Any]) -> SlurmCluster:
     version = raw.get("slurm_version", DEFAULT_SLURM_VERSION)
     version = f"{version:.2f}" if not isinstance(version, str) else version  # YAML reads 26.05 as a number
     if version not in SLURM_IMAGE_TAGS:
+        operator = addons()["slurm_operator"]
+        why = (f": slurm-operator {operator['version']} declares minimum-slurm-version "
+               f"{operator['minimum_slurm_version']}" if version in addons()["slinky_images"]["slurm_versions"] else "")
         hint = did_you_mean(version, SLURM_IMAGE_TAGS)
-        raise SpecError("slurm_version", f"unsupported '{version}' (supported: "
+        raise SpecError("slurm_version", f"unsupported '{version}'{why} (supported: "
                         f"{', '.join(SLURM_IMAGE_TAGS)}){hint}")
     node_sets = [_node_set(ns, f"node_sets[{i}]") for i, ns in enumerate(raw["node_sets"])]
     seen: dict[str, int] = {}

@@ -22,7 +22,7 @@ from referencing.jsonschema import DRAFT202012
 from slinkyml import DATA_DIR
 from slinkyml.cluster.crds import crd_schemas
 from slinkyml.cluster.issues import Issue, describe
-from slinkyml.cluster.runtime_checks import runtime_issues
+from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.errors import SlinkyError
 from slinkyml.instances import load_instance_types
 from slinkyml.kube import dig
@@ -34,14 +34,6 @@ SUBSET_SCHEMAS = {
     ("karpenter.sh/v1", "NodePool"): "karpenter-nodepool-v1.yaml",
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter-ec2nodeclass-v1.yaml",
     ("k8s.mariadb.com/v1alpha1", "MariaDB"): "mariadb-v1alpha1.yaml",
-}
-#: Fields of Slinky kinds that hold a corev1.Container (the CRDs keep them open).
-CONTAINER_FIELDS = {
-    "Controller": ("slurmctld", "reconfigure", "logfile"),
-    "NodeSet": ("slurmd", "logfile"),
-    "LoginSet": ("login", "initconf"),
-    "Accounting": ("slurmdbd",),
-    "RestApi": ("slurmrestd",),
 }
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
