@@ -14,13 +14,12 @@ it on a quiet cluster for clean figures.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from slinkyml.slurm import Slurm
+from slinkyml.slurm import Slurm, records
 
 
 def trivial(x: int) -> int:
@@ -28,13 +27,7 @@ def trivial(x: int) -> int:
 
 
 def sdiag_rpcs(slurm: Slurm) -> dict[str, int]:
-    out = slurm.run("sdiag", []).stdout
-    section = out.split("Remote Procedure Call statistics by message type", 1)[-1]
-    section = section.split("Remote Procedure Call statistics by user", 1)[0]
-    counts = {}
-    for name, count in re.findall(r"^\s*(\w+)\s+\(\s*\d+\)\s+count:(\d+)", section, re.M):
-        counts[name] = int(count)
-    return counts
+    return records.sdiag(slurm)
 
 
 def rpc_delta(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from slinkyml.dispatch import arrays, distributed
 from slinkyml.dispatch.tracking import Tracker
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.errors import SlurmControllerDown, SlurmError
+from slinkyml.slurm.records import SEP
 from slinkyml.slurm.runner import Result
 
 
@@ -104,7 +105,8 @@ class FakeSlurm:
             raise SlurmControllerDown("squeue: slurmctld is not reachable")
         if command == "squeue":
             wanted = args[args.index("-j") + 1].split(",")
-            lines = [f"{jid}|{jid.split('_')[0]}|{jid.split('_')[1] if '_' in jid else 'N/A'}|{st}|{reason}|{code}|n1|"
+            lines = ["".join(f"{value}{SEP}" for value in (jid, jid.split('_')[0], jid.split('_')[1] if '_' in jid
+                                                           else 'N/A', st, reason, code, "n1"))
                      for jid, (st, reason, code) in self.states.items() if jid.split("_")[0] in wanted]
             return Result(("squeue",), 0, "\n".join(lines), "", 0.0)
         if command == "sacct":

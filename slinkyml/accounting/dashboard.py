@@ -17,9 +17,10 @@ from slinkyml import DATA_DIR
 from slinkyml.accounting import cost as cost_mod
 from slinkyml.accounting import efficiency, fairshare, usage
 from slinkyml.accounting.sacct import SacctTable
+from slinkyml.slurm import records
+from slinkyml.slurm.states import LOST_STATES
 
 #: Segment end states whose allocation produced nothing kept (lost hours), in display order.
-LOST_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "CANCELLED", "OUT_OF_MEMORY", "REQUEUED")
 #: Time-bin widths to choose from: the first giving at most MAX_BINS bins over the window.
 BIN_CHOICES = (("1min", 60), ("5min", 300), ("15min", 900), ("1h", 3600), ("6h", 21600), ("1D", 86400),
                ("7D", 604800), ("30D", 2592000))
@@ -238,16 +239,13 @@ def pending_jobs(slurm) -> pd.DataFrame:
     columns = ["job_id", "user", "account", "partition", "reason", "submit", "wait_s"]
     if slurm is None:
         return pd.DataFrame(columns=columns)
-    out = slurm.run("squeue", ["--noheader", "--states=PENDING", "--format=%i|%u|%a|%P|%r|%V"], check=False).stdout
+    fields = ("JobArrayID", "UserName", "Account", "Partition", "Reason", "SubmitTime")
     rows = []
     now = pd.Timestamp.now(tz="UTC")
-    for line in out.splitlines():
-        parts = line.split("|")
-        if len(parts) != 6:
-            continue
-        submit = pd.to_datetime(parts[5], errors="coerce", utc=True)
-        rows.append({"job_id": parts[0], "user": parts[1], "account": parts[2], "partition": parts[3],
-                     "reason": parts[4], "submit": submit,
+    for job in records.squeue(slurm, fields, ["--states=PENDING"], check=False):
+        submit = pd.to_datetime(job["SubmitTime"], errors="coerce", utc=True)
+        rows.append({"job_id": job["JobArrayID"], "user": job["UserName"], "account": job["Account"],
+                     "partition": job["Partition"], "reason": job["Reason"], "submit": submit,
                      "wait_s": (now - submit).total_seconds() if submit is not pd.NaT else math.nan})
     return pd.DataFrame(rows, columns=columns)
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-#: end states whose allocation is counted as lost (the work did not finish usefully).
-LOST_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
+from slinkyml.slurm.states import LOST_STATES
 
 
 def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import copy
 import math
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
 from slinkyml.accounting.tres import parse_duration
 from slinkyml.errors import SlinkyError
+from slinkyml.slurm import records
+from slinkyml.slurm.records import SSHARE_FIELDS, sshare_args  # noqa: F401 - fair-share's names for them
 
-#: the sshare fields we ask for (``-o``), in order.
-SSHARE_FIELDS = ("Account", "User", "RawShares", "NormShares", "RawUsage", "NormUsage",
-                 "EffectvUsage", "FairShare", "LevelFS")
 PARENT = -1  # RawShares "parent": the association uses its parent's shares
-
-
-def sshare_args() -> list[str]:
-    return ["--all", "--long", "--parsable2", "--format=" + ",".join(SSHARE_FIELDS)]
+SHARE_COLUMNS = ["key", "account", "user", "depth", "parent", "is_user", "raw_shares", "norm_shares",
+                 "raw_usage", "norm_usage", "effectv_usage", "fairshare", "level_fs"]
 
 
 def _float(text: str) -> float:
@@ -41,23 +38,23 @@ def _float(text: str) -> float:
 
 
 def parse_sshare(text: str) -> pd.DataFrame:
-    """``sshare -a -l -P`` (our field order, header optional) → one row per association.
+    """``sshare -a -l -P`` (our field order, header optional) → one row per association."""
+    return share_frame(records.parse_sshare(text))
+
+
+def share_frame(rows: Iterable[records.Record]) -> pd.DataFrame:
+    """Association records keyed by :data:`SSHARE_FIELDS` (from any backend) → one row each.
 
     The tree comes from the leading spaces of ``Account`` (one per level); a user row's parent
     is its account, an account's parent the nearest shallower account above it.
     """
-    rows = []
+    out = []
     stack: list[str] = []  # account keys by depth
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("Account|") or line.startswith("-"):
-            continue
-        parts = line.split("|")
-        if len(parts) < len(SSHARE_FIELDS):
-            continue
-        account_raw, user = parts[0], parts[1].strip()
+    for row in rows:
+        account_raw, user = row["Account"], row["User"].strip()
         depth = len(account_raw) - len(account_raw.lstrip(" "))
         account = account_raw.strip()
-        shares_text = parts[2].strip()
+        shares_text = row["RawShares"].strip()
         shares = PARENT if shares_text == "parent" else (int(shares_text) if shares_text else math.nan)
         if user:
             key, parent = f"{account}/{user}", (stack[depth - 1] if depth - 1 < len(stack) else account)
@@ -66,36 +63,24 @@ def parse_sshare(text: str) -> pd.DataFrame:
             del stack[depth:]
             parent = stack[depth - 1] if depth > 0 and depth - 1 < len(stack) else None
             stack.append(key)
-        rows.append(dict(key=key, account=account, user=user or None, depth=depth, parent=parent,
-                         is_user=bool(user), raw_shares=shares, norm_shares=_float(parts[3]),
-                         raw_usage=_float(parts[4]), norm_usage=_float(parts[5]),
-                         effectv_usage=_float(parts[6]), fairshare=_float(parts[7]),
-                         level_fs=_float(parts[8])))
-    return pd.DataFrame(rows, columns=["key", "account", "user", "depth", "parent", "is_user",
-                                       "raw_shares", "norm_shares", "raw_usage", "norm_usage",
-                                       "effectv_usage", "fairshare", "level_fs"])
-
-
-_ASSOC_RE = re.compile(r"^ClusterName=\S* Account=(\S+) UserName=(\S*) ")
-_USAGE_RE = re.compile(r"UsageRaw/Norm/Efctv=([0-9.eE+-]+|inf)/")
+        out.append(dict(key=key, account=account, user=user or None, depth=depth, parent=parent,
+                        is_user=bool(user), raw_shares=shares, norm_shares=_float(row["NormShares"]),
+                        raw_usage=_float(row["RawUsage"]), norm_usage=_float(row["NormUsage"]),
+                        effectv_usage=_float(row["EffectvUsage"]), fairshare=_float(row["FairShare"]),
+                        level_fs=_float(row["LevelFS"])))
+    return pd.DataFrame(out, columns=SHARE_COLUMNS)
 
 
 def parse_assoc_mgr_usage(text: str) -> dict[str, float]:
     """``scontrol show assoc_mgr flags=assoc`` → {key: raw usage}. Two decimals, where sshare
     prints whole numbers: the most precise raw usage Slurm 22.05 shows."""
     usage: dict[str, float] = {}
-    key = None
-    for line in text.splitlines():
-        match = _ASSOC_RE.match(line.strip())
-        if match:
-            account, user = match.groups()
-            user = user.split("(", 1)[0]
-            key = f"{account}/{user}" if user else account
+    for record in records.split_scontrol(text):
+        account, raw = record.get("Account"), record.get("UsageRaw/Norm/Efctv")
+        if account is None or "ClusterName" not in record or raw is None:
             continue
-        match = _USAGE_RE.search(line)
-        if match and key is not None:
-            usage[key] = float(match.group(1))
-            key = None
+        user = record.get("UserName", "").split("(", 1)[0]
+        usage[f"{account}/{user}" if user else account] = _float(raw.split("/", 1)[0])
     return usage
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from slinkyml.accounting.tres import alloc_tres, parse_duration, parse_size, split_tres, usage_tres
-
-SEP = "\x1f"
+from slinkyml.slurm import records
+from slinkyml.slurm.records import SEP
 
 #: sacct fields, in the order requested (``--format``); all exist on 22.05 and 24.11.
 FIELDS = (
@@ -49,8 +49,7 @@ def sacct_args(start: str, end: str, *, users: list[str] | None = None,
                accounts: list[str] | None = None, job_ids: list[int] | None = None,
                duplicates: bool = True) -> list[str]:
     """sacct arguments for :data:`FIELDS` over [start, end] (sacct's own time syntax)."""
-    args = ["--parsable2", "--noheader", "--noconvert", f"--delimiter={SEP}",
-            "--format=" + ",".join(FIELDS), "-S", start, "-E", end]
+    args = records.sacct_args(FIELDS, ["--noconvert", "-S", start, "-E", end])
     if duplicates:
         args.append("--duplicates")  # requeued runs: every segment, not only the last
     if job_ids:

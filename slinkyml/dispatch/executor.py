@@ -36,6 +36,7 @@ from slinkyml.jobs import records
 from slinkyml.jobs.follow import unusable_nodes
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.slurm import Slurm, states
+from slinkyml.slurm import records as slurm_records
 from slinkyml.slurm.errors import SlurmError
 
 #: seconds a terminal job may take to show its result files (shared filesystems lag)
@@ -361,14 +362,10 @@ class _translate_errors:
 def _accounting_facts(slurm: Slurm, job_id: str) -> dict[str, str] | None:
     """sacct's JobName and WorkDir of a job (None when accounting does not know it)."""
     try:
-        out = slurm.run("sacct", ["-X", "-n", "-P", "-j", job_id, "-o", "JobName,WorkDir"], retries=1).stdout
+        rows = slurm_records.sacct(slurm, ("JobName", "WorkDir"), ["-X", "-j", job_id], retries=1)
     except SlurmError:
         return None
-    lines = [line for line in out.splitlines() if line.strip()]
-    if not lines:
-        return None
-    name, _, workdir = lines[-1].partition("|")
-    return {"JobName": name, "WorkDir": workdir}
+    return rows[-1] if rows else None
 
 
 def _load_outcome(path: Path) -> tuple[str, Any] | None:

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
-from slinkyml.slurm import Slurm, states
+from slinkyml.slurm import Slurm, records, states
 from slinkyml.slurm.errors import SlurmError
 
 
@@ -182,9 +182,8 @@ class Tracker:
     def _squeue(self, ids: list[str]) -> dict[str, JobInfo]:
         parents = sorted({jid.split("_")[0] for jid in ids}, key=int)
         self.queries += 1
-        result = self.slurm.run("squeue", ["-h", "-r", "-t", "all", "-j", ",".join(parents), "-O",
-                                           "JobID:|,ArrayJobID:|,ArrayTaskID:|,State:|,Reason:|,"
-                                           "exit_code:|,NodeList:|"],
+        fields = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "Reason", "exit_code", "NodeList")
+        result = self.slurm.run("squeue", records.squeue_args(fields, ["-r", "-t", "all", "-j", ",".join(parents)]),
                                 check=False, retries=0, timeout=30)  # the next refresh retries
         if result.returncode != 0:
             if "Invalid job id" in result.stderr:
@@ -192,40 +191,31 @@ class Tracker:
             raise Slurm._classify("squeue", result)
         now = time.monotonic()
         out: dict[str, JobInfo] = {}
-        for line in result.stdout.splitlines():
-            fields = [f.strip() for f in line.split("|")]
-            if len(fields) < 7:
-                continue
-            job_id, array_id, task, state, reason, status, nodes = fields[:7]
-            key = job_id if task in ("N/A", "") else f"{array_id}_{task}"
-            code = sig = None
-            if status.isdigit():
-                raw = int(status)
-                code, sig = raw >> 8, raw & 0x7F
-            out[key] = JobInfo(key, states.normalise(state), code, sig or None, reason, nodes, "squeue", now)
+        for job in records.split_records(result.stdout, fields, trailing=True):
+            task = job["ArrayTaskID"]
+            key = job["JobID"] if task in ("N/A", "") else f"{job['ArrayJobID']}_{task}"
+            code, sig = records.exit_status(job["exit_code"])
+            out[key] = JobInfo(key, states.normalise(job["State"]), code, sig, job["Reason"], job["NodeList"],
+                               "squeue", now)
         return out
 
     def _sacct(self, ids: list[str]) -> dict[str, JobInfo]:
         parents = sorted({jid.split("_")[0] for jid in ids}, key=int)
         self.queries += 1
-        result = self.slurm.run("sacct", ["-X", "-n", "-P", "-D", "-o", "JobID,State,ExitCode,Reason,NodeList",
-                                          "-j", ",".join(parents)], check=False, retries=1, timeout=30)
+        fields = ("JobID", "State", "ExitCode", "Reason", "NodeList")
+        result = self.slurm.run("sacct", records.sacct_args(fields, ["-X", "-D", "-j", ",".join(parents)]),
+                                check=False, retries=1, timeout=30)
         if result.returncode != 0:
             return {}  # accounting is a fallback: never fail tracking because slurmdbd is away
         now = time.monotonic()
         out: dict[str, JobInfo] = {}
-        for line in result.stdout.splitlines():
-            fields = line.split("|")
-            if len(fields) < 5:
-                continue
-            raw_id, state, exit_code, reason, nodes = fields[:5]
-            code_text, _, sig_text = exit_code.partition(":")
-            code = int(code_text) if code_text.isdigit() else None
-            sig = int(sig_text) if sig_text.isdigit() and int(sig_text) else None
-            job_id, _, task = raw_id.partition("_")
+        for job in records.split_records(result.stdout, fields):
+            code, sig = records.exit_status(job["ExitCode"])
+            job_id, _, task = job["JobID"].partition("_")
             keys = _array_ids(job_id, task) if task else [job_id]
             for key in keys:  # -D lists every attempt of a requeued job: the last one wins
-                out[key] = JobInfo(key, states.normalise(state), code, sig, reason, nodes, "sacct", now)
+                out[key] = JobInfo(key, states.normalise(job["State"]), code, sig, job["Reason"], job["NodeList"],
+                                   "sacct", now)
         return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slinkyml.jobs.follow import JobState, find_logs, job_state
 from slinkyml.jobs.logs import JobLogs, read_tail
-from slinkyml.slurm import protocol
+from slinkyml.slurm import protocol, records, states
 from slinkyml.slurm.runner import Slurm
 
 #: kinds of ending, most specific first
@@ -103,12 +103,10 @@ class _Finding:
 
 
 def _steps(slurm: Slurm, job_id: str) -> list[dict[str, str]]:
-    fields = ["JobID", "State", "ExitCode", "NodeList"]
     try:
-        out = slurm.run("sacct", ["-n", "-P", "-j", job_id, "-o", ",".join(fields)], retries=1).stdout
+        return records.sacct(slurm, ("JobID", "State", "ExitCode", "NodeList"), ["-j", job_id], retries=1)
     except Exception:  # noqa: BLE001 - accounting down: diagnose from the logs alone
         return []
-    return [dict(zip(fields, line.split("|"), strict=False)) for line in out.splitlines() if line.strip()]
 
 
 def _read(path: Path | None) -> list[str]:
@@ -160,8 +158,8 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     ``logs`` and ``steps`` (sacct's job and step records) are read from the cluster when not given."""
     state = state or job_state(slurm, int(str(job_id).split("_")[0]))
     job = str(job_id)
-    name = state.state.split()[0]
-    if name in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED"):
+    name = states.normalise(state.state)
+    if name in states.UNFINISHED:
         return Diagnosis(job, state.state, "running", state.exit_code, detail=state.reason)
     if name == "COMPLETED":
         return Diagnosis(job, state.state, "completed", state.exit_code)

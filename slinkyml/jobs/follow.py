@@ -14,7 +14,7 @@ from typing import TextIO
 
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.logs import JobLogs, LogTail, locate
-from slinkyml.slurm import states
+from slinkyml.slurm import records, states
 from slinkyml.slurm.errors import JobNotFound
 from slinkyml.slurm.runner import Slurm
 
@@ -29,10 +29,10 @@ class JobHeldBySlurm(SlinkyError):
 
 def unusable_nodes(slurm: Slurm) -> str:
     """``; nodes not usable: n1 drained: Duplicate jobid, ...`` (empty when all are usable)."""
-    result = slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,down,fail", "-o", "%N|%T|%E"],
-                       check=False, retries=0, timeout=15)
-    rows = sorted({line.strip() for line in result.stdout.splitlines() if line.strip()})
-    return ("; nodes not usable: " + ", ".join(r.replace("|", " ", 1).replace("|", ": ", 1) for r in rows)) if rows else ""
+    nodes = records.sinfo(slurm, ("NodeList", "StateLong", "Reason"), ["-N", "-t", "drain,drained,draining,down,fail"],
+                          check=False, retries=0, timeout=15)
+    rows = sorted({f"{n['NodeList']} {n['StateLong']}: {n['Reason']}" for n in nodes})
+    return ("; nodes not usable: " + ", ".join(rows)) if rows else ""
 
 
 @dataclass(frozen=True)
@@ -68,11 +68,11 @@ def job_state(slurm: Slurm, job_id: int, name: str | None = None) -> JobState:
     """The job's state. ``name``: the name it was submitted under; a job of that id with another
     name is not it (a controller restarted from older state hands the lost job's id out again)."""
     try:
-        records = slurm.show("job", str(job_id))
+        shown = slurm.show("job", str(job_id))
     except JobNotFound:
-        records = []
-    if records:
-        r = records[0]
+        shown = []
+    if shown:
+        r = shown[0]
         state = JobState(job_id, r.get("JobState", "UNKNOWN"), r.get("Reason", ""), r.get("RunTime", ""),
                          int(r.get("Restarts", "0") or 0), r.get("ExitCode", ""), r.get("NodeList", ""),
                          r.get("StdOut", ""), r.get("JobName", ""), r.get("WorkDir", ""))
@@ -81,7 +81,7 @@ def job_state(slurm: Slurm, job_id: int, name: str | None = None) -> JobState:
         if not state.finished:  # slurmctld forgets only ended jobs: this one it lost (restarted from older state)
             raise JobNotFound(f"job {job_id} is unknown to slurmctld while accounting still has it {state.state}: "
                               "slurmctld lost it (a controller restart from older saved state)")
-    if name is not None and state.name and state.name != name:
+    if name is not None and state.name and not records.same_job_name(name, state.name):
         raise JobNotFound(f"job {job_id} is unknown to slurmctld: its id now belongs to another job "
                           f"({state.name!r}, not {name!r}): slurmctld lost it (a controller restart from older "
                           "saved state) and handed the id out again")
@@ -93,14 +93,13 @@ def accounting_state(slurm: Slurm, job_id: int) -> JobState:
     fields = ["State", "ExitCode", "Elapsed", "NodeList", "JobName", "WorkDir", "Reason"]
     if slurm.version.at_least(23, 2):
         fields.append("StdOut")  # sacct knows the log path from 23.02 on
-    out = slurm.run("sacct", ["-X", "-n", "-P", "-D", "-j", str(job_id),
-                              "-o", ",".join(fields)]).stdout.strip().splitlines()
-    if not out:
+    rows = records.sacct(slurm, fields, ["-X", "-D", "-j", str(job_id)])
+    if not rows:
         raise JobNotFound(f"job {job_id} is unknown to slurmctld and to accounting")
-    values = dict(zip(fields, out[-1].split("|") + [""] * len(fields), strict=False))
+    values = rows[-1]  # -D lists every run of a requeued job: the last one is the job now
     return JobState(job_id, values["State"].split()[0] if values["State"] else "UNKNOWN",
-                    values["Reason"] if values["Reason"] != "None" else "", values["Elapsed"],
-                    max(0, len(out) - 1), values["ExitCode"], values["NodeList"], values.get("StdOut", ""),
+                    records.reason(values["Reason"]), values["Elapsed"],
+                    max(0, len(rows) - 1), values["ExitCode"], values["NodeList"], values.get("StdOut", ""),
                     values["JobName"], values["WorkDir"])
 
 

@@ -8,7 +8,8 @@ import re
 
 from slinkyml.errors import EXIT_FAILED, SlinkyError
 from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
-from slinkyml.slurm.runner import Slurm, parse_scontrol_record
+from slinkyml.slurm import records
+from slinkyml.slurm.runner import Slurm
 
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL")
 
@@ -41,18 +42,13 @@ def user_associations(slurm: Slurm, user: str, account: str | None = None) -> li
     """
     out = slurm.run("scontrol", ["-o", "show", "assoc_mgr", "flags=assoc", f"users={user}"],
                     check=False).stdout
-    rows = []
-    for line in out.splitlines():
-        if line.startswith("ClusterName="):
-            record = parse_scontrol_record(line)
-            if record.get("UserName", "").split("(")[0] == user:
-                rows.append((record.get("Account", ""), record.get("Partition", "")))
+    rows = [(record.get("Account", ""), record.get("Partition", ""))
+            for record in records.split_scontrol(out)
+            if "ClusterName" in record and record.get("UserName", "").split("(")[0] == user]
     if rows and (not account or any(acct == account for acct, _ in rows)):
         return rows
-    args = ["-nP", "show", "assoc", "where", f"user={user}", "format=account,partition"]
-    if account:
-        args.insert(4, f"account={account}")
-    return [tuple(line.split("|", 1)) for line in slurm.run("sacctmgr", args).stdout.split()]  # type: ignore[misc]
+    where = ["show", "assoc", "where", f"user={user}"] + ([f"account={account}"] if account else [])
+    return [(row["Account"], row["Partition"]) for row in records.sacctmgr(slurm, ("Account", "Partition"), where)]
 
 
 def problems(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> list[str]:

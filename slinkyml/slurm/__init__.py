@@ -11,7 +11,8 @@ _MODULE_OF = {
     **dict.fromkeys(("AccountingUnavailable", "InvalidRequest", "JobNotFound", "SlurmCommandNotFound",
                      "SlurmControllerDown", "SlurmError", "SlurmTimeout", "SlurmTransientError"),
                     "slinkyml.slurm.errors"),
-    **dict.fromkeys(("Result", "Slurm", "parse_job_id", "parse_scontrol_record"), "slinkyml.slurm.runner"),
+    **dict.fromkeys(("Result", "Slurm", "parse_job_id"), "slinkyml.slurm.runner"),
+    "parse_scontrol_record": "slinkyml.slurm.records",
     "SlurmVersion": "slinkyml.slurm.version",
 }
 

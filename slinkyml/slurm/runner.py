@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from slinkyml import DATA_DIR, config
+from slinkyml.slurm import records
 from slinkyml.slurm.errors import (
     AccountingUnavailable,
     InvalidRequest,
@@ -257,20 +258,12 @@ class Slurm:
 
     def show_config(self) -> dict[str, str]:
         """``scontrol show config`` as a dict (keys as Slurm prints them)."""
-        out = self.run("scontrol", ["show", "config"]).stdout
-        config: dict[str, str] = {}
-        for line in out.splitlines():
-            key, sep, value = line.partition("=")
-            if sep and key.strip() and " " not in key.strip():
-                config[key.strip()] = value.strip()
-        return config
+        return records.scontrol_config(self.run("scontrol", ["show", "config"]).stdout)
 
     def show(self, entity: str, name: str | None = None) -> list[dict[str, str]]:
         """``scontrol -o show ENTITY [NAME]`` parsed into one dict per record."""
         args = ["-o", "show", entity] + ([name] if name else [])
-        out = self.run("scontrol", args).stdout
-        return [parse_scontrol_record(line) for line in out.splitlines() if line.strip()
-                and not line.startswith("No ")]
+        return records.split_scontrol(self.run("scontrol", args).stdout)
 
 
 def parse_job_id(stdout: str) -> int:
@@ -283,14 +276,6 @@ def parse_job_id(stdout: str) -> int:
     if not match:
         raise SlurmError(f"sbatch printed no job id: {stdout.strip()!r}")
     return int(match.group(1))
-
-
-_KV_RE = re.compile(r"(\S+?)=(.*?)(?=\s+\S+?=|$)")
-
-
-def parse_scontrol_record(line: str) -> dict[str, str]:
-    """Parse one ``scontrol -o show`` line of ``Key=Value`` pairs (values may contain spaces)."""
-    return {key: value.strip() for key, value in _KV_RE.findall(line.strip())}
 
 
 class _Watchdog:

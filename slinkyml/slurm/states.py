@@ -17,6 +17,12 @@ REQUEUEING = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING"})
 #: waiting to run (a held job is PENDING with a hold reason)
 PENDING = frozenset({"PENDING", "CONFIGURING", *REQUEUEING})
 ACTIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "STOPPED"})
+#: not ended yet: waiting, on its way back to the queue, or running
+UNFINISHED = PENDING | ACTIVE
+#: end states of a run (one ``--duplicates`` segment) whose allocation is counted as lost: the work did
+#: not finish (failed, killed, out of time or memory, or preempted/requeued since its last checkpoint).
+#: A tuple: reports list the lost hours in this order.
+LOST_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "CANCELLED", "OUT_OF_MEMORY", "REQUEUED")
 
 #: squeue reasons of a job that will never start by itself (someone must release it)
 HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser", "launch failed requeued held",
@@ -47,5 +53,10 @@ def is_held_by_slurm(reason: str) -> bool:
     return "launch failed requeued held" in (reason or "").replace("_", " ")
 
 
-__all__ = ["ACTIVE", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "PENDING", "REQUEUEING",
-           "REQUEUE_WAIT_REASON", "TERMINAL", "is_held", "is_held_by_slurm", "is_terminal", "normalise"]
+def is_unfinished(state: str) -> bool:
+    return normalise(state) in UNFINISHED
+
+
+__all__ = ["ACTIVE", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "LOST_STATES", "PENDING", "REQUEUEING",
+           "REQUEUE_WAIT_REASON", "TERMINAL", "UNFINISHED", "is_held", "is_held_by_slurm", "is_terminal", "is_unfinished",
+           "normalise"]

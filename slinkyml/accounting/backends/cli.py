@@ -11,6 +11,7 @@ import pandas as pd
 from slinkyml.accounting import fairshare
 from slinkyml.accounting.sacct import SacctTable, sacct_args
 from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.slurm import records
 from slinkyml.slurm.runner import Slurm
 
 
@@ -32,19 +33,19 @@ class CliBackend:
         return parse_sacct(self.slurm.run("sacct", args, timeout=300).stdout)
 
     def shares(self) -> pd.DataFrame:
-        return fairshare.parse_sshare(self.slurm.run("sshare", fairshare.sshare_args()).stdout)
+        return fairshare.share_frame(records.sshare(self.slurm))
 
     def shares_snapshot(self, attempts: int = 5) -> tuple[pd.DataFrame, dict[str, float]]:
         """sshare plus the finer raw usage of ``scontrol show assoc_mgr``, from one priority
         calculation (sshare read before and after must agree)."""
         for _ in range(attempts):
-            before = self.slurm.run("sshare", fairshare.sshare_args()).stdout
+            before = self.slurm.run("sshare", records.sshare_args()).stdout
             mgr = self.slurm.run("scontrol", ["show", "assoc_mgr", "flags=assoc"]).stdout
-            after = self.slurm.run("sshare", fairshare.sshare_args()).stdout
+            after = self.slurm.run("sshare", records.sshare_args()).stdout
             if before == after:
-                return fairshare.parse_sshare(after), fairshare.parse_assoc_mgr_usage(mgr)
+                return fairshare.share_frame(records.parse_sshare(after)), fairshare.parse_assoc_mgr_usage(mgr)
             time.sleep(1)
-        return fairshare.parse_sshare(after), fairshare.parse_assoc_mgr_usage(mgr)
+        return fairshare.share_frame(records.parse_sshare(after)), fairshare.parse_assoc_mgr_usage(mgr)
 
     def sreport_account_user(self, start: datetime, end: datetime,
                              unit: str = "Seconds") -> pd.DataFrame:
@@ -62,14 +63,9 @@ class CliBackend:
     def account_parents(self) -> dict[str, str | None]:
         """account → parent account, deleted accounts included (sreport still counts their
         usage, and :func:`~slinkyml.accounting.usage.reconcile_sreport` adds it up the tree)."""
-        out = self.slurm.run("sacctmgr", ["-n", "-P", "list", "associations", "withdeleted",
-                                          "format=Account,ParentName,User"]).stdout
-        parents: dict[str, str | None] = {}
-        for line in out.splitlines():
-            account, parent, user = (line.split("|") + ["", "", ""])[:3]
-            if account and not user:
-                parents[account] = parent or None
-        return parents
+        rows = records.sacctmgr(self.slurm, ("Account", "ParentName", "User"),
+                                ["list", "associations", "withdeleted"])
+        return {row["Account"]: row["ParentName"] or None for row in rows if row["Account"] and not row["User"]}
 
     def config(self) -> dict[str, str]:
         return self.slurm.show_config()
@@ -78,11 +74,6 @@ class CliBackend:
 def parse_sreport_account_user(text: str) -> pd.DataFrame:
     """``Cluster|Account|Login|Proper Name|Used|Energy`` rows → DataFrame (user None for the
     account totals, which include sub-accounts)."""
-    rows = []
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) < 5 or parts[0] == "Cluster" or not parts[4].strip().isdigit():
-            continue
-        rows.append(dict(cluster=parts[0], account=parts[1], user=parts[2] or None,
-                         used=int(parts[4])))
+    rows = [dict(cluster=row["Cluster"], account=row["Account"], user=row["Login"] or None, used=int(row["Used"]))
+            for row in records.sreport_account_user(text) if row["Used"].strip().isdigit()]
     return pd.DataFrame(rows, columns=["cluster", "account", "user", "used"])

@@ -1,0 +1,271 @@
+"""Slurm's output → records keyed by field name: the one place that reads Slurm's text.
+
+Every query names the fields it wants and gets one ``dict`` per record back. Where a command takes a
+delimiter (``sacct --delimiter``, ``squeue``/``sinfo -O`` field suffixes) it is ASCII US (``\\x1f``),
+which a job name cannot hold, so a name with ``|``, tabs, quotes or newlines comes back whole; a
+record that spans lines (a newline inside a name) is joined back by counting delimiters. ``sshare``,
+``sacctmgr`` and ``sreport`` print only ``|``: their fields are account, user and cluster names, and a
+row with more fields than asked for is dropped (counted in :attr:`Records.malformed`), never guessed.
+
+Text, not ``--json``: on the 22.05 this project runs, ``scontrol`` has no ``--json`` and ``sacct
+--json`` of the same jobs is slower than the delimited text (``benchmarks/records.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # runner imports this module (Slurm.show); records only need its type
+    from slinkyml.slurm.runner import Slurm
+
+#: the field delimiter asked of every command that takes one (ASCII unit separator)
+SEP = "\x1f"
+
+Record = dict[str, str]
+
+
+class Records(list[Record]):
+    """Records of one query, and how many lines of its output could not be read as one."""
+
+    malformed: int = 0
+
+
+def split_records(text: str, fields: Sequence[str], *, sep: str = SEP, trailing: bool = False) -> Records:
+    """Delimited text → one record per row, keyed by ``fields``.
+
+    ``trailing``: every field ends with ``sep`` (``squeue -O Field:SEP``). A row with too few
+    delimiters continues on the next line (a newline inside a value); one with too many is dropped and
+    counted, as is a row a newline cut short at the end.
+    """
+    want = len(fields) - (0 if trailing else 1)
+    out = Records()
+    pending: str | None = None
+    for line in text.split("\n"):
+        row = line if pending is None else pending + "\n" + line
+        count = row.count(sep)
+        if count < want:
+            pending = row if (pending is not None or row.strip()) else None
+            continue
+        pending = None
+        if count > want:
+            out.malformed += 1
+            continue
+        values = row.split(sep)
+        out.append(dict(zip(fields, values, strict=False)))
+    if pending is not None and pending.strip():
+        out.malformed += 1
+    return out
+
+
+def split_pipes(text: str, fields: Sequence[str], *, header: str | None = None) -> Records:
+    """``--parsable2`` text of commands without ``--delimiter`` (sshare, sacctmgr, sreport): one
+    record per line; a header line starting with ``header`` and rows of another width are skipped."""
+    out = Records()
+    for line in text.splitlines():
+        if not line.strip() or (header is not None and line.startswith(header)):
+            continue
+        values = line.split("|")
+        if len(values) != len(fields):
+            out.malformed += 1
+            continue
+        out.append(dict(zip(fields, values, strict=True)))
+    return out
+
+
+# -- the commands ---------------------------------------------------------------------------------
+
+def sacct(slurm: Slurm, fields: Sequence[str], args: Iterable[str] = (), **run: Any) -> Records:
+    """``sacct --parsable2 --noheader --delimiter=US -o FIELDS ARGS`` as records (``run``: options of
+    :meth:`Slurm.run`, e.g. ``check``, ``retries``, ``timeout``)."""
+    return split_records(slurm.run("sacct", sacct_args(fields, args), **run).stdout, fields)
+
+
+def sacct_args(fields: Sequence[str], args: Iterable[str] = ()) -> list[str]:
+    return ["--parsable2", "--noheader", f"--delimiter={SEP}", "--format=" + ",".join(fields), *args]
+
+
+def squeue(slurm: Slurm, fields: Sequence[str], args: Iterable[str] = (), **run: Any) -> Records:
+    """``squeue -h -O Field:US,...`` as records keyed by the ``-O`` names (``JobID``, ``Name``,
+    ``exit_code`` ...), values unpadded and whole."""
+    return split_records(slurm.run("squeue", squeue_args(fields, args), **run).stdout, fields, trailing=True)
+
+
+def squeue_args(fields: Sequence[str], args: Iterable[str] = ()) -> list[str]:
+    return ["--noheader", "--Format=" + ",".join(f"{name}:{SEP}" for name in fields), *args]
+
+
+def sinfo(slurm: Slurm, fields: Sequence[str], args: Iterable[str] = (), **run: Any) -> Records:
+    """``sinfo -h -O Field:US,...`` as records keyed by the ``-O`` names (``NodeList``, ``StateLong``,
+    ``Reason`` ...)."""
+    argv = ["--noheader", "--Format=" + ",".join(f"{name}:{SEP}" for name in fields), *args]
+    return split_records(slurm.run("sinfo", argv, **run).stdout, fields, trailing=True)
+
+
+def sacctmgr(slurm: Slurm, fields: Sequence[str], args: Iterable[str], **run: Any) -> Records:
+    """``sacctmgr -n -P ARGS format=FIELDS`` as records."""
+    argv = ["--noheader", "--parsable2", *args, "format=" + ",".join(fields)]
+    return split_pipes(slurm.run("sacctmgr", argv, **run).stdout, fields)
+
+
+#: the sshare fields fair-share reads (``--format``), in order
+SSHARE_FIELDS = ("Account", "User", "RawShares", "NormShares", "RawUsage", "NormUsage",
+                 "EffectvUsage", "FairShare", "LevelFS")
+
+
+def sshare_args() -> list[str]:
+    return ["--all", "--long", "--parsable2", "--format=" + ",".join(SSHARE_FIELDS)]
+
+
+def parse_sshare(text: str) -> Records:
+    """``sshare -a -l -P`` text (our field order, header optional; ``Account`` keeps its leading
+    spaces, one per tree level). Versions that add columns after ours are read by position."""
+    out = Records()
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("Account|") or line.startswith("-"):
+            continue
+        values = line.split("|")
+        if len(values) < len(SSHARE_FIELDS):
+            out.malformed += 1
+            continue
+        out.append(dict(zip(SSHARE_FIELDS, values, strict=False)))
+    return out
+
+
+def sshare(slurm: Slurm, **run: Any) -> Records:
+    return parse_sshare(slurm.run("sshare", sshare_args(), **run).stdout)
+
+
+SREPORT_ACCOUNT_USER = ("Cluster", "Account", "Login", "Proper Name", "Used", "Energy")
+
+
+def sreport_account_user(text: str) -> Records:
+    """``sreport -P -n cluster AccountUtilizationByUser`` rows (Energy is absent on some releases)."""
+    out = Records()
+    for line in text.splitlines():
+        values = line.split("|")
+        if len(values) < 5 or values[0] == "Cluster":
+            continue
+        out.append(dict(zip(SREPORT_ACCOUNT_USER, values, strict=False)))
+    return out
+
+
+# -- scontrol ---------------------------------------------------------------------------------------
+
+_KV_RE = re.compile(r"(\S+?)=(.*?)(?=\s+\S+?=|$)", re.S)
+#: scontrol prints these values unquoted although they may hold spaces and ``=``: each runs up to the key
+#: that always follows it (``show job``)
+_RUNS_TO = {"JobName": ("UserId",), "Command": ("WorkDir",), "WorkDir": ("Comment", "StdErr"),
+            "Comment": ("StdErr",), "StdErr": ("StdIn",), "StdIn": ("StdOut",), "StdOut": ("Power",)}
+
+
+def parse_scontrol_record(line: str) -> Record:
+    """One ``scontrol -o show`` record of ``Key=Value`` pairs (values may hold spaces). A job's name
+    runs to ``UserId=``, so a name holding ``=``, spaces or newlines stays whole."""
+    text = line.strip()
+    out: Record = {}
+    start = 0
+    while start < len(text):
+        match = _KV_RE.match(text, start)
+        if match is None:
+            break
+        key, value = match.group(1), match.group(2)
+        end = match.end()
+        followers = _RUNS_TO.get(key)
+        if followers is not None:
+            ends = [at for at in (text.find(f" {name}=", match.start(2)) for name in followers) if at >= 0]
+            if ends:
+                value, end = text[match.start(2):min(ends)], min(ends)
+        out[key] = value if key == "JobName" else value.strip()
+        start = end
+        while start < len(text) and text[start].isspace():
+            start += 1
+    return out
+
+
+_FIRST_KEY_RE = re.compile(r"^([A-Za-z][\w/:]*)=")
+
+
+def split_scontrol(text: str) -> list[Record]:
+    """``scontrol -o show ENTITY`` text → records. Lines without ``=`` are headers (``Association
+    Records``); a line that does not start with the first key of the first record continues the one
+    before (a newline inside a job name: the rest of the record follows it on that line)."""
+    key = ""
+    chunks: list[str] = []
+    for line in text.split("\n"):
+        if "=" not in line:
+            continue
+        if not key:
+            match = _FIRST_KEY_RE.match(line)
+            if match is None:
+                continue
+            key = match.group(1) + "="
+        if line.startswith(key) or not chunks:
+            chunks.append(line)
+        else:
+            chunks[-1] += "\n" + line
+    return [parse_scontrol_record(chunk) for chunk in chunks]
+
+
+def scontrol_config(text: str) -> Record:
+    """``scontrol show config`` → ``{key: value}`` (keys as Slurm prints them)."""
+    config: Record = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            config[key.strip()] = value.strip()
+    return config
+
+
+# -- sdiag --------------------------------------------------------------------------------------------
+
+_RPC_RE = re.compile(r"^\s*(\w+)\s+\(\s*\d+\)\s+count:(\d+)", re.M)
+
+
+def sdiag_rpc_counts(text: str) -> dict[str, int]:
+    """``sdiag``'s RPC counts by message type (``REQUEST_JOB_INFO`` → count)."""
+    section = text.split("Remote Procedure Call statistics by message type", 1)[-1]
+    section = section.split("Remote Procedure Call statistics by user", 1)[0]
+    return {name: int(count) for name, count in _RPC_RE.findall(section)}
+
+
+def sdiag(slurm: Slurm, **run: Any) -> dict[str, int]:
+    return sdiag_rpc_counts(slurm.run("sdiag", [], **run).stdout)
+
+
+# -- typed values -------------------------------------------------------------------------------------
+
+def exit_status(text: str) -> tuple[int | None, int | None]:
+    """(exit code, signal or None) of sacct's ``CODE:SIGNAL`` or squeue's raw wait status."""
+    text = (text or "").strip()
+    if text.isdigit():
+        raw = int(text)
+        return raw >> 8, (raw & 0x7F) or None
+    code_text, _, sig_text = text.partition(":")
+    code = int(code_text) if code_text.isdigit() else None
+    sig = int(sig_text) if sig_text.isdigit() and int(sig_text) else None
+    return code, sig
+
+
+def stored_name(name: str) -> str:
+    """A job name as slurmdbd stores it: ``"`` becomes `````` (as_mysql_job.c), so sacct prints it
+    back that way; compare a name with sacct's through this."""
+    return name.replace('"', "`")
+
+
+def same_job_name(given: str, accounted: str) -> bool:
+    """Whether sacct's ``JobName`` is the name a job was given (slurmdbd's quote rewrite allowed)."""
+    return given == accounted or stored_name(given) == accounted
+
+
+def reason(text: str) -> str:
+    """Slurm's ``None`` reason → empty."""
+    return "" if text in ("None", "(null)") else text
+
+
+__all__ = ["SEP", "SREPORT_ACCOUNT_USER", "SSHARE_FIELDS", "Record", "Records", "exit_status",
+           "parse_scontrol_record", "parse_sshare", "reason", "sacct", "sacct_args", "sacctmgr",
+           "same_job_name", "scontrol_config", "sdiag", "sdiag_rpc_counts", "sinfo", "split_pipes",
+           "split_records", "split_scontrol", "sreport_account_user", "squeue", "squeue_args",
+           "sshare", "sshare_args", "stored_name"]

@@ -1,0 +1,138 @@
+"""The record layer: Slurm's output → records keyed by field name, names with any character kept whole."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from slinkyml.accounting import dashboard
+from slinkyml.dispatch.executor import _accounting_facts
+from slinkyml.dispatch.tracking import Tracker
+from slinkyml.jobs import diagnose
+from slinkyml.jobs.follow import accounting_state, job_state, wait
+from slinkyml.slurm import records, states
+
+DATA = Path(__file__).resolve().parent / "data"
+#: a job name the schema allows that every old ``|`` parser cut: pipe, tab, both quotes, a newline, ``=``
+NASTY = "train|v2\tq\"d'q \nnext X=y"
+
+
+def test_a_name_with_pipes_tabs_quotes_and_newlines_stays_whole():
+    fields = ("JobID", "JobName", "WorkDir", "State")
+    text = records.SEP.join(["7", NASTY, "/w|d", "COMPLETED"]) + "\n" + records.SEP.join(["8", "b", "/x", "FAILED"])
+    rows = records.split_records(text + "\n", fields)
+    assert rows == [{"JobID": "7", "JobName": NASTY, "WorkDir": "/w|d", "State": "COMPLETED"},
+                    {"JobID": "8", "JobName": "b", "WorkDir": "/x", "State": "FAILED"}]
+    assert rows.malformed == 0
+
+
+def test_rows_of_the_wrong_width_are_counted_not_guessed():
+    sep = records.SEP
+    rows = records.split_records(f"1{sep}a{sep}b{sep}c\n2{sep}x\n", ("A", "B", "C"))
+    assert rows == [] and rows.malformed == 2  # one too wide, one cut short at the end
+
+
+def test_squeue_format_fields_end_with_the_delimiter():
+    sep = records.SEP
+    text = f"5{sep}{NASTY}{sep}PENDING{sep}\n6{sep}n{sep}RUNNING{sep}\n"
+    rows = records.split_records(text, ("JobID", "Name", "State"), trailing=True)
+    assert [r["Name"] for r in rows] == [NASTY, "n"] and rows[1]["State"] == "RUNNING"
+    assert records.squeue_args(("JobID", "Name"), ["-t", "all"]) == [
+        "--noheader", f"--Format=JobID:{sep},Name:{sep}", "-t", "all"]
+
+
+def test_scontrol_records_keep_names_and_comments_with_spaces_and_newlines():
+    text = ("JobId=3 JobName=tr|a\tin \"q' \nv2 X=y UserId=root(0) GroupId=root(0) JobState=PENDING "
+            "Reason=None Command=(null) WorkDir=/tmp Comment=a b=c  StdErr=/tmp/e StdIn=/dev/null "
+            "StdOut=/tmp/o Power=\nJobId=4 JobName=plain UserId=bob(1) JobState=RUNNING\n")
+    first, second = records.split_scontrol(text)
+    assert first["JobName"] == "tr|a\tin \"q' \nv2 X=y" and first["UserId"] == "root(0)"
+    assert first["Comment"] == "a b=c" and first["WorkDir"] == "/tmp" and first["StdOut"] == "/tmp/o"
+    assert second == {"JobId": "4", "JobName": "plain", "UserId": "bob(1)", "JobState": "RUNNING"}
+
+
+def test_scontrol_headers_are_skipped_and_multi_line_records_joined():
+    text = ("Current Association Manager state\nAssociation Records\n"
+            "ClusterName=c Account=root UserName= Partition= ID=1\n"
+            "    SharesRaw/Norm/Level/Factor=1/0.00/1/0.00 UsageRaw/Norm/Efctv=36.25/1.00/1.00\n"
+            "ClusterName=c Account=ml UserName=dave(1004) Partition= ID=3\n"
+            "    UsageRaw/Norm/Efctv=0.50/0.01/0.01\n")
+    rows = records.split_scontrol(text)
+    assert [(r["Account"], r["UserName"], r["UsageRaw/Norm/Efctv"]) for r in rows] == [
+        ("root", "", "36.25/1.00/1.00"), ("ml", "dave(1004)", "0.50/0.01/0.01")]
+
+
+def test_pipe_commands_drop_rows_of_another_width():
+    rows = records.split_pipes("a|b\nc|d|e\n\n", ("X", "Y"))
+    assert rows == [{"X": "a", "Y": "b"}] and rows.malformed == 1
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
+def test_recorded_sshare_sreport_and_sdiag_read_as_records(release):
+    folder = DATA / f"slurm-{release}"
+    shares = records.parse_sshare((folder / "sshare.txt").read_text())
+    assert shares and {"Account", "User", "RawShares", "LevelFS"} <= set(shares[0])
+    assert any(row["User"] == "alice" for row in shares)
+    used = records.sreport_account_user((folder / "sreport.txt").read_text())
+    assert used and all(row["Used"].strip().isdigit() for row in used if row["Used"].strip())
+    rpcs = records.sdiag_rpc_counts((folder / "sdiag.txt").read_text())
+    assert rpcs.get("REQUEST_JOB_INFO", 0) > 0 or rpcs.get("REQUEST_PARTITION_INFO", 0) > 0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("0:0", (0, None)), ("2:0", (2, None)), ("0:15", (0, 15)), ("", (None, None)),
+    ("256", (1, None)), ("9", (0, 9)),  # squeue's raw wait status
+])
+def test_exit_status(text, expected):
+    assert records.exit_status(text) == expected
+
+
+def test_stored_names_compare_through_slurmdbds_quote_rewrite():
+    assert records.stored_name('a"b') == "a`b"
+    assert records.same_job_name('a"b', "a`b") and records.same_job_name("x", "x")
+    assert not records.same_job_name("x", "y")
+
+
+def test_one_set_of_lost_and_unfinished_states():
+    assert set(states.LOST_STATES) <= states.FAILED | states.REQUEUEING
+    assert {"REQUEUE_HOLD", "RESIZING", "RUNNING", "PENDING"} <= states.UNFINISHED
+    assert not states.UNFINISHED & states.TERMINAL
+
+
+# -- live: the name round-trips through every reader -------------------------------------------------
+
+@pytest.mark.slurm
+@pytest.mark.timeout(120)
+def test_a_nasty_job_name_round_trips_through_every_reader(slurm, shared_tmp, own):
+    held = slurm.sbatch("#!/bin/bash\ntrue\n", ["--job-name", NASTY, "--hold", "-o", str(shared_tmp / "%j.out"),
+                                                 f"--chdir={shared_tmp}"])
+    own.append(str(held))
+    assert job_state(slurm, held).name == NASTY  # scontrol show job
+    queued = records.squeue(slurm, ("JobID", "Name", "State"), ["-j", str(held)])
+    assert queued == [{"JobID": str(held), "Name": NASTY, "State": "PENDING"}]
+    assert str(held) in set(dashboard.pending_jobs(slurm)["job_id"])
+    tracker = Tracker(slurm, min_interval=0.0)
+    tracker.track(str(held))
+    tracker.refresh(force=True)
+    assert tracker.info(str(held), refresh=False).state == "PENDING"
+    slurm.run("scontrol", ["release", str(held)])
+    final = wait(slurm, held, timeout=60, poll=0.5, name=NASTY)
+    assert final.state.startswith("COMPLETED")
+    deadline = time.monotonic() + 30
+    while True:  # slurmdbd records the job a moment after it ends (first as "allocation", no WorkDir)
+        try:
+            remembered = accounting_state(slurm, held)
+            if remembered.finished and remembered.workdir:
+                break
+        except Exception:  # noqa: BLE001 - not in accounting yet
+            pass
+        assert time.monotonic() < deadline, "the job never reached accounting"
+        time.sleep(0.5)
+    assert records.same_job_name(NASTY, remembered.name) and remembered.workdir == str(shared_tmp)
+    facts = _accounting_facts(slurm, str(held))
+    assert facts is not None and facts["WorkDir"] == str(shared_tmp)
+    assert records.same_job_name(NASTY, facts["JobName"])
+    steps = diagnose._steps(slurm, str(held))
+    assert steps and steps[0]["JobID"] == str(held) and steps[0]["State"] == "COMPLETED"
