@@ -66,7 +66,7 @@ def test_v0_0_38_body_sends_nodes_as_text():
 
 def test_default_target_follows_the_dev_cluster_env(tmp_path, monkeypatch):
     """Unconfigured, the backend finds the dev cluster that SLINKYML_STATE_DIR/SLINKYML_DEV_* name."""
-    for var in ("SLINKYML_RESTAPI_URL", "SLURMRESTD_URL", "SLINKYML_SLURMRESTD_SOCKET"):
+    for var in ("SLINKYML_RESTAPI_URL", "SLURMRESTD_URL", "SLINKYML_SLURMRESTD_SOCKET", "SLURM_CONF"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SLINKYML_CONFIG", str(tmp_path / "none.yaml"))
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/slinkyml/config.yaml
@@ -81,6 +81,7 @@ def test_default_target_follows_the_dev_cluster_env(tmp_path, monkeypatch):
 
     class _Slurm:
         version = SlurmVersion(24, 11, 5)
+        conf = str(tmp_path / "etc" / "slurm.conf")
 
     backend = RestApiBackend.from_config(slurm=_Slurm())
     assert (backend.client.url, backend.version) == (f"unix:{tmp_path / 'run' / 'slurmrestd.sock'}", "v0.0.42")

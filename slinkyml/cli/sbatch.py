@@ -74,14 +74,20 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
 
     slurm = Slurm()
     if args.dry_run:
+        from slinkyml import config
         from slinkyml.jobs.render import render_sbatch
         from slinkyml.jobs.request import SlurmJobRequest
         from slinkyml.jobs.validate import check_job
 
+        backend = config.submit_backend_name(getattr(args, "backend", None))
+        target = config.cluster_target(restapi_url=getattr(args, "restapi_url", None))
+        if backend == "restapi":
+            target.require_restapi_url()
         script = render_sbatch(spec)
         if not args.no_check:
             check_job(spec, slurm)
         sys.stdout.write(script)
+        print(f"# cluster: {target.describe()}; backend {backend}", file=sys.stderr)
         print(f"# request: {SlurmJobRequest.from_spec(spec)}", file=sys.stderr)
         print(f"# dry run: {spec.name!r} passes the cluster checks; nothing submitted", file=sys.stderr)
         return 0

@@ -25,15 +25,19 @@ class RestApiBackend:
     client: RestClient
     version: str
     name: str = "restapi"
+    slurm_conf: str | None = None  # the cluster's slurm.conf, handed to the job as $SLURM_CONF
 
     @classmethod
     def from_config(cls, *, slurm: Slurm, url: str | None = None, token: str | None = None,
                     user: str | None = None) -> RestApiBackend:
-        return cls(RestClient.from_config(url, token, user), api_version(slurm.version))
+        return cls(RestClient.from_config(url, token, user, slurm_conf=slurm.conf), api_version(slurm.version),
+                   slurm_conf=slurm.conf)
 
     def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
         env = {k: os.environ[k] for k in EXPORTED_ENV if os.environ.get(k)}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
         path, body = SlurmJobRequest.from_spec(spec).restapi_body(script, version=self.version, cwd=str(cwd),
                                                                  environment=env)
         data = self.client.request("POST", path, body)

@@ -19,7 +19,7 @@ from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.validate import check_job
 from slinkyml.slurm.runner import Slurm
 
-BACKENDS = ("sbatch", "restapi")
+BACKENDS = config.SUBMIT_BACKENDS
 
 
 class Backend(Protocol):
@@ -42,10 +42,7 @@ class SbatchBackend:
 
 
 def backend_name(explicit: str | None = None) -> str:
-    name = explicit or os.environ.get("SLINKYML_BACKEND") or config.config_value("backend") or "sbatch"
-    if name not in BACKENDS:
-        raise SlinkyError(f"unknown backend {name!r}: use one of {', '.join(BACKENDS)}")
-    return name
+    return config.submit_backend_name(explicit)
 
 
 def make_backend(name: str | None = None, *, slurm: Slurm | None = None, as_user: str | None = None,

@@ -56,8 +56,11 @@ class RestClient:
 
     @classmethod
     def from_config(cls, url: str | None = None, token: str | None = None, user: str | None = None,
-                    timeout: float = 30.0) -> RestClient:
-        return cls(config.restapi_target(url), token or os.environ.get("SLURM_JWT"), user, timeout)
+                    timeout: float = 30.0, *, slurm_conf: str | None = None) -> RestClient:
+        """The slurmrestd of the selected cluster (:func:`slinkyml.config.cluster_target`), or of
+        ``slurm_conf``'s cluster when the caller's :class:`Slurm` names another one."""
+        return cls(config.restapi_target(url, slurm_conf=slurm_conf), token or os.environ.get("SLURM_JWT"),
+                   user, timeout)
 
     def _connection(self) -> http.client.HTTPConnection:
         if self.url.startswith("unix:"):

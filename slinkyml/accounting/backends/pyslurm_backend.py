@@ -6,6 +6,7 @@ Its records lack requeued runs, step rows and deleted users' names; those rows s
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 from slinkyml.accounting.backends.cli import CliBackend
@@ -38,6 +39,8 @@ class PyslurmBackend:
 
     def __init__(self, slurm: Slurm | None = None):
         self.slurm = slurm or Slurm()
+        if self.slurm.conf:  # libslurm reads $SLURM_CONF when pyslurm first loads it: this cluster's
+            os.environ["SLURM_CONF"] = self.slurm.conf
         reason = available(self.slurm)
         if reason:
             raise SlinkyError(f"--backend pyslurm: {reason}")

@@ -19,7 +19,7 @@ class RestBackend:
     def __init__(self, slurm: Slurm | None = None, *, url: str | None = None, token: str | None = None,
                  user: str | None = None):
         self.slurm = slurm or Slurm()
-        self.client = RestClient.from_config(url, token, user, timeout=120)
+        self.client = RestClient.from_config(url, token, user, timeout=120, slurm_conf=self.slurm.conf)
         self.api = f"slurmdb/{api_version(self.slurm.version, 'slurmdb')}"
 
     def jobs(self, start: datetime, end: datetime, *, users=None, accounts=None,
