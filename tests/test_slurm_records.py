@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -105,7 +106,8 @@ def test_one_set_of_lost_and_unfinished_states():
 
 @pytest.mark.slurm
 @pytest.mark.timeout(120)
-def test_a_nasty_job_name_round_trips_through_every_reader(slurm, shared_tmp, own):
+def test_a_nasty_job_name_round_trips_through_every_reader(slurm, shared_tmp, own, cli, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))  # the CLI's Slurm() is this cluster's
     held = slurm.sbatch("#!/bin/bash\ntrue\n", ["--job-name", NASTY, "--hold", "-o", str(shared_tmp / "%j.out"),
                                                  f"--chdir={shared_tmp}"])
     own.append(str(held))
@@ -134,5 +136,25 @@ def test_a_nasty_job_name_round_trips_through_every_reader(slurm, shared_tmp, ow
     facts = _accounting_facts(slurm, str(held))
     assert facts is not None and facts["WorkDir"] == str(shared_tmp)
     assert records.same_job_name(NASTY, facts["JobName"])
+    code, out, err = cli("jobs", "status", "--json", str(held))
+    assert code == 0, err
+    [shown] = json.loads(out)
+    assert records.same_job_name(NASTY, shown["name"]) and shown["finished"] and shown["exit_status"] == 0
+    assert shown["diagnosis"] is None and shown["workdir"] == str(shared_tmp)
     steps = diagnose._steps(slurm, str(held))
     assert steps and steps[0]["JobID"] == str(held) and steps[0]["State"] == "COMPLETED"
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(120)
+def test_jobs_status_json_carries_a_failed_jobs_diagnosis(slurm, shared_tmp, own, cli, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    job = slurm.sbatch("#!/bin/bash\necho boom >&2\nexit 3\n", ["--job-name", "fails|here", "-o",
+                                                                  str(shared_tmp / "%j.out"), f"--chdir={shared_tmp}"])
+    own.append(str(job))
+    wait(slurm, job, timeout=60, poll=0.5)
+    code, out, err = cli("jobs", "status", "--json", str(job))
+    assert code == 1, err  # a failed job, as the table says
+    [shown] = json.loads(out)
+    assert shown["name"] == "fails|here" and shown["state"].startswith("FAILED") and shown["exit_status"] == 3
+    assert shown["diagnosis"]["exit_code"] == "3" and shown["diagnosis"]["summary"].startswith(f"job {job} FAILED")

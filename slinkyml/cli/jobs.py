@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -28,6 +29,7 @@ def register(subparsers: Any) -> None:
     status = sub.add_parser("status", help="state, reason, run time and restarts of jobs; for a failed "
                             "job the first failing rank, its host, exit code and exception")
     status.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
+    status.add_argument("--json", action="store_true", help="a JSON list of objects instead of the table")
     status.set_defaults(handler=_status)
     logs = sub.add_parser("logs", help="the batch log and every rank's log, also after Slurm forgot the job",
                           description="Log paths come from the submission record, slurmctld, or sacct's "
@@ -70,8 +72,6 @@ def _states(text: str) -> list[str]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    import json
-
     from slinkyml.accounting.timeparse import parse_when
     from slinkyml.jobs.listing import list_jobs
     from slinkyml.slurm import Slurm
@@ -103,18 +103,30 @@ def _status(args: argparse.Namespace) -> int:
     from slinkyml.slurm import Slurm, protocol
 
     slurm = Slurm()
-    print(f"{'JOBID':>8} {'STATE':<12} {'TIME':>10} {'RESTARTS':>8}  REASON/NODES")
+    if not args.json:
+        print(f"{'JOBID':>8} {'STATE':<12} {'TIME':>10} {'RESTARTS':>8}  REASON/NODES")
     worst = 0
+    found = []
     for job_id in args.job_ids:
         s = job_state(slurm, job_id)
+        batch_log = find_logs(slurm, s).batch_log
+        # each restart's cause, and a failure's (the run protocol's events file)
+        events = protocol.read_events(batch_log.parent, job_id) if batch_log else []
+        failed = s.finished and bool(s.exit_status)
+        why = diagnose(slurm, job_id, state=s) if failed else None
+        worst = max(worst, int(failed))
+        if args.json:
+            found.append({**s.to_dict(), "events": events, "diagnosis": why.to_dict() if why else None})
+            continue
         print(f"{s.job_id:>8} {s.state:<12} {s.run_time:>10} {s.restarts:>8}  "
               f"{s.reason if s.state.startswith('PENDING') else s.nodes}")
-        batch_log = find_logs(slurm, s).batch_log
-        for event in protocol.read_events(batch_log.parent, job_id) if batch_log else []:
-            print(f"{'':>8} {event}")  # each restart's cause, and a failure's (the run protocol's events file)
-        if s.finished and s.exit_status:
-            print(f"{'':>8} {diagnose(slurm, job_id, state=s).summary}")
-            worst = 1
+        for event in events:
+            print(f"{'':>8} {event}")
+        if why is not None:
+            print(f"{'':>8} {why.summary}")
+    if args.json:
+        json.dump(found, sys.stdout, indent=1)
+        sys.stdout.write("\n")
     return worst
 
 

@@ -60,6 +60,14 @@ class Diagnosis:
     detail: str = ""
     evidence: tuple[Evidence, ...] = ()
 
+    def to_dict(self) -> dict[str, object]:
+        """The diagnosis as JSON-ready fields, evidence as file, line and lines (``jobs status --json``)."""
+        fields = {name: getattr(self, name) for name in ("job_id", "state", "kind", "exit_code", "rank", "host",
+                                                           "exception", "detail")}
+        return {**fields, "summary": self.summary,
+                "evidence": [{"path": str(e.path), "line": e.line, "first": e.first, "lines": list(e.context)}
+                             for e in self.evidence]}
+
     @property
     def summary(self) -> str:
         """One line: ``job 12 FAILED (exception): rank 1 on dl2 exited 1: RuntimeError: boom``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TextIO
 
 from slinkyml.errors import SlinkyError
@@ -51,6 +51,10 @@ class JobState:
     @property
     def finished(self) -> bool:
         return states.is_terminal(self.state)
+
+    def to_dict(self) -> dict[str, object]:
+        """The fields, and whether and how it ended (``jobs status --json``)."""
+        return {**asdict(self), "finished": self.finished, "exit_status": self.exit_status}
 
     @property
     def exit_status(self) -> int:
