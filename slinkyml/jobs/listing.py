@@ -1,8 +1,8 @@
 """``slinkyml jobs list``: one's runs, from slurmctld (live), accounting (ended) and slinkyml's own
 submission records (what a job was, and jobs Slurm no longer knows), merged by job id.
 
-:func:`parse_squeue`/:func:`parse_sacct` are the one place here that turn squeue/sacct text into
-:class:`ListedJob` records (``\\x1f``-delimited, the job name last, so a name holding ``|`` or a newline survives).
+:func:`parse_squeue`/:func:`parse_sacct` turn squeue/sacct records (:mod:`slinkyml.slurm.records`:
+``\\x1f``-delimited, so a name holding ``|`` or a newline survives) into :class:`ListedJob` rows.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from slinkyml.jobs import records
+from slinkyml.slurm import records as slurm_records
 from slinkyml.slurm import states
 from slinkyml.slurm.errors import AccountingUnavailable
 from slinkyml.slurm.runner import Slurm
 
-SEP = "\x1f"
+SEP = slurm_records.SEP
 #: squeue ``-o`` codes: id, state, user, partition, submit, start, time used, limit, nodes,
 #: reason-or-nodelist, workdir, name (last: it may hold anything)
 _SQUEUE = ("job_id", "state", "user", "partition", "submitted", "started", "elapsed", "time_limit",
@@ -63,19 +64,6 @@ class ListedJob:
         return asdict(self)
 
 
-def _rows(text: str, width: int) -> list[list[str]]:
-    """``\\x1f``-separated lines; a line without enough fields continues the last one's last field
-    (a newline in the job name)."""
-    rows: list[list[str]] = []
-    for line in text.splitlines():
-        fields = line.split(SEP, width - 1)
-        if len(fields) == width:
-            rows.append(fields)
-        elif rows:
-            rows[-1][-1] += "\n" + line
-    return rows
-
-
 def _time(value: str) -> str:
     return "" if value in ("", "Unknown", "None", "N/A") else value
 
@@ -83,8 +71,7 @@ def _time(value: str) -> str:
 def parse_squeue(text: str) -> list[ListedJob]:
     """``squeue -h -o`` :data:`_SQUEUE_FORMAT` output (a pending job's ``%R`` is its reason)."""
     jobs = []
-    for fields in _rows(text, len(_SQUEUE)):
-        v = dict(zip(_SQUEUE, fields, strict=True))
+    for v in slurm_records.split_records(text, _SQUEUE):
         pending = v["state"] in states.PENDING
         jobs.append(ListedJob(
             v["job_id"], v["state"], v["name"], v["user"], v["partition"], _time(v["submitted"]),
@@ -100,8 +87,7 @@ def parse_sacct(text: str) -> list[ListedJob]:
     ended REQUEUED (the next run is pending, and not yet a row of its own)."""
     jobs: dict[str, ListedJob] = {}
     runs: dict[str, int] = {}
-    for fields in _rows(text, len(_SACCT)):
-        v = dict(zip(_SACCT, fields, strict=True))
+    for v in slurm_records.split_records(text, _SACCT):
         runs[v["JobID"]] = runs.get(v["JobID"], 0) + 1
         state = states.normalise(v["State"])
         jobs[v["JobID"]] = ListedJob(
@@ -129,9 +115,8 @@ def read_slurm_jobs(slurm: Slurm, *, since: datetime, user: str | None) -> tuple
                                              "-o", _SQUEUE_FORMAT]).stdout)
     start = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     try:
-        out = slurm.run("sacct", ["-X", "-D", "-n", "-P", f"--delimiter={SEP}",
-                                  *(["-a"] if user is None else ["-u", user]), "-S", start, "-E", "now",
-                                  "-o", ",".join(_SACCT)], timeout=120).stdout
+        out = slurm.run("sacct", slurm_records.sacct_args(_SACCT, ["-X", "-D", *(["-a"] if user is None else ["-u", user]),
+                                                                    "-S", start, "-E", "now"]), timeout=120).stdout
     except AccountingUnavailable as exc:
         return live, f"accounting not asked ({exc}); listing what slurmctld holds now"
     return merge_live(live, parse_sacct(out)), ""
@@ -165,7 +150,7 @@ SAME_SUBMIT_S = 600
 def _same_job(record: records.SubmissionRecord, job: ListedJob) -> bool:
     """Not another job under a reused id (a reset cluster hands ids out again): same name, and
     submitted at about the same time."""
-    if job.name and record.name != job.name:
+    if job.name and not slurm_records.same_job_name(record.name, job.name):
         return False
     if job.submitted and record.submitted_at:
         submitted = datetime.fromisoformat(job.submitted).replace(tzinfo=UTC).timestamp()

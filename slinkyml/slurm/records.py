@@ -35,27 +35,34 @@ class Records(list[Record]):
 def split_records(text: str, fields: Sequence[str], *, sep: str = SEP, trailing: bool = False) -> Records:
     """Delimited text → one record per row, keyed by ``fields``.
 
-    ``trailing``: every field ends with ``sep`` (``squeue -O Field:SEP``). A row with too few
-    delimiters continues on the next line (a newline inside a value); one with too many is dropped and
-    counted, as is a row a newline cut short at the end.
+    ``trailing``: every field ends with ``sep`` (``squeue -O Field:SEP``). A newline inside a value
+    splits a row over lines; they are joined back by counting delimiters: a line continues the row
+    before while that row lacks delimiters, and a line without any continues a complete row's last
+    field (the first field, a job id, never holds a newline). A row with too many or too few
+    delimiters is dropped and counted.
     """
     want = len(fields) - (0 if trailing else 1)
     out = Records()
-    pending: str | None = None
-    for line in text.split("\n"):
-        row = line if pending is None else pending + "\n" + line
-        count = row.count(sep)
-        if count < want:
-            pending = row if (pending is not None or row.strip()) else None
-            continue
-        pending = None
-        if count > want:
+    row: str | None = None
+    count = 0
+
+    def emit() -> None:
+        if row is None:
+            return
+        if count == want:
+            out.append(dict(zip(fields, row[:-len(sep)].split(sep) if trailing else row.split(sep), strict=True)))
+        elif row.strip():
             out.malformed += 1
+
+    lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+    for line in lines:
+        found = line.count(sep)
+        if row is not None and (count < want or (found == 0 and not trailing and want > 0)):
+            row, count = row + "\n" + line, count + found
             continue
-        values = row.split(sep)
-        out.append(dict(zip(fields, values, strict=False)))
-    if pending is not None and pending.strip():
-        out.malformed += 1
+        emit()
+        row, count = line, found
+    emit()
     return out
 
 
