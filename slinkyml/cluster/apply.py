@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from slinkyml.cluster.diff import FIELD_MANAGER, diff_object, object_label
@@ -30,6 +31,11 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
             return client.ApiClient()
     except (config.ConfigException, OSError) as exc:
         raise SlinkyError(f"cannot load Kubernetes configuration: {' '.join(str(exc).split())}") from None
+
+
+def dynamic_client(api: Any) -> Any:
+    """A discovery-backed dynamic client, to reuse across many :func:`judge` calls."""
+    return _dynamic(api)
 
 
 def _dynamic(api: Any) -> Any:
@@ -60,6 +66,46 @@ def _resource(dyn: Any, obj: dict[str, Any]) -> Any:
         return dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
     except ResourceNotFoundError:
         return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the API server (and its admission webhooks) said to one server-side apply."""
+
+    accepted: bool
+    message: str = ""
+    #: (field, reason) of each cause the server listed (status.details.causes)
+    causes: tuple[tuple[str, str], ...] = ()
+
+
+def judge(api: Any, obj: dict[str, Any], *, dry_run: bool = True, dynamic: Any = None) -> Verdict | None:
+    """Server-side apply one object with strict field validation (an unknown or duplicate field is
+    an error, not a pruned warning) and return the server's verdict; None when the API server does
+    not serve its kind. ``dynamic``: a client from :func:`dynamic_client` to reuse (discovery)."""
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
+    from kubernetes.client.exceptions import ApiException
+
+    res = _resource(dynamic or _dynamic(api), obj)
+    if res is None:
+        return None
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    path = res.path(name=str(meta.get("name")), namespace=meta.get("namespace") if res.namespaced else None)
+    query = [("fieldManager", FIELD_MANAGER), ("force", True), ("fieldValidation", "Strict")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    try:
+        api.call_api(path, "PATCH", query_params=query, body=obj, auth_settings=["BearerToken"],
+                     header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+                     _preload_content=False, _return_http_data_only=True)
+    except ApiException as exc:
+        try:
+            status = json.loads(exc.body or "{}")
+        except ValueError:
+            status = {}
+        causes = tuple((str(c.get("field", "")), str(c.get("message", "")))
+                       for c in (status.get("details") or {}).get("causes") or [])
+        return Verdict(False, str(status.get("message") or _reason(exc)), causes)
+    return Verdict(True)
 
 
 def ensure_secrets(cluster: SlurmCluster, api: Any, log: Callable[[str], None] = print) -> list[str]:

@@ -251,6 +251,29 @@ def plugin_placement_issues(objs: list[dict[str, Any]],
     return out
 
 
+def selector_issues(objs: list[dict[str, Any]]) -> list[Issue]:
+    """A NodeSet's nodeSelector must match its NodePool's nodes: a label the pool pins (zone,
+    instance type, capacity type, its own labels) to other values leaves the pod Pending
+    (kube-scheduler NodeAffinity: "didn't match Pod's node affinity/selector")."""
+    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    out = []
+    for o in objs:
+        if o.get("kind") != "NodeSet":
+            continue
+        pool, _ = _nodeset_pool_and_type(o, pools, {})
+        selector = dig(o, "spec", "template", "spec", "nodeSelector")
+        if pool is None or not isinstance(selector, dict):
+            continue
+        labels = pool_node_labels(pool)
+        for key, value in selector.items():
+            have = labels.get(str(key))
+            if have and str(value) not in have:
+                out.append(Issue(describe(o), f"spec.template.spec.nodeSelector.{key}",
+                                 f"{value!r} matches no node of {describe(pool)}, whose nodes have {key} in "
+                                 f"{{{', '.join(sorted(have))}}}: the pods stay Pending (node affinity/selector)"))
+    return out
+
+
 # ---------------------------------------------------------------- images
 
 
@@ -445,4 +468,4 @@ def runtime_issues(objs: list[dict[str, Any]],
     for o in objs:
         out += sidecar_issues(o) + image_issues(o) + unmodelled_resource_issues(o) + fsx_issues(o)
     return (out + fit_issues(objs) + taint_issues(objs, plugin_values) + plugin_placement_issues(objs, plugin_values)
-            + operator_gres_issues(objs))
+            + selector_issues(objs) + operator_gres_issues(objs))

@@ -7,6 +7,8 @@ kinds against kubernetes-validate's schemas; Karpenter and MariaDB against slink
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib.resources
 import json
 import re
@@ -25,7 +27,7 @@ from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.errors import SlinkyError
 from slinkyml.instances import load_instance_types
-from slinkyml.kube import dig
+from slinkyml.kube import dig, quantity
 from slinkyml.specload import load_data, load_data_all, read_text
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
@@ -261,6 +263,29 @@ def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
         for k, v in val.items():
             if not isinstance(v, str):
                 out.append(Issue(name, f"metadata.{key}.{k}", f"expected string, got {_json_type(v)} {_short(v)}"))
+                continue
+            out += [Issue(name, f"metadata.{key}.{k}", why) for why in label_problems(str(k), v, key == "labels")]
+    return out
+
+
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_problems(key: str, value: str, is_label: bool) -> list[str]:
+    """apimachinery validation.IsQualifiedName for the key (an optional DNS-1123 subdomain prefix
+    and '/') and IsValidLabelValue for a label's value, worded as the API server words them."""
+    out = []
+    prefix, _, name = key.rpartition("/") if "/" in key else ("", "", key)
+    if "/" in key and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        out.append(f"name part of {key!r}: prefix part must be a lowercase RFC 1123 subdomain")
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name) or key.count("/") > 1:
+        out.append(f"{key!r}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+                   "and end with an alphanumeric character, at most 63 characters")
+    if is_label and (len(value) > 63 or not LABEL_VALUE.match(value)):
+        out.append(f"Invalid value: {_short(value)}: a valid label must be an empty string or consist of "
+                   "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                   "character, at most 63 characters")
     return out
 
 
@@ -272,6 +297,13 @@ def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: st
         frag = spec.get(field_name)
         if isinstance(frag, dict) and container is not None:
             out += _schema_issues(name, container, frag, ("spec", field_name), frozenset({"name"}))
+        if isinstance(frag, dict):  # the pod the operator builds from it is refused at run time
+            out += _quantity_issues(name, f"spec.{field_name}.resources", frag.get("resources"))
+    for key in ("labels", "annotations"):
+        entries = dig(obj, "spec", "template", "metadata", key)
+        for k, v in entries.items() if isinstance(entries, dict) else ():
+            out += [Issue(name, f"spec.template.metadata.{key}.{k}", why)
+                    for why in label_problems(str(k), str(v), key == "labels")]
     pod = dig(obj, "spec", "template", "spec")
     podspec = k8s_validator(kube_version, "podspec-v1.json")
     if isinstance(pod, dict) and podspec is not None:
@@ -301,7 +333,8 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
         spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
         name = describe(o)
         ref = dig(spec, "controllerRef", "name")
-        if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers:
+        if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers \
+                and (ref or kind == "RestApi"):  # an empty one on the others: the webhook's finding
             out.append(Issue(name, "spec.controllerRef.name", f"no Controller '{ref}' in namespace {ns}"))
         if kind == "Controller":
             acc = dig(spec, "accountingRef", "name")
@@ -404,6 +437,147 @@ def _partition_checks(objs: list[dict[str, Any]]) -> list[Issue]:
     return out
 
 
+# ---------------------------------------------------------------- Kubernetes' own validation
+
+
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+
+
+def _quantity_issues(name: str, path: str, resources: Any) -> list[Issue]:
+    out = []
+    for part in ("requests", "limits"):
+        values = resources.get(part) if isinstance(resources, dict) else None
+        for key, value in values.items() if isinstance(values, dict) else ():
+            if quantity(value) is None:
+                out.append(Issue(name, f"{path}.{part}.{key}", f"{_short(value)}: quantities must match the regular "
+                                 "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+    return out
+
+
+def core_issues(o: dict[str, Any]) -> list[Issue]:
+    """What kube-apiserver's own validation (pkg/apis/core/validation, pkg/apis/storage/validation)
+    and its decoding refuse in the core kinds slinkyml renders, beyond their JSON schemas: Secret
+    data that is not base64, ConfigMap/Secret keys, StorageClass and PVC enums, quantities."""
+    kind, name, out = o.get("kind"), describe(o), []
+    if kind in ("Secret", "ConfigMap"):
+        for field_name in ("data", "stringData", "binaryData"):
+            entries = o.get(field_name)
+            for key, value in entries.items() if isinstance(entries, dict) else ():
+                if not CONFIG_KEY.match(str(key)) or len(str(key)) > 253 or str(key) in (".", ".."):
+                    out.append(Issue(name, f"{field_name}[{key}]", "Invalid value: a valid config key must consist "
+                                     "of alphanumeric characters, '-', '_' or '.'"))
+                if field_name in ("data", "binaryData") and (kind == "Secret" or field_name == "binaryData") \
+                        and isinstance(value, str):
+                    try:
+                        base64.b64decode(value, validate=True)
+                    except (binascii.Error, ValueError):
+                        out.append(Issue(name, f"{field_name}[{key}]", "illegal base64 data (Secret data is "
+                                         "base64; use stringData for text)"))
+    if kind == "StorageClass":
+        if o.get("reclaimPolicy") not in (None, "Delete", "Retain"):
+            out.append(Issue(name, "reclaimPolicy", f"Unsupported value: {_short(o['reclaimPolicy'])}: supported "
+                             "values: \"Delete\", \"Retain\""))
+        if o.get("volumeBindingMode") not in (None, "Immediate", "WaitForFirstConsumer"):
+            out.append(Issue(name, "volumeBindingMode", f"Unsupported value: {_short(o['volumeBindingMode'])}: "
+                             "supported values: \"Immediate\", \"WaitForFirstConsumer\""))
+    if kind == "PersistentVolumeClaim":
+        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        modes = spec.get("accessModes")
+        if not modes:
+            out.append(Issue(name, "spec.accessModes", "Required value: at least 1 access mode is required"))
+        for mode in modes if isinstance(modes, list) else []:
+            if mode not in ACCESS_MODES:
+                out.append(Issue(name, "spec.accessModes", f"Unsupported value: {_short(mode)}: supported values: "
+                                 + ", ".join(f'"{m}"' for m in ACCESS_MODES)))
+        storage = dig(spec, "resources", "requests", "storage")
+        if spec.get("dataSourceRef") is None and storage is None:
+            out.append(Issue(name, "spec.resources[storage]", "Required value"))
+        out += _quantity_issues(name, "spec.resources", spec.get("resources"))
+    return out
+
+
+# ---------------------------------------------------------------- the operator's admission webhooks
+
+
+#: slurm-operator internal/webhook/controller_webhook.go: config files the operator writes itself
+RESERVED_CONFIG_FILES = ("slurm.conf", "slurmdbd.conf")
+_GO_DURATION = re.compile(r"^([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """Go's time.ParseDuration (what metav1.Duration reads), in seconds; None if it does not parse."""
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    if not body or not _GO_DURATION.match(body):
+        return None
+    return sign * sum(float(n) * _GO_UNITS[u] for n, _, u in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", body)
+                      if n not in ("", "."))
+
+
+def _dns_subdomain_prefix(name: str) -> bool:
+    """apimachinery NameIsDNSSubdomain(name, prefix=true): a trailing '-' is allowed."""
+    masked = name[:-1] + "a" if name.endswith("-") else name
+    return len(masked) <= 253 and bool(DNS1123_SUBDOMAIN.match(masked))
+
+
+def webhook_issues(objs: list[dict[str, Any]]) -> list[Issue]:
+    """What the slurm-operator's validating webhooks (internal/webhook/*_webhook.go) refuse on
+    create, with their messages."""
+    out: list[Issue] = []
+    configmaps = {(dig(o, "metadata", "namespace"), dig(o, "metadata", "name")): o
+                  for o in objs if o.get("kind") == "ConfigMap"}
+    for o in objs:
+        kind, name = o.get("kind"), describe(o)
+        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        if kind == "Controller":
+            cluster = spec.get("clusterName") or f"{dig(o, 'metadata', 'namespace')}_{dig(o, 'metadata', 'name')}"
+            if isinstance(cluster, str) and len(cluster) > 40:
+                out.append(Issue(name, "spec.clusterName", f"ClusterName exceeds 40 characters ({len(cluster)}): "
+                                 f"{cluster} (Slurm's ClusterName limit)"))
+            refs = spec.get("configFileRefs")
+            for i, ref in enumerate(refs if isinstance(refs, list) else []):
+                cm = configmaps.get((dig(o, "metadata", "namespace"), dig(ref, "name")))
+                data = dig(cm, "data") if cm is not None else None
+                for key in data if isinstance(data, dict) else {}:
+                    if key in RESERVED_CONFIG_FILES:
+                        out.append(Issue(name, f"spec.configFileRefs[{i}]", f"the configFile is reserved for "
+                                         f"slurm-operator use: {key} (in ConfigMap {dig(ref, 'name')})"))
+        if kind in ("NodeSet", "LoginSet") and dig(spec, "controllerRef", "name") == "":
+            out.append(Issue(name, "spec.controllerRef.name", "controllerRef.name must not be empty"))
+        if kind == "LoginSet" and isinstance(spec.get("sssdConfRef"), dict) and not spec["sssdConfRef"].get("name"):
+            out.append(Issue(name, "spec.sssdConfRef.name", "sssdConfRef.name must not be empty"))
+        if kind != "NodeSet":
+            continue
+        unavailable = dig(spec, "updateStrategy", "rollingUpdate", "maxUnavailable")
+        if isinstance(unavailable, int) and not isinstance(unavailable, bool) and unavailable < 1:
+            out.append(Issue(name, "spec.updateStrategy.rollingUpdate.maxUnavailable",
+                             f"maxUnavailable must be > 0, got {unavailable}"))
+        elif unavailable == "0%":
+            out.append(Issue(name, "spec.updateStrategy.rollingUpdate.maxUnavailable", "maxUnavailable must not be 0%"))
+        duration = dig(spec, "updateStrategy", "scheduledUpdate", "duration")
+        seconds = go_duration_seconds(duration) if isinstance(duration, str) else None
+        if seconds is not None and seconds != 0 and seconds < 60:
+            out.append(Issue(name, "spec.updateStrategy.scheduledUpdate.duration",
+                             "UpdateStrategy.ScheduledUpdate.Duration must be at least 1 minute"))
+        if dig(spec, "ssh", "enabled") is True and not dig(spec, "ssh", "sssdConfRef", "name"):
+            out.append(Issue(name, "spec.ssh.sssdConfRef.name", "ssh.sssdConfRef.name must not be empty when ssh "
+                             "is enabled"))
+        hostname = dig(spec, "template", "spec", "hostname")
+        if isinstance(hostname, str) and hostname and not _dns_subdomain_prefix(hostname):
+            out.append(Issue(name, "spec.template.spec.hostname", f"template.spec.hostname: {hostname!r}: a lowercase "
+                             "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"))
+        extra = spec.get("extraConf")
+        for item in extra.split() if isinstance(extra, str) else []:
+            if "=" not in item:
+                out.append(Issue(name, "spec.extraConf", f"invalid extraConf: malformed --conf item {item!r}: "
+                                 "expected Key=Value"))
+    return out
+
+
 # ---------------------------------------------------------------- entry points
 
 
@@ -419,6 +593,8 @@ def validate_objects(objs: list[Any], *, operator_version: str | None = None,
     issues: list[Issue] = []
     for obj in objs:
         issues += validate_object(obj, operator_version=operator_version, kube_version=kube_version, notes=notes)
+    issues += [i for o in objs if isinstance(o, dict) for i in core_issues(o)]
+    issues += webhook_issues([o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)])
     issues += cross_check([o for o in objs if isinstance(o, dict)])
     issues += runtime_issues([o for o in objs if isinstance(o, dict)], plugin_values)
     return issues

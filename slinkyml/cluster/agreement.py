@@ -1,0 +1,203 @@
+"""Offline validation against the live API server and the slurm-operator's webhooks, case by case
+over :mod:`.corpus`: the confusion table, the misses (the server rejects, ``cluster validate``
+accepts: must be none) and, where offline is stricter, the reason the server cannot see it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from slinkyml.cluster.apply import Verdict, dynamic_client, judge
+from slinkyml.cluster.corpus import DEPENDENCIES, Case
+from slinkyml.cluster.issues import Issue
+from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
+from slinkyml.cluster.validate import core_issues, cross_check, validate_object, webhook_issues
+from slinkyml.kube import dig
+
+#: why an offline rule rejects what admission accepts: a problem only the run time shows
+OFFLINE_ONLY = {
+    "embedded": "the CRD keeps container and pod-template fields open (x-kubernetes-preserve-unknown-fields); "
+                "the operator copies them into the Pods of its StatefulSets, which the API server refuses then, "
+                "so the NodeSet never gets a pod",
+    "names": "custom resources only need a path-segment name, but the operator names Services, StatefulSets "
+             "and pod host names after it, which must be DNS-1123 labels",
+    "references": "admission does not look referenced objects up (Controller, NodePool, PVC); the operator "
+                  "waits for one that never comes",
+    "runtime": "decided after admission by Karpenter, the device plugins, the scheduler or slurmd (taints, "
+               "affinity, allocatable, gres.conf host names, images, FSx parameters)",
+}
+SLINKY = ("Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "Token")
+
+
+@dataclass(frozen=True)
+class Offline:
+    """``cluster validate``'s findings for a case, each tagged with the stage that made it."""
+
+    issues: tuple[tuple[str, Issue], ...]
+
+    @property
+    def rejected(self) -> bool:
+        return bool(self.issues)
+
+    def offline_only(self) -> set[str]:
+        """The reasons (keys of OFFLINE_ONLY) its findings have; "admission" for one the server
+        should have shared."""
+        return {stage for stage, _ in self.issues}
+
+
+def _stage(kind: str, issue: Issue, default: str) -> str:
+    if default != "admission":
+        return default
+    embedded = ("spec.template.", *(f"spec.{f}." for f in CONTAINER_FIELDS.get(kind, ())),
+                *(f"spec.{f}" for f in CONTAINER_FIELDS.get(kind, ())))
+    if issue.path.startswith(embedded) and kind in SLINKY:
+        return "embedded"
+    if issue.path == "metadata.name" and kind in SLINKY:
+        return "names"
+    return "admission"
+
+
+def offline(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | None) -> Offline:
+    """The same checks as :func:`.validate.validate_objects`, kept apart by stage."""
+    ok = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
+    kinds = {id(o): str(o.get("kind")) for o in ok}
+    tagged: list[tuple[str, Issue]] = []
+    for o in ok:
+        tagged += [(_stage(kinds[id(o)], i, "admission"), i) for i in validate_object(o) + core_issues(o)]
+    tagged += [("admission", i) for i in webhook_issues(ok)]
+    tagged += [("references", i) for i in cross_check(ok)]
+    tagged += [("runtime", i) for i in runtime_issues(ok, plugin_values)]
+    return Offline(tuple(tagged))
+
+
+@dataclass
+class Row:
+    case: Case
+    offline: Offline
+    server_rejected: bool
+    verdicts: list[tuple[str, Verdict]] = field(default_factory=list)  # the rejections
+    offline_seconds: float = 0.0
+    server_seconds: float = 0.0
+
+    @property
+    def miss(self) -> bool:
+        return self.server_rejected and not self.offline.rejected
+
+    @property
+    def unexplained(self) -> bool:
+        """Offline rejects, the server accepts, and no run-time reason covers it."""
+        return not self.server_rejected and "admission" in self.offline.offline_only()
+
+    def reason_shared(self) -> bool:
+        """Our findings name the field or carry the words the server's rejection gave."""
+        ours = [(i.path, i.reason) for stage, i in self.offline.issues]
+        for _, verdict in self.verdicts:
+            fields = [f for f, _ in verdict.causes if f]
+            if any(_same_field(f, p) for f in fields for p, _ in ours):
+                return True
+            said = verdict.message.split("denied the request: ")[-1]
+            if any(_words(r) and _words(r) <= _words(said) | _words(verdict.message) for _, r in ours):
+                return True
+            if any(_key_words(said) and _key_words(said) <= _words(r) | _words(p) for p, r in ours):
+                return True
+        return False
+
+
+def _same_field(server: str, ours: str) -> bool:
+    norm = [x.replace("[", ".").replace("]", "").strip(".") for x in (server, ours)]
+    return norm[0] == norm[1] or norm[1].startswith(norm[0] + ".") or norm[0].startswith(norm[1] + ".")
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) > 3}
+
+
+def _key_words(text: str) -> set[str]:
+    return set(list(sorted(_words(text), key=len, reverse=True))[:3])
+
+
+def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """The case's objects in a namespace of its own (the Namespace object renamed with them)."""
+    old = next((o["metadata"]["name"] for o in objs if o.get("kind") == "Namespace"
+                and isinstance(dig(o, "metadata", "name"), str)), None)
+    out = []
+    for o in objs:
+        o = {**o, "metadata": dict(o["metadata"])} if isinstance(o.get("metadata"), dict) else o
+        meta = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
+        if o.get("kind") == "Namespace" and meta.get("name") == old:
+            meta["name"] = namespace
+        elif meta.get("namespace") == old:
+            meta["namespace"] = namespace
+        out.append(o)
+    return out
+
+
+def server(api: Any, dyn: Any, objs: list[dict[str, Any]], namespace: str) -> list[tuple[str, Verdict]]:
+    """Judge a case on the live server: its namespace, Secrets and ConfigMaps applied for real
+    (the Controller webhook reads its ConfigMaps), everything else as a dry-run create."""
+    judge(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False,
+          dynamic=dyn)
+    rejected = []
+    for o in objs:
+        if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict):
+            continue
+        real = o.get("kind") in DEPENDENCIES and (o.get("kind") != "Namespace" or o["metadata"].get("name") ==
+                                                   namespace)
+        verdict = judge(api, o, dry_run=not real, dynamic=dyn)
+        if verdict is not None and not verdict.accepted:
+            rejected.append((f"{o.get('kind')} {o['metadata'].get('name')}", verdict))
+    return rejected
+
+
+def run(api: Any, cases: list[Case], prefix: str) -> list[Row]:
+    """Every case offline and on the server (namespaces ``<prefix>-<n>``, deleted afterwards)."""
+    dyn = dynamic_client(api)
+    rows = []
+    try:
+        for n, case in enumerate(cases):
+            namespace = f"{prefix}-{n:03d}"
+            objs = _rename(case.objects, namespace)
+            start = time.perf_counter()
+            found = offline(objs, case.plugin_values)
+            middle = time.perf_counter()
+            rejected = server(api, dyn, objs, namespace)
+            rows.append(Row(case, found, bool(rejected), rejected, middle - start, time.perf_counter() - middle))
+    finally:
+        delete_namespaces(api, [f"{prefix}-{n:03d}" for n in range(len(cases))])
+    return rows
+
+
+def delete_namespaces(api: Any, names: list[str]) -> None:
+    # lazy: the kubernetes client is the optional [k8s] extra
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api)
+    for name in names:
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except ApiException:
+            pass
+
+
+def confusion(rows: list[Row]) -> str:
+    """The confusion table and its per-origin split, as text."""
+    cells = Counter((r.offline.rejected, r.server_rejected) for r in rows)
+    lines = [
+        f"{len(rows)} cases ({', '.join(f'{k} {v}' for k, v in sorted(Counter(r.case.origin for r in rows).items()))})",
+        "",
+        "| | server accepts | server rejects |",
+        "| --- | --- | --- |",
+        f"| offline accepts | {cells[(False, False)]} | {cells[(False, True)]} (misses) |",
+        f"| offline rejects | {cells[(True, False)]} (offline stricter) | {cells[(True, True)]} |",
+    ]
+    stricter = Counter(reason for r in rows if r.offline.rejected and not r.server_rejected
+                       for reason in r.offline.offline_only())
+    if stricter:
+        lines += ["", "offline stricter, by reason (a case may have several):"]
+        lines += [f"- {reason} ({count}): {OFFLINE_ONLY.get(reason, 'NO REASON: admission should have agreed')}"
+                  for reason, count in sorted(stricter.items())]
+    return "\n".join(lines)

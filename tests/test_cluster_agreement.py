@@ -1,0 +1,96 @@
+"""``cluster validate`` against the API server and the slurm-operator's webhooks, over a corpus of
+mutated specs and manifests (slinkyml/cluster/corpus.py, a fixed seed).
+
+The offline half runs everywhere: the corpus is deterministic, each admission rule mirrored
+offline (Kubernetes' own validation, the operator's webhooks) refuses with the upstream words.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from slinkyml.cluster import EXAMPLES_DIR, load_spec
+from slinkyml.cluster.agreement import OFFLINE_ONLY, offline
+from slinkyml.cluster.corpus import SERVED, cases
+from slinkyml.cluster.render import render
+from slinkyml.cluster.validate import core_issues, go_duration_seconds, label_problems, webhook_issues
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Any]:
+    return cases()
+
+
+def test_corpus_is_large_deterministic_and_mixed(corpus: list[Any]) -> None:
+    assert len(corpus) >= 200
+    assert [c.name for c in corpus] == [c.name for c in cases()]
+    origins = {c.origin for c in corpus}
+    assert origins == {"target", "random", "spec"}
+    rejected = sum(offline(c.objects, c.plugin_values).rejected for c in corpus)
+    assert 0.3 * len(corpus) < rejected < 0.8 * len(corpus), rejected  # both outcomes well represented
+
+
+def test_only_served_kinds_are_mutated(corpus: list[Any]) -> None:
+    for c in corpus:
+        if c.origin != "spec":
+            assert c.name.split(": ")[1].split()[0] in SERVED, c.name
+
+
+@pytest.fixture(scope="module")
+def h100() -> Any:
+    return render(load_spec(EXAMPLES_DIR / "h100-efa" / "cluster.yaml"))
+
+
+def _one(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return next(o for o in objs if o["kind"] == kind)
+
+
+@pytest.mark.parametrize(("kind", "patch", "expected"), [
+    ("Controller", lambda o: o["spec"].__setitem__("clusterName", "c" * 41),
+     "spec.clusterName: ClusterName exceeds 40 characters (41)"),
+    ("NodeSet", lambda o: o["spec"].__setitem__("extraConf", "Features=a Weight"),
+     "spec.extraConf: invalid extraConf: malformed --conf item 'Weight': expected Key=Value"),
+    ("NodeSet", lambda o: o["spec"]["controllerRef"].__setitem__("name", ""),
+     "spec.controllerRef.name: controllerRef.name must not be empty"),
+    ("NodeSet", lambda o: o["spec"].__setitem__("updateStrategy", {"rollingUpdate": {"maxUnavailable": 0}}),
+     "maxUnavailable must be > 0, got 0"),
+    ("NodeSet", lambda o: o["spec"].__setitem__("updateStrategy", {"scheduledUpdate": {"duration": "59s"}}),
+     "UpdateStrategy.ScheduledUpdate.Duration must be at least 1 minute"),
+    ("NodeSet", lambda o: o["spec"]["template"]["spec"].__setitem__("hostname", "Bad_Host"),
+     "spec.template.spec.hostname: template.spec.hostname: 'Bad_Host': a lowercase RFC 1123 subdomain"),
+    ("LoginSet", lambda o: o["spec"]["sssdConfRef"].__setitem__("name", ""), "sssdConfRef.name must not be empty"),
+    ("ConfigMap", lambda o: o["data"].__setitem__("slurmdbd.conf", "x"),
+     "spec.configFileRefs[0]: the configFile is reserved for slurm-operator use: slurmdbd.conf"),
+])
+def test_webhook_rules_offline(h100: Any, kind: str, patch: Any, expected: str) -> None:
+    objs = copy.deepcopy(h100.objects)
+    patch(_one(objs, kind))
+    found = [str(i) for i in webhook_issues(objs)]
+    assert len(found) == 1 and expected in found[0], found
+    assert webhook_issues(h100.objects) == []
+
+
+def test_kubernetes_rules_offline() -> None:
+    secret = {"kind": "Secret", "metadata": {"name": "s"}, "data": {"k": "not base64!", "a/b": "eA=="}}
+    assert [i.path for i in core_issues(secret)] == ["data[k]", "data[a/b]"]
+    sc = {"kind": "StorageClass", "metadata": {"name": "x"}, "reclaimPolicy": "Keep", "volumeBindingMode": "Later"}
+    assert [i.path for i in core_issues(sc)] == ["reclaimPolicy", "volumeBindingMode"]
+    pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "p"},
+           "spec": {"accessModes": ["ReadWriteSometimes"], "resources": {"requests": {"storage": "lots"}}}}
+    assert [i.path for i in core_issues(pvc)] == ["spec.accessModes", "spec.resources.requests.storage"]
+    assert label_problems("ok", "fine", True) == [] and label_problems("example.com/k", "", True) == []
+    assert len(label_problems("bad key!", "v", True)) == 1 and len(label_problems("k", "a b", True)) == 1
+    assert len(label_problems("k", "v" * 64, True)) == 1 and label_problems("k", "v" * 64, False) == []
+    assert [go_duration_seconds(d) for d in ("30s", "1h30m", "1.5m", "0", "x", "")] == [30, 5400, 90, 0, None, None]
+
+
+def test_offline_only_findings_are_tagged_with_a_reason(h100: Any) -> None:
+    objs = copy.deepcopy(h100.objects)
+    nodeset = next(o for o in objs if o["kind"] == "NodeSet")
+    nodeset["spec"]["slurmd"]["resources"]["requests"]["cpu"] = "two"  # the CRD keeps the container open
+    nodeset["spec"]["template"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"] = "us-east-1b"
+    stages = offline(objs, h100.plugin_values).offline_only()
+    assert stages == {"embedded", "runtime"} and stages <= set(OFFLINE_ONLY)
