@@ -9,6 +9,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from slinkyml.errors import EXIT_USAGE, SlinkyError
 
@@ -44,10 +45,20 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line, worded like every other error (argparse's own
+    prints the whole usage first); sub-command parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("slinkyml").strip()
+        self.exit(EXIT_USAGE, f"slinkyml: error: {where + ': ' if where else ''}{message} "
+                  f"(see {self.prog} --help)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; given the sub-command about to run, only its module is imported and registered;
     ``--help`` and unknown words get every sub-command's name and line, none of their arguments."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="slinkyml",
         description="Batch training on Slurm-on-Kubernetes (Slinky): local dev cluster, cluster "
         "manifests, sbatch and notebook jobs, accounting reports and parallelism planning.",

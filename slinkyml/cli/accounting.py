@@ -7,6 +7,8 @@ import argparse
 import math
 import sys
 
+from slinkyml.slurm.jobid import plain_job_id_argument
+
 
 def _common(p: argparse.ArgumentParser, window: bool = True, formats: bool = True) -> None:
     if window:
@@ -61,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "requested memory; time = Elapsed / Timelimit. Array tasks are "
                               "shown as ARRAYID_TASK with array_job_id/array_task_id columns.")
     _common(p)
-    p.add_argument("--job", action="append", type=int, help="only this job id (repeatable)")
+    p.add_argument("--job", action="append", type=plain_job_id_argument, help="only this job id (repeatable)")
     p.add_argument("--summary", action="store_true", help="one row per user instead of per run")
     p.set_defaults(handler=_efficiency)
 

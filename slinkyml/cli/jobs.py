@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
 from slinkyml.errors import SlinkyError
+from slinkyml.slurm.jobid import job_id_argument, plain_job_id_argument
 
 
 def register(subparsers: Any) -> None:
@@ -28,13 +30,13 @@ def register(subparsers: Any) -> None:
     listing.set_defaults(handler=_list)
     status = sub.add_parser("status", help="state, reason, run time and restarts of jobs; for a failed "
                             "job the first failing rank, its host, exit code and exception")
-    status.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
+    status.add_argument("job_ids", nargs="+", type=plain_job_id_argument, metavar="JOBID")
     status.add_argument("--json", action="store_true", help="a JSON list of objects instead of the table")
     status.set_defaults(handler=_status)
     logs = sub.add_parser("logs", help="the batch log and every rank's log, also after Slurm forgot the job",
                           description="Log paths come from the submission record, slurmctld, or sacct's "
                           "WorkDir. Exit 1 when the job's log files are gone.")
-    logs.add_argument("job_id", type=_job_id, metavar="JOBID")
+    logs.add_argument("job_id", type=plain_job_id_argument, metavar="JOBID")
     logs.add_argument("-n", "--lines", type=int, default=20,
                       help="last lines per rank log (20; 0: whole files)")
     logs.add_argument("--rank", type=int, metavar="N", help="only this rank's (node's, task's) log, whole")
@@ -46,18 +48,13 @@ def register(subparsers: Any) -> None:
     why = sub.add_parser("why", help="why a job failed: the first failing rank and the log lines around it",
                          description="Recognises a rank's exception, OOM kills, node failures, time limits, "
                          "preemption and launch failures. Exit 0 for a completed job, 1 otherwise.")
-    why.add_argument("job_id", type=_job_id, metavar="JOBID")
+    why.add_argument("job_id", type=plain_job_id_argument, metavar="JOBID")
     why.set_defaults(handler=_why)
     cancel = sub.add_parser("cancel", help="cancel jobs (scancel)")
-    cancel.add_argument("job_ids", nargs="+", type=_job_id, metavar="JOBID")
+    cancel.add_argument("job_ids", nargs="+", type=job_id_argument, metavar="JOBID",
+                        help="JOBID, JOBID_TASK, JOBID_[1-5,7] or JOBID+OFFSET (as scancel)")
     cancel.add_argument("--signal", help="send this signal instead of cancelling (e.g. USR2)")
     cancel.set_defaults(handler=_cancel)
-
-
-def _job_id(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"not a job id: {text!r}")
-    return int(text)
 
 
 def _states(text: str) -> list[str]:
@@ -183,11 +180,38 @@ class _NoLogs(SlinkyError):
     exit_code = 1
 
 
+#: scancel's line for a job it could not cancel or signal, e.g. "scancel: error: Kill job error on job
+#: id 999: Invalid job id specified" (22.05 exits 0 after it unless signalling: the line is the answer)
+_SCANCEL_REFUSED = re.compile(r"error on job id (\S+): (.+)$", re.M)
+
+
+class _NotCancelled(SlinkyError):
+    """Slurm refused some of the jobs: a failure (1), one line per job with Slurm's reason."""
+
+    exit_code = 1
+
+    def __init__(self, refused: list[tuple[str, str]]):
+        super().__init__("; ".join(f"job {job}: {reason}" for job, reason in refused))
+        self.refused = refused
+
+    def lines(self) -> list[str]:
+        return [f"job {job}: {reason}" for job, reason in self.refused]
+
+
 def _cancel(args: argparse.Namespace) -> int:
-    from slinkyml.slurm import Slurm
+    from slinkyml.slurm import InvalidRequest, JobNotFound, Slurm
 
     slurm = Slurm()
     extra = [f"--signal={args.signal}", "--batch"] if args.signal else []
-    slurm.run("scancel", [*extra, *map(str, args.job_ids)], retries=1)
-    print(("signalled " if args.signal else "cancelled ") + " ".join(map(str, args.job_ids)))
+    ids = [str(job_id) for job_id in args.job_ids]
+    try:  # -v: every refusal gets its line (else scancel keeps quiet about an unknown job)
+        stderr = slurm.run("scancel", ["-v", *extra, *ids], retries=1).stderr
+    except (JobNotFound, InvalidRequest) as exc:
+        stderr = exc.stderr
+    refused = [(job, reason.strip()) for job, reason in _SCANCEL_REFUSED.findall(stderr)]
+    done = [job for job in ids if job not in {job for job, _ in refused}]
+    if done:
+        print(("signalled " if args.signal else "cancelled ") + " ".join(done))
+    if refused:
+        raise _NotCancelled(refused)
     return 0
