@@ -35,6 +35,7 @@ from slinkyml.dev.config import (
 )
 from slinkyml.dev.process import Daemon, cmdline, unix_connectable
 from slinkyml.errors import SlinkyError
+from slinkyml.secretfile import write_secret
 from slinkyml.slurm import Slurm, SlurmError
 from slinkyml.slurm.version import SlurmVersion
 
@@ -711,10 +712,8 @@ def _port_in_use(port: int) -> bool:
 
 
 def _write_secret(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, mode)
+    """A new key or password file (callers write only missing ones): atomic, ``mode`` from the start."""
+    write_secret(path, data, mode=mode)
 
 
 def _write_if_changed(path: Path, text: str, mode: int) -> bool:
