@@ -5,11 +5,10 @@ Rows are synthesised in the exact layout captured from the real cluster
 GPUs). Compared with a plain ``pandas.read_csv(sep=...)`` of the same text, which only splits
 fields (no types, no TRES, no keys).
 
-    .venv/bin/python benchmarks/accounting.py [--rows 1000000] [--engine auto|pandas|pyarrow]
+    .venv/bin/python benchmarks/accounting.py [--rows 1000000]
 
-``auto`` is the pyarrow fast path when pyarrow is installed (the pandas path otherwise). Note that
-pandas 3 itself reads strings into pyarrow arrays when pyarrow is installed, so the plain
-``read_csv`` baseline is about twice as fast with pyarrow present as without it.
+parse_sacct is the one transform (Arrow). pandas 3 itself reads strings into pyarrow arrays, so the
+plain ``read_csv`` baseline is about twice as fast with pyarrow present as without it.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
+import pyarrow as pa
 
 from slinkyml.accounting import usage
 from slinkyml.accounting.sacct import FIELDS, SEP
@@ -90,20 +90,9 @@ def synthesise(rows: int, seed: int = 1) -> str:
     return "\n".join(lines[:rows]) + "\n"
 
 
-def _engine(engine: str) -> str:
-    if engine == "pandas":
-        return "pandas C reader"
-    try:
-        import pyarrow
-    except ImportError:
-        return "pyarrow not installed: pandas C reader"
-    return f"pyarrow {pyarrow.__version__}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--engine", choices=("auto", "pandas", "pyarrow"), default="auto")
     args = parser.parse_args()
     t = time.perf_counter()
     text = synthesise(args.rows)
@@ -113,12 +102,12 @@ def main() -> None:
     plain = pd.read_csv(io.StringIO(text), sep=SEP, header=None, quoting=3)
     plain_s = time.perf_counter() - t
     t = time.perf_counter()
-    table = parse_sacct(text, engine=args.engine)
+    table = parse_sacct(text)
     ours_s = time.perf_counter() - t
     assert len(table.jobs) + len(table.steps) == len(plain) == args.rows
     print(f"pandas.read_csv(sep=US) : {plain_s:6.2f} s  {args.rows / plain_s:>12,.0f} rows/s")
     print(f"slinkyml parse_sacct    : {ours_s:6.2f} s  {args.rows / ours_s:>12,.0f} rows/s "
-          f"(engine {args.engine}, {_engine(args.engine)}; jobs {len(table.jobs):,}, "
+          f"(pyarrow {pa.__version__}; jobs {len(table.jobs):,}, "
           f"steps {len(table.steps):,}, malformed {table.malformed})")
     print(f"ratio parse_sacct / read_csv rows/s: {plain_s / ours_s:.2f}")
     start, end = datetime(2026, 11, 8, tzinfo=UTC), datetime(2026, 11, 22, tzinfo=UTC)

@@ -11,7 +11,8 @@ import pytest
 
 from slinkyml.accounting import efficiency, fairshare, usage
 from slinkyml.accounting.cost import PartitionPrice, cost, load_prices
-from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.accounting.sacct import FIELDS, SEP
+from slinkyml.accounting.sacct_arrow import parse_sacct, rows_to_table
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.accounting.tres import alloc_tres, parse_duration, usage_tres
 from slinkyml.errors import SlinkyError, SpecError
@@ -69,7 +70,7 @@ def test_recorded_22_05_output(recorded):
 def _recorded_fields(release: str) -> str:
     """The recorded ``sacct --format=ALL`` of tests/data/slurm-<release>/ cut to our FIELDS, as the
     CLI backend asks for them (unit-separator delimited, no header)."""
-    from slinkyml.accounting.sacct import FIELDS, SEP
+
 
     lines = (DATA.parent / f"slurm-{release}" / "sacct.txt").read_text().splitlines()
     header = lines[0].split("~|~")
@@ -77,12 +78,11 @@ def _recorded_fields(release: str) -> str:
     return "\n".join(SEP.join(row[name] for name in FIELDS) for row in rows) + "\n"
 
 
-@pytest.mark.parametrize("engine", ["pandas", "pyarrow"])
 @pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
-def test_recorded_requeue_keeps_both_segments_apart(release, engine):
+def test_recorded_requeue_keeps_both_segments_apart(release):
     """24.11's DBIndex is ~1.7e19 (past int64 and float64 precision): read exactly, the requeued
-    job's two records stay two segments with their own keys on both releases and both engines."""
-    table = parse_sacct(_recorded_fields(release), engine=engine)
+    job's two records stay two segments with their own keys on every release."""
+    table = parse_sacct(_recorded_fields(release))
     jobs = table.jobs
     assert table.malformed == 0 and jobs["key"].is_unique and table.steps["key"].is_unique
     assert str(jobs["db_index"].dtype) == "UInt64" and jobs["db_index"].notna().all()
@@ -350,30 +350,42 @@ def _odd_rows() -> str:
     return text + "   \n\n" + "\n".join(extra) + "\nshort\x1fline\n"
 
 
-@pytest.mark.parametrize("name", ["sacct_2205.txt", "sacct_crafted_gpu_het.txt", None])
-def test_pyarrow_fast_path_equals_pandas_path(name):
-    text = (DATA / name).read_text() if name else _odd_rows()
-    fast, ref = parse_sacct(text, engine="pyarrow"), parse_sacct(text, engine="pandas")
-    pd.testing.assert_frame_equal(fast.jobs, ref.jobs, check_exact=True)
-    pd.testing.assert_frame_equal(fast.steps, ref.steps, check_exact=True)
-    assert (fast.malformed, fast.malformed_examples) == (ref.malformed, ref.malformed_examples)
-
-
-def test_pyarrow_fast_path_common_case_equals_pandas_path():
+def _common_case() -> str:
     """One record per job id (no requeue): the vectorised key/inheritance branch."""
     lines = (DATA / "sacct_2205.txt").read_text().splitlines()
     requeued = {line.split("\x1f")[1].partition(".")[0] for line in lines
                 if "\x1fREQUEUED\x1f" in line}
-    text = "\n".join(line for line in lines
-                     if line.split("\x1f")[1].partition(".")[0] not in requeued) + "\n"
-    fast, ref = parse_sacct(text, engine="pyarrow"), parse_sacct(text, engine="pandas")
-    assert ref.jobs["job_id"].is_unique and len(ref.steps)
-    pd.testing.assert_frame_equal(fast.jobs, ref.jobs, check_exact=True)
-    pd.testing.assert_frame_equal(fast.steps, ref.steps, check_exact=True)
+    return "\n".join(line for line in lines if line.split("\x1f")[1].partition(".")[0] not in requeued) + "\n"
 
 
-def test_unreadable_text_falls_back_to_pandas():
-    assert parse_sacct("").malformed == 0 and parse_sacct("").jobs.empty
+@pytest.mark.parametrize("name", ["sacct_2205", "sacct_crafted_gpu_het", "sacct_efficiency_2205", "odd_rows",
+                                  "common_case"])
+def test_the_one_transform_gives_the_reference_frames(name):
+    """tests/data/accounting/golden/ holds the frames of the retired pandas reference parser (written
+    when it and the Arrow path last agreed value for value): the one transform still gives them, and
+    records filled as Arrow columns (the slurmrestd and pyslurm backends) give the same as the text."""
+    text = {"odd_rows": _odd_rows, "common_case": _common_case}.get(name, lambda: (DATA / f"{name}.txt").read_text())()
+    table = parse_sacct(text)
+    for part in ("jobs", "steps"):
+        golden = pd.read_parquet(DATA / "golden" / f"{name}.{part}.parquet")
+        pd.testing.assert_frame_equal(getattr(table, part), golden, check_exact=True)
+    rows = [dict(zip(FIELDS, line.split(SEP), strict=True)) for line in text.splitlines()
+            if line.count(SEP) == len(FIELDS) - 1]
+    filled = rows_to_table(rows)
+    pd.testing.assert_frame_equal(filled.jobs, table.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(filled.steps, table.steps, check_exact=True)
+
+
+def test_records_keep_names_whole_without_text_in_between():
+    row = dict.fromkeys(FIELDS, "") | {"JobID": "5", "JobIDRaw": "5", "DBIndex": "1", "JobName": "a|b\nc\x1fd",
+                                       "State": "COMPLETED"}
+    assert rows_to_table([row]).jobs["name"].tolist() == ["a|b\nc\x1fd"]
+
+
+def test_empty_and_unreadable_text():
+    empty = parse_sacct("")
+    assert empty.malformed == 0 and empty.jobs.empty and list(empty.jobs.columns) == list(parse_sacct(
+        (DATA / "sacct_2205.txt").read_text()).jobs.columns)
     got = parse_sacct("only\x1ftwo\n")
     assert got.malformed == 1 and got.jobs.empty
 
@@ -443,9 +455,8 @@ def test_compare_and_recompute_give_one_frame_per_association():
 
 # --- efficiency by seff's definition, on sacct recorded from tests/test_efficiency_live.py --------
 
-@pytest.mark.parametrize("engine", ["pandas", "pyarrow"])
-def test_recorded_efficiency_is_seffs(engine):
-    table = parse_sacct((DATA / "sacct_efficiency_2205.txt").read_text(), engine=engine)
+def test_recorded_efficiency_is_seffs():
+    table = parse_sacct((DATA / "sacct_efficiency_2205.txt").read_text())
     runs = efficiency.runs(table.jobs, table.steps).set_index("name")
     # -n3 --mem-per-cpu=300M over 2 nodes, 3 tasks of ~108 MiB: the step total over ReqMem 900M
     nodes = runs.loc["eff-nodes"]
@@ -463,7 +474,7 @@ def test_recorded_efficiency_is_seffs(engine):
 
 def test_req_mem_per_cpu_and_per_node_before_21_08():
     """Pre-21.08 ReqMem says per CPU (``c``) or per node (``n``): seff multiplies by the allocation."""
-    from slinkyml.accounting.sacct import FIELDS, SEP
+
 
     base = dict.fromkeys(FIELDS, "")
     rows = []
@@ -471,9 +482,8 @@ def test_req_mem_per_cpu_and_per_node_before_21_08():
         row = dict(base, JobID=str(job), JobIDRaw=str(job), DBIndex=str(job), AllocCPUS="3",
                    NNodes="2", ReqMem=req, Submit="2026-01-01T00:00:00", State="COMPLETED")
         rows.append(SEP.join(row[f] for f in FIELDS))
-    for engine in ("pandas", "pyarrow"):
-        jobs = parse_sacct("\n".join(rows) + "\n", engine=engine).jobs
-        assert jobs["req_mem_bytes"].tolist() == [900 * 2**20] * 3
+    jobs = parse_sacct("\n".join(rows) + "\n").jobs
+    assert jobs["req_mem_bytes"].tolist() == [900 * 2**20] * 3
 
 
 def test_sreport_window_and_minute_rounding():
@@ -492,3 +502,15 @@ def test_sreport_window_and_minute_rounding():
     sreport = pd.DataFrame({"account": ["a", "a", "b"], "user": ["u", "v", "w"],
                             "used": [0, 2, 38]})
     assert usage.reconcile_sreport(ours, sreport, {"a": None, "b": None}, 60)["diff"].eq(0).all()
+
+
+def test_a_newline_in_a_job_name_keeps_its_row():
+    """sacct prints a name's newline as is: the row is joined back (records.split_records), nothing skipped."""
+    text = (DATA / "sacct_2205.txt").read_text()
+    first = text.splitlines()[0].split(SEP)
+    nasty = "train|v2\n\tq`d'q\nnext"
+    changed = text.replace(SEP.join(first), SEP.join(first[:3] + [nasty] + first[4:]), 1)
+    table, plain = parse_sacct(changed), parse_sacct(text)
+    assert table.malformed == 0 and len(table.jobs) == len(plain.jobs) and len(table.steps) == len(plain.steps)
+    assert nasty in table.jobs["name"].tolist()
+    assert parse_sacct(changed + "short\x1fline\n").malformed == 1

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from slinkyml.accounting import cost, efficiency, fairshare, usage
 from slinkyml.accounting.backends import get_backend
-from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.runner import Slurm
@@ -51,9 +50,8 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm
     """The association tree recomputed by slinkyml (Fair Tree or classic; default: slurmctld's
     PriorityFlags) beside sshare's columns (``*_sshare``) and the difference (``*_diff``)."""
     be = _backend(backend, slurm)
-    cli = be if isinstance(be, CliBackend) else CliBackend(be.slurm)
-    assocs, usage_raw = cli.shares_snapshot()
-    config = cli.config()
+    assocs, usage_raw = be.shares_snapshot()  # the selected backend's shares()
+    config = be.config()
     slurm_algorithm = "classic" if "NO_FAIR_TREE" in config.get("PriorityFlags", "") \
         else "fair_tree"
     algorithm = algorithm or slurm_algorithm

@@ -1,14 +1,14 @@
-"""The sacct parser, :func:`parse_sacct`: a pyarrow fast path (~10x) over :mod:`.sacct`'s pandas path.
+"""The sacct transform, :func:`parse_sacct`: sacct's field text → typed pandas frames, on Arrow.
 
-pandas' reader makes every field a Python string; Arrow keeps buffers and converts repeated columns
-on distinct values only, with the pandas path's helpers, so both agree value for value. Any Arrow
-error raises :class:`FastPathUnavailable` and the caller falls back to pandas.
+Every backend ends here: the CLI's ``\\x1f``-delimited text is read into Arrow string columns; the
+slurmrestd and pyslurm records fill the same columns directly (:func:`rows_to_table`, no text in
+between). Repeated columns are converted once per distinct value; pandas only holds the result.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +19,8 @@ import pyarrow.csv as pacsv
 
 from slinkyml.accounting import sacct
 from slinkyml.accounting.tres import alloc_tres, parse_duration
+from slinkyml.errors import SlinkyError
+from slinkyml.slurm import records
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 _STR = pa.large_string()  # what pandas' ArrowStringArray holds: no cast when wrapping
@@ -26,41 +28,40 @@ _BLOCK = 4 << 20  # bytes per parse block: small enough for both cores to share 
 _DURATION = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
 
 
-def rows_to_table(rows: list[dict[str, str]]) -> sacct.SacctTable:
-    """Rows of sacct field values (other backends' records) → the one parser, so every backend
-    gives the same frames. Separators and newlines inside values become spaces."""
-    lines = [sacct.SEP.join(str(row[name]).replace(sacct.SEP, " ").replace("\n", " ")
-                            for name in sacct.FIELDS) for row in rows]
-    return parse_sacct("\n".join(lines))
+def rows_to_table(rows: Sequence[Mapping[str, str]]) -> sacct.SacctTable:
+    """Records of sacct field values by name (the slurmrestd and pyslurm backends') → the one
+    transform, as Arrow columns: values are kept whole (a name with ``|`` or a newline too)."""
+    return _frames(_columns(rows), [])
 
 
-class FastPathUnavailable(Exception):
-    """The input needs the pandas path (an Arrow error, or a value only pandas handles)."""
+def _columns(rows: Sequence[Mapping[str, str]]) -> pa.Table:
+    return pa.table({name: pa.array([str(row[name]) for row in rows], type=_STR) for name in sacct.FIELDS})
 
 
-def parse_sacct(text: str, sep: str = sacct.SEP, engine: str = "auto") -> sacct.SacctTable:
-    """Parse sacct output for :data:`~.sacct.FIELDS` (no header). Never raises on bad lines.
-
-    ``engine``: ``"auto"`` (pyarrow when the text suits it), ``"pandas"`` or ``"pyarrow"``.
-    """
-    if engine not in ("auto", "pandas", "pyarrow"):
-        raise ValueError(f"engine must be auto, pandas or pyarrow, not {engine!r}")
-    if engine != "pandas":
-        try:
-            return parse(text, sep)
-        except FastPathUnavailable:
-            if engine == "pyarrow":
-                raise
-    return sacct.parse_pandas(text, sep)
-
-
-def parse(text: str, sep: str) -> sacct.SacctTable:
-    """Same contract as :func:`parse_sacct`; raises :class:`FastPathUnavailable` instead of
-    guessing when Arrow cannot read the text."""
+def parse_sacct(text: str, sep: str = sacct.SEP) -> sacct.SacctTable:
+    """Parse sacct output for :data:`~.sacct.FIELDS` (no header). Lines with the wrong field
+    count are counted in ``malformed``, never raised; a value sacct never prints (text in a
+    numeric field) raises :class:`SlinkyError`."""
+    if not text.strip():
+        return _frames(pa.table({name: pa.array([], type=_STR) for name in sacct.FIELDS}), [])
     try:
         table, bad = _read(text, sep)
-        if table.num_rows == 0:
-            raise FastPathUnavailable("no well-formed rows")  # the pandas path builds empty frames
+    except (pa.ArrowException, UnicodeError) as exc:
+        raise SlinkyError(f"sacct output not understood: {exc}") from exc
+    if bad:  # a newline inside a value (a job name) splits its row: join it back, row by row
+        rows = records.split_records(text, sacct.FIELDS, sep=sep)
+        if rows.malformed < len(bad):
+            return _frames(_columns(rows), rows.malformed_examples, rows.malformed)
+    return _frames(table, bad)
+
+
+def _frames(table: pa.Table, bad: list[str], malformed: int | None = None) -> sacct.SacctTable:
+    malformed = len(bad) if malformed is None else malformed
+    try:
+        if table.num_rows == 0:  # the frames of one template row, emptied: the same columns and dtypes
+            jobs = _frames(pa.table({name: pa.array([_TEMPLATE.get(name, "")], type=_STR)
+                                     for name in sacct.FIELDS}), []).jobs.iloc[0:0]
+            return sacct.SacctTable(jobs=jobs, steps=jobs.copy(), malformed=malformed, malformed_examples=bad[:5])
         df = _tidy(table)
         if isinstance(df, pd.DataFrame):
             is_step = df["step"].notna().to_numpy(dtype=bool)
@@ -73,8 +74,11 @@ def parse(text: str, sep: str) -> sacct.SacctTable:
                                         copy=False)
                            for rows in (np.flatnonzero(~is_step), np.flatnonzero(is_step)))
     except (pa.ArrowException, UnicodeError, ValueError, OverflowError) as exc:
-        raise FastPathUnavailable(str(exc)) from exc
-    return sacct.SacctTable(jobs=jobs, steps=steps, malformed=len(bad), malformed_examples=bad[:5])
+        raise SlinkyError(f"sacct output not understood: {exc}") from exc
+    return sacct.SacctTable(jobs=jobs, steps=steps, malformed=malformed, malformed_examples=bad[:5])
+
+
+_TEMPLATE = {"JobID": "1", "JobIDRaw": "1", "DBIndex": "1"}
 
 
 class _Coded:
@@ -219,7 +223,7 @@ def _floats(col: pa.ChunkedArray) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _time_unit() -> str:
-    """The resolution the pandas path's ``to_datetime`` gives (``ns`` on pandas 2, ``us`` on 3)."""
+    """The resolution pandas' ``to_datetime`` gives (``ns`` on pandas 2, ``us`` on 3)."""
     probe = pd.to_datetime(pd.Series(["2026-01-01T00:00:00"]), format=_TIME_FORMAT,
                            errors="coerce", utc=True)
     return probe.dtype.unit
@@ -325,7 +329,7 @@ def _durations(col: pa.ChunkedArray) -> np.ndarray:
 def _max_rss(col: pa.ChunkedArray) -> np.ndarray:
     try:
         return _floats(col)
-    except pa.ArrowInvalid:  # sizes with units, odd text: the pandas path's rules, exactly
+    except pa.ArrowInvalid:  # sizes with units, odd text: per value, by sacct.py's rules
         series = pd.Series(col.to_numpy(zero_copy_only=False), dtype=object)
         return sacct._max_rss(series).to_numpy()
 
@@ -348,7 +352,7 @@ def _gpu_util(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
-    """Arrow string columns → the pandas path's typed columns, in its order and dtypes: a
+    """Arrow string columns → typed columns (the retired pandas reference's order and dtypes): a
     DataFrame (general case) or, in the common one-record-per-job case, the column arrays."""
     col = table.column
     parts: dict = {}

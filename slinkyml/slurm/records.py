@@ -31,15 +31,19 @@ class Records(list[Record]):
 
     malformed: int = 0
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.malformed_examples: list[str] = []
+
 
 def split_records(text: str, fields: Sequence[str], *, sep: str = SEP, trailing: bool = False) -> Records:
     """Delimited text → one record per row, keyed by ``fields``.
 
     ``trailing``: every field ends with ``sep`` (``squeue -O Field:SEP``). A newline inside a value
     splits a row over lines; they are joined back by counting delimiters: a line continues the row
-    before while that row lacks delimiters, and a line without any continues a complete row's last
-    field (the first field, a job id, never holds a newline). A row with too many or too few
-    delimiters is dropped and counted.
+    before while that row lacks delimiters (and the sum does not overshoot), and a non-blank line
+    without any continues a complete row's last field (the first field, a job id, never holds a
+    newline). Rows of another width are dropped and counted (the first five kept as examples).
     """
     want = len(fields) - (0 if trailing else 1)
     out = Records()
@@ -53,14 +57,18 @@ def split_records(text: str, fields: Sequence[str], *, sep: str = SEP, trailing:
             out.append(dict(zip(fields, row[:-len(sep)].split(sep) if trailing else row.split(sep), strict=True)))
         elif row.strip():
             out.malformed += 1
+            if len(out.malformed_examples) < 5:
+                out.malformed_examples.append(row)
 
     lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
     for line in lines:
         found = line.count(sep)
-        if row is not None and (count < want or (found == 0 and not trailing and want > 0)):
-            row, count = row + "\n" + line, count + found
-            continue
-        emit()
+        if row is not None:
+            if (count < want and count + found <= want) or \
+                    (count == want and found == 0 and not trailing and want > 0 and line.strip()):
+                row, count = row + "\n" + line, count + found
+                continue
+            emit()
         row, count = line, found
     emit()
     return out

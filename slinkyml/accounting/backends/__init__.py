@@ -1,7 +1,8 @@
 """Where accounting data comes from: Slurm CLIs (default), slurmrestd, pyslurm (optional).
 
 Every backend returns the same things — a :class:`~slinkyml.accounting.sacct.SacctTable` for
-jobs, and ``sshare``-layout association rows — so reports never care which one ran.
+jobs (``jobs()``), ``sshare``-layout association rows (``shares()``; ``shares_snapshot()`` adds
+slurmctld's finer raw usage) and slurmctld's settings (``config()``) — so reports never care which ran.
 """
 
 from __future__ import annotations

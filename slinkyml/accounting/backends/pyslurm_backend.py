@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
+import pandas as pd
+
 from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.sacct import SacctTable
 from slinkyml.accounting.sacct_arrow import rows_to_table
@@ -54,12 +56,19 @@ class PyslurmBackend:
         return records_to_table([job.to_dict(recursive=True)
                                  for job in pyslurm.db.Jobs.load(flt).values()])
 
-    def shares(self):
+    def shares(self) -> pd.DataFrame:
+        """sshare's tree: pyslurm 25.11 has no fair-share API."""
         return CliBackend(self.slurm).shares()
+
+    def shares_snapshot(self) -> tuple[pd.DataFrame, dict[str, float]]:
+        return CliBackend(self.slurm).shares_snapshot()
+
+    def config(self) -> dict[str, str]:
+        return self.slurm.show_config()
 
 
 def records_to_table(records: list[dict]) -> SacctTable:
-    """pyslurm 25.11 ``db.Job.to_dict(recursive=True)`` records → the sacct parser's tables."""
+    """pyslurm 25.11 ``db.Job.to_dict(recursive=True)`` records → the one sacct transform's tables."""
     return rows_to_table([record_fields(record, index)
                           for index, record in enumerate(records, start=1)])
 

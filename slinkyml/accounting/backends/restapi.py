@@ -1,10 +1,14 @@
-"""slurmrestd backend: slurmdbd's OpenAPI job records turned into sacct's text layout and parsed by
-the one sacct parser, so both backends give identical DataFrames."""
+"""slurmrestd backend: slurmdbd's OpenAPI job records filled into the one sacct transform's columns
+(:func:`~slinkyml.accounting.sacct_arrow.rows_to_table`, no text in between), so every backend gives
+identical DataFrames. Shares and slurmctld's settings come from the CLI: 22.05's slurmrestd serves
+neither the live fair-share tree nor ``scontrol show config``."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+
+import pandas as pd
 
 from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.sacct import SacctTable
@@ -46,8 +50,14 @@ class RestBackend:
             keep.append(job)
         return records_to_table(keep)
 
-    def shares(self):
-        return CliBackend(self.slurm).shares()  # slurmdbd's API has no live shares on 22.05
+    def shares(self) -> pd.DataFrame:
+        return CliBackend(self.slurm).shares()
+
+    def shares_snapshot(self) -> tuple[pd.DataFrame, dict[str, float]]:
+        return CliBackend(self.slurm).shares_snapshot()
+
+    def config(self) -> dict[str, str]:
+        return self.slurm.show_config()
 
 
 def _num(value) -> float | None:
@@ -155,5 +165,5 @@ def record_fields(job: dict, index: int) -> dict[str, str]:
 
 
 def records_to_table(records: list[dict]) -> SacctTable:
-    """slurmdbd job records → the sacct parser (allocation rows)."""
+    """slurmdbd job records → the one sacct transform (allocation rows)."""
     return rows_to_table([record_fields(job, index) for index, job in enumerate(records, start=1)])
