@@ -17,6 +17,7 @@ from slinkyml import DATA_DIR
 from slinkyml.accounting import cost as cost_mod
 from slinkyml.accounting import efficiency, fairshare, usage
 from slinkyml.accounting.sacct import SacctTable
+from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
 from slinkyml.slurm.states import LOST_STATES
 
@@ -490,42 +491,10 @@ def _when(value) -> str:
 
 
 def write(data: DashboardData, path: str | Path) -> Path:
+    """The page into ``path``; a place that cannot be written is one line (``--html``), not a traceback."""
     path = Path(path)
-    path.write_text(render_html(data), encoding="utf-8")
-    return path
-
-
-def make_server(build, port: int = 8765, refresh_s: int = 300):
-    """An HTTP server on 127.0.0.1:``port`` (0: any free port) answering ``/`` with the page rebuilt
-    by ``build()`` on every load, reloading itself every ``refresh_s``."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # lazy: serving only
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.path.split("?")[0] not in ("/", "/index.html"):
-                self.send_error(404)
-                return
-            page = render_html(build(), refresh_s=refresh_s).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args) -> None:  # keep the terminal for the one line serve() prints
-            pass
-
-    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
-
-
-def serve(build, port: int = 8765, refresh_s: int = 300) -> int:
-    """Serve the page until Ctrl-C (a login pod with ``kubectl port-forward``)."""
-    server = make_server(build, port, refresh_s)
-    print(f"serving the accounting dashboard on http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)", flush=True)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+        path.write_text(render_html(data), encoding="utf-8")
+    except OSError as exc:
+        raise SlinkyError(f"--html {path}: cannot write: {exc.strerror or exc}") from None
+    return path

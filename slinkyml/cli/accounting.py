@@ -27,6 +27,20 @@ def _common(p: argparse.ArgumentParser, window: bool = True, formats: bool = Tru
     p.add_argument("--png", help="also write a plot to this PNG file")
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a port is 0 to 65535")
+    return int(text)
+
+
+def _refresh(text: str) -> int:
+    """Seconds between page builds: at least 5 (each build reads slurmdbd), at most a day."""
+    if not (text.isascii() and text.isdigit()) or not 5 <= int(text) <= 86400:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: seconds from 5 to 86400")
+    return int(text)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("usage", description="Usage over a window from sacct, pro-rating jobs that "
                               "cross its edges. Equals sreport cluster AccountUtilizationByUser "
@@ -77,8 +91,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--partition", action="append", help="only this partition (repeatable)")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--html", metavar="FILE", help="write the page here")
-    out.add_argument("--serve", action="store_true", help="serve the page on 127.0.0.1 (rebuilt on each load)")
-    p.add_argument("--port", type=int, default=8765, help="port for --serve (default 8765)")
+    out.add_argument("--serve", action="store_true", help="serve the page on 127.0.0.1 (built once per "
+                     "--refresh interval, served from memory)")
+    p.add_argument("--port", type=_port, default=8765, help="port for --serve (default 8765; 0: any free one)")
+    p.add_argument("--refresh", type=_refresh, default=300, metavar="SECONDS",
+                   help="--serve rebuilds the page this often (default 300, at least 5)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST:PORT",
+                   help="--serve also answers this Host header (e.g. localhost:9000 behind kubectl "
+                   "port-forward 9000:8765); others get 400 (DNS rebinding)")
     p.set_defaults(handler=_report)
 
 
@@ -257,7 +277,10 @@ def _report(args: argparse.Namespace) -> int:
     from slinkyml.accounting import dashboard
 
     if args.serve:
-        return dashboard.serve(lambda: _dashboard(args), port=args.port)
+        from slinkyml.accounting import serve
+
+        return serve.serve(lambda: dashboard.render_html(_dashboard(args), refresh_s=args.refresh).encode(),
+                           port=args.port, refresh_s=args.refresh, allowed_hosts=args.allow_host)
     path = dashboard.write(_dashboard(args), args.html)
     print(f"wrote {path}")
     return 0
