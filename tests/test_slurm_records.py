@@ -158,3 +158,22 @@ def test_jobs_status_json_carries_a_failed_jobs_diagnosis(slurm, shared_tmp, own
     [shown] = json.loads(out)
     assert shown["name"] == "fails|here" and shown["state"].startswith("FAILED") and shown["exit_status"] == 3
     assert shown["diagnosis"]["exit_code"] == "3" and shown["diagnosis"]["summary"].startswith(f"job {job} FAILED")
+
+
+def test_version_branches_live_in_version_py():
+    """Every decision on the Slurm release or its OpenAPI version is a SlurmVersion property or a
+    function of slurm/version.py; no other module compares releases."""
+    import re as regex
+
+    from slinkyml.slurm.version import SlurmVersion, flat_job_body
+
+    assert not SlurmVersion(22, 5, 8).sacct_knows_stdout and SlurmVersion(23, 2).sacct_knows_stdout
+    assert SlurmVersion(24, 5).cgroup_plugin_can_be_disabled and not SlurmVersion(23, 11).cgroup_plugin_can_be_disabled
+    assert SlurmVersion(25, 11).matches_pyslurm("25.11.0") and not SlurmVersion(22, 5).matches_pyslurm("25.11.0")
+    assert flat_job_body("v0.0.38") and not flat_job_body("v0.0.41")
+    package = Path(__file__).resolve().parent.parent / "slinkyml"
+    # a comparison with a release or an OpenAPI version (which root runs, "system" or "26.05", is no branch)
+    branch = regex.compile(r"\.at_least\(|version\s*(==|!=|<=|>=|<|>)\s*[\"'(](?!system)|\.(major|minor)\s*[<>=]")
+    found = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py") if path.name != "version.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if branch.search(line)]
+    assert found == []

@@ -419,7 +419,7 @@ def render_cgroup_conf(version: SlurmVersion, proctrack_cgroup: bool = False) ->
         return ("# Written by `slinkyml dev up`: cgroups for process tracking only.\n"
                 "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=no\nConstrainRAMSpace=no\n"
                 "ConstrainDevices=no\n")
-    if version.at_least(24, 5):
+    if version.cgroup_plugin_can_be_disabled:
         return "# Written by `slinkyml dev up`: no cgroups in the local cluster.\nCgroupPlugin=disabled\n"
     return None
 

@@ -95,8 +95,8 @@ def job_state(slurm: Slurm, job_id: int, name: str | None = None) -> JobState:
 def accounting_state(slurm: Slurm, job_id: int) -> JobState:
     """The job as sacct remembers it (slurmctld forgets it ``MinJobAge`` seconds after it ends)."""
     fields = ["State", "ExitCode", "Elapsed", "NodeList", "JobName", "WorkDir", "Reason"]
-    if slurm.version.at_least(23, 2):
-        fields.append("StdOut")  # sacct knows the log path from 23.02 on
+    if slurm.version.sacct_knows_stdout:
+        fields.append("StdOut")
     rows = records.sacct(slurm, fields, ["-X", "-D", "-j", str(job_id)])
     if not rows:
         raise JobNotFound(f"job {job_id} is unknown to slurmctld and to accounting")

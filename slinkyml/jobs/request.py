@@ -16,6 +16,7 @@ from typing import Any
 from slinkyml.errors import SpecError
 from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
 from slinkyml.slurm.errors import RestApiError
+from slinkyml.slurm.version import flat_job_body
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+").sub
 
@@ -119,7 +120,7 @@ class SlurmJobRequest:
         if self.dependency:
             job["dependency"] = self.dependency
         gres = self.gres[-1] if self.gres else None
-        if version == "v0.0.38":
+        if flat_job_body(version):
             if self.nodelist:
                 raise RestApiError("nodelist is not supported by slurmrestd v0.0.38 (Slurm 22.05); "
                                    "use the sbatch backend")

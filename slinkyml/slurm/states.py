@@ -24,6 +24,12 @@ UNFINISHED = PENDING | ACTIVE
 #: A tuple: reports list the lost hours in this order.
 LOST_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "CANCELLED", "OUT_OF_MEMORY", "REQUEUED")
 
+#: job state flags in the order Slurm's ``job_state_string`` tests them: the first one set names the
+#: state (what sacct prints; slurmrestd 23.11+ lists base state and flags), else the base state does
+STATE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
+               "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
+               "STAGE_IN")
+
 #: squeue reasons of a job that will never start by itself (someone must release it)
 HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser", "launch failed requeued held",
                           "job requeued in held state"})
@@ -58,5 +64,5 @@ def is_unfinished(state: str) -> bool:
 
 
 __all__ = ["ACTIVE", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "LOST_STATES", "PENDING", "REQUEUEING",
-           "REQUEUE_WAIT_REASON", "TERMINAL", "UNFINISHED", "is_held", "is_held_by_slurm", "is_terminal", "is_unfinished",
+           "REQUEUE_WAIT_REASON", "STATE_FLAGS", "TERMINAL", "UNFINISHED", "is_held", "is_held_by_slurm", "is_terminal", "is_unfinished",
            "normalise"]

@@ -36,6 +36,22 @@ class SlurmVersion:
         return (self.major, self.minor) >= (major, minor)
 
     @property
+    def sacct_knows_stdout(self) -> bool:
+        """sacct has the ``StdOut`` field (the job's log path) from 23.02 on."""
+        return self.at_least(23, 2)
+
+    @property
+    def cgroup_plugin_can_be_disabled(self) -> bool:
+        """``CgroupPlugin=disabled`` exists from 24.05; before, a cgroup.conf must name a real plugin."""
+        return self.at_least(24, 5)
+
+    def matches_pyslurm(self, pyslurm_version: str) -> bool:
+        """Whether a pyslurm release (``25.11.0``, or ``25.5.x`` before it zero-padded) was built for
+        this Slurm release series."""
+        text = str(pyslurm_version)
+        return text.startswith(self.release) or text.startswith(self.release.replace(".0", "."))
+
+    @property
     def restd_refuses_root(self) -> bool:
         """slurmrestd exits at start as root even with ``SLURMRESTD_SECURITY=disable_user_check``
         (26.05.5: "should only be used for development"; its ``become_user`` mode refuses to run as
@@ -58,3 +74,13 @@ class SlurmVersion:
         if self.at_least(23, 2):
             return ("v0.0.39", "v0.0.38")
         return ("v0.0.38", "v0.0.37")
+
+
+#: the OpenAPI version whose job body is flat text (Slurm 22.05's slurmrestd); later ones nest numbers
+LEGACY_JOB_BODY_API = "v0.0.38"
+
+
+def flat_job_body(openapi_version: str) -> bool:
+    """Whether ``POST /slurm/<version>/job/submit`` takes 22.05's flat body (numbers and env as
+    plain values, the script beside ``job``, a ``signal`` string, no nodelist)."""
+    return openapi_version == LEGACY_JOB_BODY_API

@@ -30,8 +30,7 @@ def available(slurm: Slurm | None = None) -> str | None:
         return "pyslurm is not installed (PyPI has it only for Slurm 25.11)"
     version = getattr(pyslurm, "__version__", "")
     installed = (slurm or Slurm()).version
-    if not str(version).startswith(installed.release.replace(".0", ".")) and \
-            not str(version).startswith(installed.release):
+    if not installed.matches_pyslurm(version):
         return f"pyslurm {version} does not match Slurm {installed}"
     return None
 

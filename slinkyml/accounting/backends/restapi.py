@@ -13,6 +13,7 @@ import pandas as pd
 from slinkyml.accounting.backends.cli import CliBackend
 from slinkyml.accounting.sacct import SacctTable
 from slinkyml.accounting.sacct_arrow import rows_to_table
+from slinkyml.slurm import states
 from slinkyml.slurm.rest import RestClient, api_version
 from slinkyml.slurm.runner import Slurm
 
@@ -90,20 +91,13 @@ def _tres(items) -> str:
     return ",".join(sorted(parts))
 
 
-#: Job state flags in the order Slurm's ``job_state_string`` tests them: the first one set names the
-#: state (what sacct prints), else the base state does.
-_STATE_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
-                "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING",
-                "STAGE_IN")
-
-
 def _state(value) -> str:
     """v0.0.38: ``{"current": "REQUEUED"}``; v0.0.4x: base state plus flags, e.g. a requeued run's
     record is ``{"current": ["PENDING", "REQUEUED"]}`` (24.11), which sacct shows as REQUEUED."""
     if isinstance(value, dict):
         value = value.get("current")
     if isinstance(value, list):
-        flags = [flag for flag in _STATE_FLAGS if flag in value]
+        flags = [flag for flag in states.STATE_FLAGS if flag in value]
         value = flags[0] if flags else (value[0] if value else "")
     return str(value or "")
 
