@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -23,9 +24,11 @@ from slinkyml.dev.config import (
     render_cgroup_conf,
     render_gres_conf,
     render_hosts_block,
+    render_node_addresses,
     render_plugstack_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
+    saved_node_addresses,
 )
 from slinkyml.dev.network import strip_hosts_block
 from slinkyml.dev.ownership import conflicts, legacy_identity, read_claims, removable
@@ -589,3 +592,36 @@ def test_emulated_node_shape_renders(tmp_path):
         DevClusterSpec(state_dir=tmp_path, node_gres="gpu:lots")
     with pytest.raises(SpecError, match="this machine has GPUs"):
         DevClusterSpec(state_dir=tmp_path, node_gres="gpu:8", gpus=2)
+
+
+# -- a node moved to another address (dev node readdress) -------------------------------------------
+def test_a_moved_node_is_at_its_new_address_in_slurm_conf_and_hosts(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=3, controller_host="ctl", node_addresses=(("n2", "10.213.0.40"),))
+    assert [spec.node_addr(i) for i in (1, 2, 3)] == ["10.213.0.11", "10.213.0.40", "10.213.0.13"]
+    conf = render_slurm_conf(spec, SlurmVersion(22, 5, 8))
+    assert "NodeName=n2 NodeAddr=10.213.0.40 " in conf and "10.213.0.12" not in conf
+    assert "10.213.0.40 n2\n" in render_hosts_block(spec) and "10.213.0.12" not in render_hosts_block(spec)
+    # the next free address skips the nodes' first ones and every address in use
+    assert spec.free_node_addr() == "10.213.0.14"
+    assert DevClusterSpec(state_dir=tmp_path, nodes=3, node_addresses=(("n2", "10.213.0.14"),)).free_node_addr() \
+        == "10.213.0.15"
+
+
+def test_moved_addresses_are_saved_and_read_back(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2, node_addresses=(("n1", "10.213.0.30"),))
+    spec.node_addresses_file.write_text(render_node_addresses(spec))
+    assert saved_node_addresses(tmp_path) == (("n1", "10.213.0.30"),)
+    (tmp_path / "node-addresses.json").write_text("not json")
+    assert saved_node_addresses(tmp_path) == ()
+
+
+@pytest.mark.parametrize(("moved", "needle"), [
+    ((("n1", "10.9.9.9"),), "node_addresses.n1: 10.9.9.9 is not a host address of the cluster's subnet"),
+    ((("n1", "10.213.0.1"),), "node_addresses.n1: 10.213.0.1 is the controller's address"),
+    ((("n1", "10.213.0.255"),), "not a host address"),
+    ((("n1", "ten"),), "not an IPv4 address: 'ten'"),
+    ((("n1", "10.213.0.30"), ("n2", "10.213.0.30")), "two nodes at one address"),
+])
+def test_bad_moved_addresses_are_refused(tmp_path, moved, needle):
+    with pytest.raises(SpecError, match=re.escape(needle)):
+        DevClusterSpec(state_dir=tmp_path, nodes=2, node_addresses=moved)

@@ -1,4 +1,4 @@
-"""``slinkyml dev up|down|status|reset|env``: the local multi-node Slurm cluster."""
+"""``slinkyml dev up|down|status|reset|env|node readdress``: the local multi-node Slurm cluster."""
 
 from __future__ import annotations
 
@@ -58,6 +58,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if name == "status":
             p.add_argument("--json", action="store_true")
         p.set_defaults(handler=handler)
+    node = sub.add_parser("node", help="act on one node as Kubernetes acts on a slurmd pod")
+    node_sub = node.add_subparsers(dest="node_command", metavar="ACTION", required=True)
+    readdress = node_sub.add_parser(
+        "readdress", help="bring NODE back at a new address, as a rescheduled slurmd pod comes back",
+        description="Every process of the node ends (its slurmd, the job steps and tasks on it), its network "
+        "namespace gets a new address, slurm.conf, /etc/hosts and slurmctld (scontrol update NodeAddr=) learn it, "
+        "and a new slurmd registers from there. Later `up`s keep the address (saved in the state dir).")
+    readdress.add_argument("node", metavar="NODE")
+    readdress.add_argument("--address", help="the new address, on the cluster's subnet (default: the lowest free one)")
+    common(readdress, None, "number of compute nodes (default: as at the last `up`)")
+    readdress.set_defaults(handler=_readdress)
+
+
+def _readdress(args: argparse.Namespace) -> int:
+    old, new = _cluster(args).readdress(args.node, args.address)
+    print(f"node {args.node}: {old} → {new} (slurm.conf, /etc/hosts, slurmctld); a new slurmd registered from "
+          f"{new}; what ran on the node ended with its old slurmd")
+    return 0
 
 
 def _cluster(args: argparse.Namespace, **options):

@@ -29,11 +29,13 @@ from slinkyml.dev.config import (
     render_cgroup_conf,
     render_gres_conf,
     render_identity,
+    render_node_addresses,
     render_plugstack_conf,
     render_slurm_conf,
     render_slurmdbd_conf,
+    saved_node_addresses,
 )
-from slinkyml.dev.process import Daemon, cmdline, unix_connectable
+from slinkyml.dev.process import Daemon, cmdline, is_alive, unix_connectable
 from slinkyml.errors import SlinkyError
 from slinkyml.secretfile import write_secret
 from slinkyml.slurm import Slurm, SlurmError
@@ -132,6 +134,7 @@ class LocalCluster:
         # another (munge's system socket, before per-cluster sockets) moves at its next up
         saved = {k: v for k, v in ownership.identity_options(self.saved).items() if k != "munge_socket_path"}
         options = {**options_from_env(), **saved, **given}
+        options.setdefault("node_addresses", saved_node_addresses(state))
         gpus = options.pop("gpus", None)
         if nodes is None:
             nodes = self.saved.get("nodes") or 4
@@ -261,7 +264,7 @@ class LocalCluster:
             raise
         self._started_here = not already
         self.resume_duplicate_jobid_drains()
-        problems = self.health_problems()
+        problems = self.address_problems() + self.health_problems()
         if problems:
             raise ClusterUnhealthy("cluster is up but not healthy: " + "; ".join(problems))
         return self
@@ -305,6 +308,67 @@ class LocalCluster:
             self.slurm.run("scontrol", ["update", f"NodeName={node}", "State=RESUME"], check=False, retries=0)
             resumed.append(node)
         return resumed
+
+    def readdress(self, node: str, address: str | None = None) -> tuple[str, str]:
+        """Bring ``node`` back at another address, as Kubernetes brings back a rescheduled slurmd
+        pod: every process in its namespace ends (slurmd, the steps and tasks on it), the namespace
+        gets the new address, slurm.conf, /etc/hosts and slurmctld (``scontrol update NodeAddr=``)
+        learn it, and a new slurmd registers from there. ``address``: default the lowest free one.
+        Kept in the state dir for later ``up``s. Returns (old, new)."""
+        s = self.spec
+        if node not in s.node_names:
+            raise SlinkyError(f"{node}: not a node of the cluster in {s.state_dir} (its nodes: {', '.join(s.node_names)})")
+        daemons = {d.name: d for d in self._daemons()}
+        if not daemons["slurmctld"].running:
+            raise SlinkyError(f"the cluster in {s.state_dir} is not running: `slinkyml dev up` first")
+        index = s.node_names.index(node) + 1
+        old, new = s.node_addr(index), address or s.free_node_addr()
+        problem = s.address_problem(new, node)
+        holder = [n for i, n in enumerate(s.node_names, start=1) if s.node_addr(i) == new]
+        if problem or holder:
+            raise SlinkyError(f"--address: {problem or f'{new} is node {holder[0]}' + chr(39) + 's address'}")
+        moved = {n: a for n, a in s.node_addresses if n != node}
+        if new != s.first_node_addr(index):
+            moved[node] = new
+        self.spec = replace(s, node_addresses=tuple(moved.items()))
+        # the pod is gone, and all it ran; its sockets closed (peers such as srun see the connections
+        # end) before its address goes, as when Kubernetes deletes a pod
+        gone = network.kill_namespace_processes([s.netns(node)])
+        self._wait(lambda: not any(is_alive(pid) for pid in gone), 30, f"the processes of {node} to end")
+        daemons[f"slurmd-{node}"].stop()
+        network.move_node(self.spec, node, new)
+        _write_if_changed(self.spec.node_addresses_file, render_node_addresses(self.spec), 0o644)
+        # written here, not by up (a changed slurm.conf makes up restart every daemon); reconfigure
+        # makes slurmctld and the other slurmds read it (else: "Node ... appears to have a
+        # different slurm.conf than the slurmctld")
+        _write_if_changed(self.spec.slurm_conf, render_slurm_conf(self.spec, self.version, self.install.plugin_dir),
+                          0o644)
+        with network.claim_lock():
+            network.install_hosts(self.spec)
+        self.slurm.run("scontrol", ["reconfigure"])
+        self.slurm.run("scontrol", ["update", f"NodeName={node}", f"NodeAddr={new}", f"NodeHostname={node}"])
+        daemons = {d.name: d for d in self._daemons()}
+        self._start(daemons[f"slurmd-{node}"], lambda: True)
+        self._wait_nodes(daemons, fresh={node})
+        return old, new
+
+    def address_problems(self) -> list[str]:
+        """Where slurmctld's NodeAddr differs from this cluster's (slurm.conf, /etc/hosts, the node's
+        namespace; e.g. an ``scontrol update NodeAddr=`` by hand) it is set back; returns the
+        disagreements left: a moved node whose namespace holds another address."""
+        held = {r.get("NodeName", ""): r.get("NodeAddr", "") for r in self.slurm.show("node")}
+        for index, node in enumerate(self.spec.node_names, start=1):
+            wanted = self.spec.node_addr(index)
+            if held.get(node, wanted) != wanted:
+                self.slurm.run("scontrol", ["update", f"NodeName={node}", f"NodeAddr={wanted}",
+                                            f"NodeHostname={node}"], retries=1)
+        moved = dict(self.spec.node_addresses)  # the others' namespaces were just set by ensure_network
+        problems = []
+        for index, node in enumerate(self.spec.node_names, start=1):
+            if node in moved and network.node_addresses(self.spec, node) != [self.spec.node_addr(index)]:
+                problems.append(f"node {node} is at {self.spec.node_addr(index)} in slurm.conf, /etc/hosts and "
+                                f"slurmctld, but its namespace has {network.node_addresses(self.spec, node)}")
+        return problems
 
     def down(self) -> list[str]:
         """Stop every daemon (by PID) in reverse order; remove the network. Returns what was stopped.

@@ -84,6 +84,9 @@ class DevClusterSpec:
     #: proctrack/cgroup (cgroup v1 freezer, one ``/slurm_<node>`` tree per slurmd) instead of
     #: proctrack/linuxproc: every process of a step, re-parented or not, ends with it
     proctrack_cgroup: bool = False
+    #: ``(node, address)`` for nodes moved off their first address (``dev node readdress``, as a
+    #: rescheduled slurmd pod comes back with a new IP); kept in :data:`NODE_ADDRESSES_FILE`
+    node_addresses: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or not 1 <= self.nodes <= MAX_NODES:
@@ -131,6 +134,27 @@ class DevClusterSpec:
                             f"got {self.preempt_grace_s!r}")
         if not self.munge_socket_path:
             object.__setattr__(self, "munge_socket_path", default_munge_socket(self.state_dir))
+        moved = dict(self.node_addresses)
+        for node, addr in moved.items():
+            problem = self.address_problem(addr, node)
+            if problem:
+                raise SpecError(f"node_addresses.{node}", problem)
+        if len(set(moved.values())) != len(moved):
+            raise SpecError("node_addresses", f"two nodes at one address: {moved}")
+        object.__setattr__(self, "node_addresses", tuple(sorted(moved.items())))
+
+    def address_problem(self, addr: str, node: str) -> str:
+        """Why ``addr`` cannot be node ``node``'s address on this cluster's subnet ("" if it can)."""
+        try:
+            ip = ipaddress.ip_address(addr)
+        except ValueError:
+            return f"not an IPv4 address: {addr!r}"
+        net = self.network
+        if ip not in net or ip in (net.network_address, net.broadcast_address):
+            return f"{addr} is not a host address of the cluster's subnet {self.subnet}"
+        if str(ip) == self.controller_addr:
+            return f"{addr} is the controller's address on the bridge"
+        return ""
 
     # -- derived names and addresses ---------------------------------------------------
     @property
@@ -150,8 +174,28 @@ class DevClusterSpec:
         return [f"{self.node_prefix}{i}" for i in range(1, self.nodes + 1)]
 
     def node_addr(self, index: int) -> str:
-        """Address of node ``index`` (1-based)."""
+        """Address of node ``index`` (1-based): its first one unless it was moved."""
+        if self.node_addresses:
+            moved = dict(self.node_addresses).get(f"{self.node_prefix}{index}")
+            if moved:
+                return moved
+        return self.first_node_addr(index)
+
+    def first_node_addr(self, index: int) -> str:
+        """The address node ``index`` gets when it is first created."""
         return str(self.network.network_address + 10 + index)
+
+    def free_node_addr(self) -> str:
+        """The lowest address past the nodes' first ones that no node has: where a moved node goes."""
+        taken = {self.node_addr(i) for i in range(1, self.nodes + 1)} | {addr for _n, addr in self.node_addresses}
+        for candidate in self.network.hosts():
+            if candidate > self.network.network_address + 10 + self.nodes and str(candidate) not in taken:
+                return str(candidate)
+        raise SpecError("--address", f"no free address left in {self.subnet}")
+
+    @property
+    def node_addresses_file(self) -> Path:
+        return self.state_dir / NODE_ADDRESSES_FILE
 
     @property
     def controller_alias(self) -> str:
@@ -247,6 +291,23 @@ def default_munge_socket(state_dir: Path) -> str:
     """
     digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:10]
     return f"/run/munge/slinkyml-{digest}.socket.2"
+
+
+#: where a state dir keeps the addresses of moved nodes (JSON ``{node: address}``)
+NODE_ADDRESSES_FILE = "node-addresses.json"
+
+
+def saved_node_addresses(state_dir: Path) -> tuple[tuple[str, str], ...]:
+    """The moved nodes' addresses saved in ``state_dir`` (none when the file is absent or unreadable)."""
+    try:
+        data = json.loads((state_dir / NODE_ADDRESSES_FILE).read_text())
+    except (OSError, ValueError):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in data.items())) if isinstance(data, dict) else ()
+
+
+def render_node_addresses(spec: DevClusterSpec) -> str:
+    return json.dumps(dict(spec.node_addresses), indent=1, sort_keys=True) + "\n"
 
 
 #: DevClusterSpec fields that make up a cluster's footprint on the machine (saved at ``up``).

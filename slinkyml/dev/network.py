@@ -129,14 +129,33 @@ def ensure_network(spec: DevClusterSpec) -> None:
     inside = [f"route replace prohibit {server}/32" for server in nameservers()]
 
     def configure(index: int, node: str) -> None:
-        _ip_batch([f"addr replace {spec.node_addr(index)}/{spec.prefix_len} dev eth0", "link set eth0 up",
+        addr = spec.node_addr(index)
+        _ip_batch([f"addr replace {addr}/{spec.prefix_len} dev eth0", "link set eth0 up",
                    "link set lo up", f"route replace default via {spec.controller_addr}",
                    f"ntable change name arp_cache dev eth0 mcast_probes {ARP_PROBES}", *inside],
                   netns=spec.netns(node))
+        if spec.node_addresses and node_addresses(spec, node) != [addr]:  # no address of an earlier life
+            move_node(spec, node, addr)
 
     with ThreadPoolExecutor(PARALLEL_IP) as pool:
         for future in [pool.submit(configure, i, n) for i, n in enumerate(spec.node_names, start=1)]:
             future.result()
+
+
+def node_addresses(spec: DevClusterSpec, node: str) -> list[str]:
+    """The IPv4 addresses the node's namespace has on eth0 (none when it has no namespace)."""
+    if not netns_exists(spec.netns(node)):
+        return []
+    out = _ip("-n", spec.netns(node), "-4", "-o", "addr", "show", "dev", "eth0", check=False).stdout
+    return [line.split()[3].split("/")[0] for line in out.splitlines() if len(line.split()) > 3]
+
+
+def move_node(spec: DevClusterSpec, node: str, new: str) -> None:
+    """Give the node's namespace ``new`` as its only address, as a rescheduled pod comes back with
+    another IP. The old ones go first: deleting a primary address deletes its secondaries."""
+    old = [addr for addr in node_addresses(spec, node) if addr != new]
+    _ip_batch([*(f"addr del {a}/{spec.prefix_len} dev eth0" for a in old), f"addr replace {new}/{spec.prefix_len} dev eth0",
+               f"route replace default via {spec.controller_addr}"], netns=spec.netns(node))
 
 
 def nameservers(resolv_conf: Path = RESOLV_CONF) -> list[str]:

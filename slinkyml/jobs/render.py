@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from slinkyml import rendezvous
+from slinkyml import DATA_DIR, rendezvous
 from slinkyml.jobs.presets import preset_env_lines
 from slinkyml.jobs.request import SlurmJobRequest, safe_name
 from slinkyml.jobs.spec import JobSpec
@@ -161,6 +161,10 @@ def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
     return deepspeed_config(micro_batch=1, grad_accum=1, dp=spec.world_size, zero=2)
 
 
+#: the batch script's shell function that keeps a requeued run off the nodes that just failed
+EXCLUDE_FAILED_NODES_SH = (DATA_DIR / "templates" / "exclude_failed_nodes.sh").read_text()
+
+
 def render_sbatch(spec: JobSpec) -> str:
     """The complete sbatch script for ``spec``."""
     sig = spec.requeue.signal
@@ -188,6 +192,7 @@ def render_sbatch(spec: JobSpec) -> str:
         lines.append(f"{key}={quote(value)}")
     lines += [
         'restart_count="${SLURM_RESTART_COUNT:-0}"',
+        'run_started="$(date +%s)"',
         'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         *(_rdzv_port_lines(spec) if "$rdzv_port" in launch_text else []),
         "",
@@ -247,6 +252,9 @@ def render_sbatch(spec: JobSpec) -> str:
         "done",
         'cat -- "$step_errors" >&2 2>/dev/null || true  # srun\'s own messages, into the batch log',
         "",
+        f"infra_regex={quote(protocol.INFRA_REGEX)}",
+        *EXCLUDE_FAILED_NODES_SH.rstrip("\n").splitlines(),
+        "",
         "# -- the decision: preemption (a stop signal reached the trainers, which checkpointed), node",
         "# failure (srun lost a node or its step daemon; a peer's connection dropped; a rank killed by a",
         "# signal it did not ask for) or a user error (a rank raised; any other non-zero exit)",
@@ -261,7 +269,7 @@ def render_sbatch(spec: JobSpec) -> str:
         'elif [[ -e "$preempted_marker" ]]; then',
         '  cause=preemption detail="SIG$(cat -- "$preempted_marker" 2>/dev/null || echo ' + sig + ')"',
         'elif (( status != 0 )); then',
-        "  infra=\"$(grep -E -m 1 -- " + quote(protocol.INFRA_REGEX) + ' "$step_errors" 2>/dev/null || true)"',
+        '  infra="$(grep -E -m 1 -- "$infra_regex" "$step_errors" 2>/dev/null || true)"',
         "  killed=\"$(grep -E -m 1 -- 'task [0-9,-]+: Killed' \"$step_errors\" 2>/dev/null || true)\"",
         "  exited=\"$(grep -E -m 1 -- 'task [0-9,-]+: Exited with exit code' \"$step_errors\" 2>/dev/null || true)\"",
         f"  user=\"$(grep -m 1 -- '^{protocol.USER} ' \"$failure_marker\" 2>/dev/null || true)\"",
@@ -290,8 +298,10 @@ def render_sbatch(spec: JobSpec) -> str:
         'if (( wanted && restart_count < max_restarts )); then',
         '  echo "slinkyml: requeueing (restart $((restart_count + 1)) of $max_restarts) after $cause: $detail"',
         '  echo "r$restart_count requeue $cause: $detail" >> "$events"',
+        '  avoid=""',
+        f'  if [[ $cause == {protocol.NODE_FAILURE} ]]; then avoid="$(failed_nodes || true)"; fi',
         '  for _ in 1 2 3 4 5 6 7 8 9 10; do  # slurmctld may be restarting',
-        '    if scontrol requeue "$SLURM_JOB_ID"; then exit 0; fi',
+        '    if scontrol requeue "$SLURM_JOB_ID"; then exclude_nodes "$avoid" || true; exit 0; fi',
         "    sleep 3",
         "  done",
         '  echo "slinkyml: scontrol requeue failed; the job ends here" >&2',
