@@ -26,6 +26,8 @@ SCHEMA_DIR = DATA_DIR / "schemas"
 SCHEMAS = {"job": "job.schema.json", "cluster": "cluster.schema.json"}
 #: YAML nodes one spec may expand to (aliases can make a small file huge: "billion laughs").
 MAX_NODES = 100_000
+#: the largest spec file read (a real one is a few kB; 100,000 values fit in far less)
+MAX_FILE_BYTES = 8 << 20
 _T = TypeVar("_T")
 #: libyaml's parser where PyYAML has it: ~5x faster on the packaged data files every render reads
 #: (same documents: tests/test_specload.py); user specs keep the Python parser for line numbers.
@@ -40,9 +42,13 @@ def read_text(path: str | Path) -> str:
     worded the same for every command (``FILE: cannot read: No such file or directory``)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise SpecError(problems=[Problem("", f"cannot read: {exc.strerror or exc}", str(p))]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(problems=[Problem("", f"larger than {MAX_FILE_BYTES >> 20} MiB, the limit for a spec "
+                                          "(refused unread)", str(p))])
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

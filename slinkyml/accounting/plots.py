@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from slinkyml.errors import SlinkyError
+
 
 def _plt():
     import matplotlib  # lazy: matplotlib is the optional plots extra
@@ -84,6 +86,10 @@ def efficiency_hist_png(runs: pd.DataFrame, path: str | Path) -> Path:
 def _save(plt, fig, path: str | Path) -> Path:
     """Lay out, write the PNG and free the figure (pyplot keeps every open figure alive)."""
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110, format="png")  # PNG whatever the name ends with (--png FILE)
+    except OSError as exc:
+        raise SlinkyError(f"--png {path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return Path(path)

@@ -7,6 +7,7 @@ import argparse
 import math
 import sys
 
+from slinkyml.errors import SlinkyError
 from slinkyml.slurm.jobid import plain_job_id_argument
 
 
@@ -141,6 +142,11 @@ def _usage(args: argparse.Namespace) -> int:
 
     start, end = _window(args)
     by = [b.strip() for b in args.by.split(",") if b.strip()]
+    unknown = [b for b in by if b not in usage.GROUPS]
+    if unknown or not by or len(set(by)) != len(by):
+        problem = (f"unknown grouping {unknown[0][:40]!r}" if unknown else "nothing to group by" if not by
+                   else "a grouping given twice")
+        raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage.GROUPS)})")
     table = _load(args, start, end)
     report = usage.usage(table.jobs, start, end, by=by)
     if len(report):
@@ -162,18 +168,28 @@ def _usage(args: argparse.Namespace) -> int:
                  f"Usage {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC", footer)
 
 
-def _pairs(values: list[str], flag: str) -> dict[str, float]:
-    from slinkyml.errors import SlinkyError
+#: RawShares is a uint32 in Slurm (sacctmgr Fairshare=); the two values above are NO_VAL/INFINITE
+MAX_SHARES = 0xFFFFFFFD
 
+
+def _pairs(values: list[str], flag: str) -> dict[str, float]:
+    """``ASSOC=N`` what-ifs: shares are whole numbers 0..MAX_SHARES (as sacctmgr takes them), added usage
+    a finite number of at least 0; NaN, infinities, negatives and fractions of a share are refused."""
     out = {}
     for value in values:
         key, sep, number = value.partition("=")
         try:
-            out[key.strip()] = float(number)
+            parsed = float(number)
         except ValueError:
-            sep = ""
+            parsed = math.nan
+            sep = sep if number.strip() else ""
         if not sep or not key.strip():
-            raise SlinkyError(f"{flag}: expected ASSOC=NUMBER, got {value!r}")
+            raise SlinkyError(f"{flag}: expected ASSOC=NUMBER, got {value[:60]!r}")
+        shares = flag == "--set-shares"
+        if not math.isfinite(parsed) or parsed < 0 or (shares and (parsed != int(parsed) or parsed > MAX_SHARES)):
+            wanted = f"a whole number of shares, 0 to {MAX_SHARES}" if shares else "a finite usage of at least 0"
+            raise SlinkyError(f"{flag} {value[:60]!r}: {number.strip()[:30]!r} is not {wanted}")
+        out[key.strip()] = int(parsed) if shares else parsed
     return out
 
 
@@ -182,6 +198,7 @@ def _fairshare(args: argparse.Namespace) -> int:
 
     from slinkyml.accounting import fairshare, fairshare_report, plots
 
+    shares, added = _pairs(args.set_shares, "--set-shares"), _pairs(args.add_usage, "--add-usage")  # before Slurm
     table = fairshare_report(algorithm=args.algorithm, backend=args.backend)
     root = table.attrs["tree"]
     lines = []
@@ -207,8 +224,7 @@ def _fairshare(args: argparse.Namespace) -> int:
                         "must grow)" if math.isinf(seconds) else f"{seconds / 3600:.1f} h")
                      + f" (half-life {half / 86400:g} d, siblings' usage held constant)")
     if args.set_shares or args.add_usage:
-        diff = fairshare.what_if(root, shares=_pairs(args.set_shares, "--set-shares"),
-                                 add_usage=_pairs(args.add_usage, "--add-usage"))
+        diff = fairshare.what_if(root, shares=shares, add_usage=added)
         return _emit(args, diff, "What-if: Fair Tree ranks before → after", "\n".join(lines))
     if args.png:
         plots.fairshare_tree_png(table, args.png)

@@ -111,12 +111,14 @@ def _validate(args: argparse.Namespace) -> int:
         subset_notes,
         validate_objects,
     )
-    from slinkyml.errors import SpecError
+    from slinkyml.errors import SlinkyError, SpecError
 
     objs: list = []
     plugin_values: dict[str, list] = {}  # plugin -> every values document given for it
     chart_issues: list = []
     documents = load_documents(args.path)
+    if not documents:
+        raise SlinkyError(f"{args.path}: nothing to validate (no YAML documents in it)")
     for source, doc in documents:
         if isinstance(doc, dict) and "kind" not in doc and "node_sets" in doc:  # a slinkyml spec
             try:

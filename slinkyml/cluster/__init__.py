@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, load_spec, loads_spec
+from slinkyml.errors import SlinkyError
 
 if TYPE_CHECKING:  # annotation only: `import slinkyml.cluster` does not load the renderer
     from slinkyml.cluster.render import Rendered
@@ -63,6 +64,15 @@ def output_files(rendered: Rendered) -> dict[str, str]:
 def write_output(rendered: Rendered, outdir: str | Path) -> list[Path]:
     """Write a render under ``outdir`` (replacing stale files slinkyml wrote before)."""
     out = Path(outdir)
+    if out.exists() and not out.is_dir():
+        raise SlinkyError(f"-o {out}: is a file, not a folder (render writes rendered/, helm/ and aws/ under it)")
+    try:
+        return _write_output(rendered, out)
+    except OSError as exc:
+        raise SlinkyError(f"-o {out}: cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+
+
+def _write_output(rendered: Rendered, out: Path) -> list[Path]:
     for sub in ("rendered", "helm", "helm/device-plugins", "aws"):
         for old in (out / sub).glob("*") if (out / sub).is_dir() else []:
             if old.is_file() and old.suffix in (".yaml", ".json"):

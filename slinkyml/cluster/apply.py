@@ -19,6 +19,7 @@ from slinkyml.errors import SlinkyError
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """A configured ``kubernetes.client.ApiClient`` (kubeconfig, else in-cluster)."""
     # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
+    import yaml  # lazy: only with the kubernetes client, which reads the kubeconfig with it
     from kubernetes import client, config
 
     try:
@@ -29,8 +30,12 @@ def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any
         except config.ConfigException:
             config.load_incluster_config()
             return client.ApiClient()
-    except (config.ConfigException, OSError) as exc:
+    except (config.ConfigException, OSError, UnicodeDecodeError) as exc:
         raise SlinkyError(f"cannot load Kubernetes configuration: {' '.join(str(exc).split())}") from None
+    except (TypeError, KeyError, ValueError, AttributeError, yaml.YAMLError) as exc:  # not YAML, or not this shape
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig"
+        raise SlinkyError(f"{where}: not a kubeconfig (a mapping with clusters, contexts and users): "
+                          f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}") from None
 
 
 def dynamic_client(api: Any) -> Any:

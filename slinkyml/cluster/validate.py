@@ -114,7 +114,10 @@ def _k8s_registry(kube_version: str) -> tuple[Any, Path]:
     root = Path(str(importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"))
     versions = sorted((p for p in root.iterdir() if p.name.endswith("-local-strict")),
                       key=lambda p: tuple(int(x) for x in p.name[1:].split("-")[0].split(".")))
-    want = tuple(int(x) for x in kube_version.lstrip("v").split(".")[:2])
+    match = re.fullmatch(r"v?([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9]{1,4})?", kube_version.strip(), re.ASCII)
+    if not match:
+        raise SlinkyError(f"--kubernetes-version: {kube_version[:40]!r} is not a version like 1.32 or v1.32.4")
+    want = (int(match.group(1)), int(match.group(2)))
     usable = [p for p in versions if tuple(int(x) for x in p.name[1:].split(".")[:2]) <= want]
     if not usable:
         raise SlinkyError(f"no bundled Kubernetes schemas for {kube_version} (oldest: {versions[0].name})")

@@ -50,6 +50,12 @@ _MPIRUN_VALUE_OPTS = {"-np", "-n", "-c", "--np", "-N", "-npernode", "--npernode"
                       "--output-filename", "-genv", "-env"}
 
 
+#: the largest manifest file ``import`` reads: a Kubernetes object is at most 1.5 MiB (etcd's default
+#: --max-request-bytes), so a few objects fit with room to spare; past it the file is refused unread
+#: (a 50 MB one took 50 s and 259 MB to parse)
+MAX_MANIFEST_BYTES = 8 << 20
+
+
 class ManifestError(SpecError):
     """A manifest that cannot be imported; one line naming the file and field."""
 
@@ -147,15 +153,21 @@ def _documents(source: str | Path | Mapping[str, Any]) -> tuple[str, list[Any]]:
     if isinstance(source, Path) or ("\n" not in text and text.endswith((".yaml", ".yml", ".json"))):
         label = str(source)
         try:
-            raw = Path(source).read_bytes()
+            with open(source, "rb") as fh:
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
         except OSError as exc:
             raise ManifestError("", f"{label}: cannot read: {exc.strerror}") from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ManifestError("", f"{label}: not UTF-8 text (byte {exc.start})") from None
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise ManifestError("", f"{label}: larger than {MAX_MANIFEST_BYTES >> 20} MiB, the import limit (a "
+                            "Kubernetes object is at most 1.5 MiB, etcd's default request limit)")
     try:
         return label, [d for d in yaml.safe_load_all(text) if d is not None]
+    except RecursionError:
+        raise ManifestError("", f"{label}: not a manifest: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

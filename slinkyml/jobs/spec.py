@@ -22,7 +22,7 @@ from slinkyml.slurm.protocol import DEFAULT_REQUEUE_ON
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
 NEURON_CORES_PER_DEVICE = 2
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$")
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,11 @@ class JobSpec:
         if self.gpus_per_node and self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "cannot be combined with gpus_per_node")
         if time_limit_seconds(self.time_limit) is None:
-            raise SpecError("time_limit", f"expected [D-]HH:MM:SS or minutes, got {self.time_limit!r}")
+            raise SpecError("time_limit", f"expected [D-]HH:MM:SS (hours 0-23 after a day, minutes and seconds "
+                            f"0-59) or minutes, at most {MAX_TIME_LIMIT_MIN} minutes, got {self.time_limit!r}")
+        if self.mem_per_node and mem_mb(self.mem_per_node) > MAX_MEM_MB:
+            raise SpecError("mem_per_node", f"at most {MAX_MEM_MB} MB (Slurm's 63-bit memory field), got "
+                            f"{self.mem_per_node!r}")
         if self.launcher in ("torchrun", "deepspeed", "neuron") and not self.entry.is_python:
             raise SpecError("entry.script", f"the {self.launcher} launcher runs Python: give a .py "
                             "script or a module (or use launcher: srun)")
@@ -264,30 +268,45 @@ class JobSpec:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+#: Slurm keeps a time limit in minutes in a uint32 whose two top values are NO_VAL and INFINITE
+MAX_TIME_LIMIT_MIN = 0xFFFFFFFD
+#: Slurm keeps memory in MB in a uint64 whose top bit marks "per CPU" (and NO_VAL64/INFINITE64 below it)
+MAX_MEM_MB = 2**63 - 3
+
+
 def time_limit_seconds(text: str | int) -> int | None:
-    """Slurm time formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS → seconds."""
+    """Slurm time formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS → seconds. The first field
+    is unbounded (``90:00`` is 90 minutes) but the ones after it are clock fields (``1:99:99`` is
+    refused); ``None`` for a zero, malformed or larger-than-Slurm-keeps limit."""
     if isinstance(text, bool):
         return None
     if isinstance(text, int):
-        return text * 60 if text > 0 else None
-    match = _TIME.match(str(text).strip())
-    if not match:
-        return None
-    days, a, b, c = match.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        secs = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
-    elif c is not None:  # HH:MM:SS
-        secs = int(a) * 3600 + int(b) * 60 + int(c)
-    elif b is not None:  # MM:SS
-        secs = int(a) * 60 + int(b)
-    else:  # MM
-        secs = int(a) * 60
-    return secs if secs > 0 else None
+        secs = text * 60
+    else:
+        match = _TIME.match(str(text).strip())
+        if not match:
+            return None
+        days, a, b, c = match.groups()
+        if days is not None:  # D-HH[:MM[:SS]]
+            if int(a) > 23 or int(b or 0) > 59 or int(c or 0) > 59:
+                return None
+            secs = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+        elif c is not None:  # HH:MM:SS
+            if int(b) > 59 or int(c) > 59:
+                return None
+            secs = int(a) * 3600 + int(b) * 60 + int(c)
+        elif b is not None:  # MM:SS
+            if int(b) > 59:
+                return None
+            secs = int(a) * 60 + int(b)
+        else:  # MM
+            secs = int(a) * 60
+    return secs if 0 < secs and -(-secs // 60) <= MAX_TIME_LIMIT_MIN else None
 
 
 def mem_mb(text: str) -> int:
     """``mem_per_node`` (already schema-checked: digits and an optional K/M/G/T) → MiB."""
-    match = re.fullmatch(r"(\d+)([KMGT]?)", text)
+    match = re.fullmatch(r"([0-9]+)([KMGT]?)", text)
     assert match
     scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[match.group(2)]
     return int(int(match.group(1)) * scale)

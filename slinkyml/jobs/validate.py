@@ -78,21 +78,25 @@ def problems(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> list[st
     cpus = spec.effective_tasks_per_node * spec.cpus_per_task
     mem = mem_mb(spec.mem_per_node) if spec.mem_per_node else 0
     usable = 0
+    largest = (0, 0)  # the most CPUs and memory (MB) of any up node there: what the job can have
     for node in slurm.show("node"):
         if node.get("NodeName") not in members:
             continue
         state = node.get("State", "")
         if any(bad in state for bad in _BAD_NODE_STATES):
             continue
+        node_cpus, node_mem = int(node.get("CPUTot", "0") or 0), int(node.get("RealMemory", "0") or 0)
+        largest = (max(largest[0], node_cpus), max(largest[1], node_mem))
         if count and gres_count(node.get("Gres", ""), kind) < count:
             continue
-        if int(node.get("CPUTot", "0") or 0) < cpus or int(node.get("RealMemory", "0") or 0) < mem:
+        if node_cpus < cpus or node_mem < mem:
             continue
         usable += 1
     if usable < spec.nodes:
-        need = f" with {kind}:{count}" if count else ""
-        found.append(f"partition {name} has {usable} usable node(s){need}, {cpus} CPUs"
-                     f"{f' and {spec.mem_per_node} memory' if mem else ''}; the job needs {spec.nodes}")
+        need = f", {kind}:{count}" if count else ""
+        found.append(f"the job needs {spec.nodes} node(s) with {cpus} CPUs{need}"
+                     f"{f' and {spec.mem_per_node} memory' if mem else ''} each; partition {name} has {usable} "
+                     f"such node(s) up (its largest: {largest[0]} CPUs, {largest[1]} MB)")
     if spec.container is not None and "--container-image" not in slurm.run("srun", ["--help"], check=False).stdout:
         found.append("container is set but this cluster's srun has no --container-image option "
                      "(the pyxis SPANK plugin is not installed in plugstack.conf)")

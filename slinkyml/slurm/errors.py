@@ -59,3 +59,9 @@ class JobNotFound(SlurmError):
 
 class RestApiError(SlinkyError):
     """slurmrestd refused the request or could not be reached (:mod:`slinkyml.slurm.rest`)."""
+
+
+class RestApiUnreachable(RestApiError):
+    """slurmrestd did not answer (connection refused, no socket, timeout): Slurm unreachable, exit 3."""
+
+    exit_code = EXIT_UNREACHABLE

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slinkyml import config
-from slinkyml.slurm.errors import RestApiError
+from slinkyml.slurm.errors import RestApiError, RestApiUnreachable
 from slinkyml.slurm.version import SlurmVersion
 
 #: The OpenAPI versions whose bodies slinkyml builds or reads, per slurmrestd plugin, newest first:
@@ -90,7 +90,7 @@ class RestClient:
             resp = conn.getresponse()
             raw = resp.read().decode(errors="replace")
         except OSError as exc:
-            raise RestApiError(f"cannot reach slurmrestd at {self.url}: {exc}") from None
+            raise RestApiUnreachable(f"cannot reach slurmrestd at {self.url}: {exc}") from None
         finally:
             conn.close()
         try:
