@@ -5,6 +5,7 @@ and the exit codes of the README."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,62 @@ def test_slurmctld_unreachable_exits_3(cli, local_cluster, tmp_path, monkeypatch
     code, out, err = cli("sbatch", "submit", "--no-check", str(job))
     assert code == 3 and out == ""
     assert len(_lines(err)) == 1 and "slurmctld is not reachable" in err
+
+
+def _keywords(node: object, inside_names: bool = False) -> set[str]:
+    """Every schema keyword used in ``node`` (not the field names under properties/$defs)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not inside_names:
+                found.add(key)
+            names = not inside_names and key in ("properties", "$defs", "patternProperties")
+            found |= _keywords(value, names)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _keywords(value)
+    return found
+
+
+@pytest.mark.parametrize("kind", sorted(specload.SCHEMAS))
+def test_every_schema_keyword_is_one_the_loader_honours(kind):
+    """A keyword outside what jsonschema validates and the loader words (or a plain annotation) would be
+    ignored silently: the published schema and the loader would disagree."""
+    used = _keywords(specload.schema(kind))
+    assert used - specload.WORDED - specload.ANNOTATIONS == set()
+    assert _keywords({"type": "string", "minLenght": 2}) - specload.WORDED - specload.ANNOTATIONS == {"minLenght"}
+
+
+def test_keywords_the_old_checker_ignored_are_enforced(tmp_path, monkeypatch):
+    """const, oneOf, uniqueItems and maxProperties: the home-made checker skipped them."""
+    probe = {"type": "object", "additionalProperties": False, "maxProperties": 3,
+             "properties": {"mode": {"const": "fast"}, "tags": {"type": "array", "uniqueItems": True},
+                            "size": {"oneOf": [{"type": "integer", "minimum": 10}, {"type": "string"}]},
+                            "x": {"type": "integer"}}}
+    (tmp_path / "probe.schema.json").write_text(json.dumps(probe))
+    monkeypatch.setattr(specload, "SCHEMA_DIR", tmp_path)
+    monkeypatch.setitem(specload.SCHEMAS, "probe", "probe.schema.json")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    specload.schema.cache_clear()
+    specload._schema_bytes.cache_clear()
+    assert specload.check({"mode": "fast", "tags": ["a", "b"], "size": 12}, "probe") == []
+    found = {p.path: p.message for p in specload.check({"mode": "slow", "tags": ["a", "a"], "size": 3, "x": 1},
+                                                      "probe")}
+    assert set(found) == {"", "mode", "tags", "size"}, found
+    assert found == {"mode": "must be 'fast', got 'slow'", "tags": "items must be unique, got 'a' twice",
+                     "": "at most 3 fields, got 4", "size": "must match exactly one of its 2 forms, matched 0"}
+    specload.schema.cache_clear()
+    specload._schema_bytes.cache_clear()
+
+
+def test_the_generated_validator_is_cached_and_agrees(tmp_path, monkeypatch):
+    """fastjsonschema's code is generated once per schema and kept (later processes load it); an
+    integral float is no spec integer on either path."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    specload._fast.cache_clear()
+    job = {"name": "x", "nodes": 2, "entry": {"script": "train.py"}}
+    assert specload.check(job, "job") == []
+    assert [p.name for p in (tmp_path / "slinkyml").iterdir()][0].startswith("schema-job-")
+    [problem] = specload.check({**job, "nodes": 2.0}, "job")
+    assert (problem.path, problem.message) == ("nodes", "expected integer, got number 2.0")
+    specload._fast.cache_clear()
