@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
-                libslurm-dev iproute2 util-linux shellcheck chromium debootstrap
+                libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time
 PYTEST_ARGS ?=
 # `make demo SLURM_VERSION=26.05`: the demo on the Slurm 26.05 cluster (README: Slurm 26.05 beside the
 # machine's Slurm), which has its own state dir, names and ports; `make test` runs its smoke suite too.
@@ -15,7 +15,7 @@ SLURM2605 := SLINKYML_STATE_DIR=/var/lib/slinkyml/dev-26.05 SLINKYML_DEV_SLURM_V
              SLINKYML_DEV_PORT_BASE=8817 SLINKYML_DEV_MARIADB_PORT=15306
 ON_CLUSTER = $(if $(filter 26.05,$(1)),export $(SLURM2605) && $(SLINKYML) dev up && eval "$$($(SLINKYML) dev env)" &&,)
 
-.PHONY: setup apt venv bytecode demo test lint bench down
+.PHONY: setup apt venv bytecode kube demo test lint bench down
 
 setup: apt venv bytecode
 
@@ -48,12 +48,19 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots]'
 	touch $@
 
-demo: setup
+# Kubernetes from Go modules (README: a local Kubernetes control plane): kube-apiserver, -controller-manager,
+# -scheduler, etcd and the slurm-operator, built once per pinned version into /var/lib/slinkyml/kube/<key>
+# (kube/build.sh; nothing to do when that cache is complete).
+kube:
+	@bash kube/build.sh >/dev/null
+
+demo: setup kube
 	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo
 
 # the whole suite on the machine's Slurm, then the tests marked slurm2605 on a Slurm 26.05 cluster
-test: setup
+test: setup kube
 	$(SLINKYML) dev up
+	$(SLINKYML) dev kube up
 	$(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 $(PYTEST_ARGS)
 	$(call ON_CLUSTER,26.05) $(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 -m slurm2605 $(PYTEST_ARGS)
 
@@ -65,4 +72,5 @@ bench: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 down:
+	$(SLINKYML) dev kube down
 	$(SLINKYML) dev down

@@ -29,6 +29,16 @@ def local_cluster():
 
 
 @pytest.fixture(scope="session")
+def kube_plane():
+    """The local Kubernetes control plane of `slinkyml dev kube` (etcd, kube-apiserver, -controller-manager,
+    -scheduler, the slurm-operator's manager and webhook), brought up once per session and left running,
+    as the Slurm cluster is (`make test` starts it before pytest; a second `up` is a no-op)."""
+    from slinkyml.dev.kube import KubeControlPlane
+
+    return KubeControlPlane().up()
+
+
+@pytest.fixture(scope="session")
 def slurm(local_cluster):
     """The Slurm command layer bound to the local cluster."""
     return local_cluster.slurm

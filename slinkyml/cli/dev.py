@@ -1,4 +1,5 @@
-"""``slinkyml dev up|down|status|reset|env|node readdress``: the local multi-node Slurm cluster."""
+"""``slinkyml dev up|down|status|reset|env|node readdress``: the local multi-node Slurm cluster;
+``slinkyml dev kube up|down|status|reset|env``: the local Kubernetes control plane with the slurm-operator."""
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     readdress.add_argument("--address", help="the new address, on the cluster's subnet (default: the lowest free one)")
     common(readdress, None, "number of compute nodes (default: as at the last `up`)")
     readdress.set_defaults(handler=_readdress)
+    _register_kube(sub)
 
 
 def _readdress(args: argparse.Namespace) -> int:
@@ -76,6 +78,75 @@ def _readdress(args: argparse.Namespace) -> int:
     print(f"node {args.node}: {old} → {new} (slurm.conf, /etc/hosts, slurmctld); a new slurmd registered from "
           f"{new}; what ran on the node ended with its old slurmd")
     return 0
+
+
+def _register_kube(sub: argparse._SubParsersAction) -> None:
+    kube = sub.add_parser("kube", help="a local Kubernetes control plane with the slurm-operator (loopback)",
+                          description="etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the "
+                          "slurm-operator's manager and webhook, built from Go modules (`make kube`), on "
+                          "127.0.0.1 with generated certificates; the Slinky, Karpenter and MariaDB CRDs "
+                          "installed. No kubelet: pods are scheduled, never run. Needs root.")
+    ksub = kube.add_subparsers(dest="kube_command", metavar="ACTION", required=True)
+    for name, handler, text in (("up", _kube_up, "start the control plane (idempotent)"),
+                                ("down", _kube_down, "stop every process (state is kept)"),
+                                ("status", _kube_status, "show processes, versions and the server"),
+                                ("reset", _kube_reset, "stop and delete all state (etcd's data included)"),
+                                ("env", _kube_env, "print `export KUBECONFIG=...` for this control plane")):
+        p = ksub.add_parser(name, help=text)
+        p.add_argument("--state-dir", help="all state lives here (default: $SLINKYML_KUBE_STATE_DIR, "
+                       "else /var/lib/slinkyml/kube-dev)")
+        if name == "status":
+            p.add_argument("--json", action="store_true")
+        p.set_defaults(handler=handler)
+
+
+def _kube(args: argparse.Namespace):
+    from slinkyml.dev.kube import KubeControlPlane
+
+    return KubeControlPlane(args.state_dir)
+
+
+def _kube_up(args: argparse.Namespace) -> int:
+    import time
+
+    start = time.monotonic()
+    plane = _kube(args).up()
+    versions = plane.versions()
+    print(f"local Kubernetes {versions.get('kubernetes', '?')} control plane up in {time.monotonic() - start:.1f} s "
+          f"at {plane.server} (slurm-operator {versions.get('slurm-operator', '?')}), state in {plane.state_dir}")
+    print(f"  eval $(slinkyml dev kube env --state-dir {plane.state_dir})")
+    return 0
+
+
+def _kube_down(args: argparse.Namespace) -> int:
+    stopped = _kube(args).down()
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return 0
+
+
+def _kube_reset(args: argparse.Namespace) -> int:
+    plane = _kube(args)
+    plane.reset()
+    print(f"removed {plane.state_dir}")
+    return 0
+
+
+def _kube_env(args: argparse.Namespace) -> int:
+    print(f"export KUBECONFIG={_kube(args).kubeconfig}")
+    return 0
+
+
+def _kube_status(args: argparse.Namespace) -> int:
+    status = _kube(args).status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        v = status["versions"]
+        print(f"Kubernetes {v.get('kubernetes', '?')}, etcd {v.get('etcd', '?')}, slurm-operator "
+              f"{v.get('slurm-operator', '?')} at {status['server']}, state in {status['state_dir']}")
+        for name, pid in status["daemons"].items():
+            print(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'stopped'}")
+    return 0 if status["running"] else 1
 
 
 def _cluster(args: argparse.Namespace, **options):

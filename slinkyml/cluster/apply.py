@@ -176,6 +176,31 @@ def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: b
     return result
 
 
+def dropped_by_server(objs: list[dict[str, Any]], api: Any) -> str:
+    """What the API server would not keep of ``objs``: a server-side dry-run apply of each (schema
+    pruning, defaulting, CEL rules and admission webhooks all run; nothing is stored), and the diff of
+    what was sent against what came back. '' when every field we set would be stored as sent."""
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
+    from kubernetes.client.exceptions import ApiException
+
+    dyn = _dynamic(api)
+    out = []
+    for obj in objs:
+        label = object_label(obj)
+        res = _resource(dyn, obj)
+        if res is None:
+            out.append(f"? {label}: {obj['apiVersion']} not served by this API server\n")
+            continue
+        try:
+            stored = dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"],
+                                           namespace=obj["metadata"].get("namespace"), field_manager=FIELD_MANAGER,
+                                           force_conflicts=True, dry_run="All").to_dict()
+        except ApiException as exc:
+            raise SlinkyError(f"{label}: dry-run apply failed: {_reason(exc)}") from None
+        out.append(diff_object(obj, stored, manager=FIELD_MANAGER))
+    return "".join(out)
+
+
 def diff_objects(objs: list[dict[str, Any]], api: Any) -> str:
     """Unified diff, per object, of what the cluster has against ``objs`` ('' if none).
 

@@ -248,7 +248,9 @@ def diff_object(rendered: dict[str, Any], live: dict[str, Any] | None, *, manage
     want.pop("status", None)
     have = None
     if live is not None:
-        have = project_live(_clean(live), want, owned_fields(live, manager))
+        # aligned: the API server returns some maps with their keys sorted (a Secret reference's
+        # {key, name}), and key order means nothing to Kubernetes
+        have = _align(project_live(_clean(live), want, owned_fields(live, manager)), want)
         if isinstance(have, dict) and isinstance(have.get("metadata"), dict):
             for k in SERVER_METADATA:  # never ours, even if a stale record claims them
                 have["metadata"].pop(k, None)

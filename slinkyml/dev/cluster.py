@@ -12,7 +12,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +34,7 @@ from slinkyml.dev.config import (
     render_slurmdbd_conf,
     saved_node_addresses,
 )
-from slinkyml.dev.process import Daemon, cmdline, is_alive, unix_connectable
+from slinkyml.dev.process import Daemon, cmdline, is_alive, port_in_use, port_open, unix_connectable
 from slinkyml.errors import SlinkyError
 from slinkyml.secretfile import write_secret
 from slinkyml.slurm import Slurm, SlurmError
@@ -244,7 +243,7 @@ class LocalCluster:
             network.ensure_network(self.spec)
             self._start(daemons["munged"], lambda: unix_connectable(self.spec.munge_socket))
             self._start_mariadb(daemons["mariadb"])
-            self._start(daemons["slurmdbd"], lambda: _port_open(self.spec.controller_addr,
+            self._start(daemons["slurmdbd"], lambda: port_open(self.spec.controller_addr,
                                                                   self.spec.slurmdbd_port))
             self._ensure_accounts()
             self._start(daemons["slurmctld"], self._controller_up, timeout=60)
@@ -256,7 +255,7 @@ class LocalCluster:
                 self._start(daemons["slurmrestd-unix"], lambda: unix_connectable(self.spec.restd_socket))
             else:  # no stale socket file for clients to pick (they try the unix socket first)
                 self.spec.restd_socket.unlink(missing_ok=True)
-            self._start(daemons["slurmrestd-jwt"], lambda: _port_open("127.0.0.1", self.spec.slurmrestd_port))
+            self._start(daemons["slurmrestd-jwt"], lambda: port_open("127.0.0.1", self.spec.slurmrestd_port))
             if self.install.is_system:  # the machine's own sbatch cannot talk to another release
                 self._link_system_conf()
         except BaseException:
@@ -600,9 +599,9 @@ class LocalCluster:
                 continue
             # a daemon just killed (-9) can hold its port for a moment while the kernel tears it down
             deadline = time.monotonic() + PORT_RELEASE_S
-            while _port_in_use(port) and time.monotonic() < deadline:
+            while port_in_use(port) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _port_in_use(port):
+            if port_in_use(port):
                 raise SlinkyError(f"{flag}: port {port} (for {name}) is already in use by another process; "
                                   f"free it or choose another port with {flag}")
 
@@ -751,28 +750,6 @@ def _saved_identity(state_dir: Path) -> dict:
         return saved
     own = [c for c in network.claims() if c.state_dir == str(state_dir)]
     return ownership.legacy_identity(own[0]) if own else {}
-
-
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _port_in_use(port: int) -> bool:
-    """True when something listens on ``port`` on any local address (we bind 0.0.0.0 to find out).
-
-    SO_REUSEADDR, as the daemons use: connections in TIME_WAIT after a ``down`` do not count.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return True
-    return False
 
 
 def _write_secret(path: Path, data: bytes, mode: int) -> None:

@@ -28,6 +28,29 @@ def unix_connectable(path: Path) -> bool:
     return True
 
 
+def port_open(host: str, port: int) -> bool:
+    """Something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def port_in_use(port: int) -> bool:
+    """True when something listens on ``port`` on any local address (we bind 0.0.0.0 to find out).
+
+    SO_REUSEADDR, as the daemons use: connections in TIME_WAIT after a ``down`` do not count.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
 def read_pid(pid_file: Path) -> int | None:
     try:
         return int(pid_file.read_text().split()[0])

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes parts of `slinkyml dev kube` from Go modules with the ordinary go client:
+# kube-apiserver, kube-controller-manager, kube-scheduler (controlplane/), etcd (etcd/) and the
+# slurm-operator's manager and webhook (operator/), into a cache keyed by every pinned version:
+#   ${SLINKYML_KUBE_CACHE:-/var/lib/slinkyml/kube}/<key>/bin
+# A complete cache (bin/.complete) is reused as it is; a build goes to a temporary folder that is
+# renamed into place, so an interrupted build leaves nothing that looks complete. build.log records
+# /usr/bin/time -v for every step (cold build time, peak memory).
+#
+#   kube/build.sh            build if missing, print the bin folder
+#   kube/build.sh --bindir   print the bin folder; exit 1 (with the command to run) when not built
+#   kube/build.sh --key      print the cache key
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache_root=${SLINKYML_KUBE_CACHE:-/var/lib/slinkyml/kube}
+
+# the version a module's go.mod pins for a dependency (a require block line or a one-line require)
+pinned() {
+    awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$here/$1/go.mod"
+}
+
+k8s_version=$(pinned controlplane k8s.io/kubernetes)
+etcd_version=$(pinned etcd go.etcd.io/etcd/server/v3)
+operator_version=$(pinned operator github.com/SlinkyProject/slurm-operator)
+go_version=$(go env GOVERSION)
+sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,operator}/go.{mod,sum} etcd/main.go \
+    | sha256sum | cut -c1-12)
+key="k8s-${k8s_version}_etcd-${etcd_version}_slurm-operator-${operator_version}_${go_version}_${sources_hash}"
+dest="$cache_root/$key"
+
+case "${1:-}" in
+    --key) echo "$key"; exit 0 ;;
+    --bindir)
+        if [[ -e "$dest/bin/.complete" ]]; then echo "$dest/bin"; exit 0; fi
+        echo "the Kubernetes binaries ($key) are not built: run \`make kube\` (kube/build.sh)" >&2
+        exit 1 ;;
+    "") ;;
+    *) echo "usage: kube/build.sh [--bindir|--key]" >&2; exit 2 ;;
+esac
+
+if [[ -e "$dest/bin/.complete" ]]; then echo "$dest/bin"; exit 0; fi
+
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.lock"
+flock 9
+if [[ -e "$dest/bin/.complete" ]]; then echo "$dest/bin"; exit 0; fi
+
+work=$(mktemp -d "$cache_root/.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/bin"
+log="$work/build.log"
+
+# Kubernetes' own builds (hack/lib/version.sh) stamp the version into component-base and client-go;
+# without it the server reports v0.0.0-master and charts' kubeVersion checks refuse it.
+minor=${k8s_version#v1.}; minor=${minor%%.*}
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    k8s_ldflags+=" -X $pkg.gitTreeState=clean"
+done
+
+step() {  # step NAME MODULE_DIR LDFLAGS PACKAGE...
+    local name=$1 dir=$2 ldflags=$3
+    shift 3
+    echo "== $name: go build $* ($(date -u +%FT%TZ))" >>"$log"
+    echo "kube/build.sh: building $name (long on a cold cache; log: $log)" >&2
+    (cd "$here/$dir" && CGO_ENABLED=0 /usr/bin/time -v go build -trimpath -ldflags "$ldflags" \
+        -o "$work/bin/" "$@") >>"$log" 2>&1 || { tail -40 "$log" >&2; exit 1; }
+}
+
+step etcd etcd "-s -w" .
+step control-plane controlplane "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+step slurm-operator operator "-s -w" github.com/SlinkyProject/slurm-operator/cmd/manager \
+    github.com/SlinkyProject/slurm-operator/cmd/webhook
+mv "$work/bin/manager" "$work/bin/slurm-operator-manager"
+mv "$work/bin/webhook" "$work/bin/slurm-operator-webhook"
+
+# Data files from the modules (read at run time, never committed): the operator's webhook
+# configuration at its pinned version, and the CRDs that crds.txt lists.
+mkdir -p "$work/crds" "$work/operator"
+operator_dir=$(cd "$here/operator" && go list -m -f '{{.Dir}}' github.com/SlinkyProject/slurm-operator)
+cp "$operator_dir/config/webhook/manifests.yaml" "$work/operator/webhook-manifests.yaml"
+while read -r module file; do
+    [[ -z "$module" || "$module" == \#* ]] && continue
+    dir=$(cd "$here/operator" && go mod download -json "$module" | awk -F'"' '$2 == "Dir" { print $4 }')
+    [[ -n "$dir" && -f "$dir/$file" ]] || { echo "kube/build.sh: $module has no $file" >&2; exit 1; }
+    cp "$dir/$file" "$work/crds/"
+done <"$here/crds.txt"
+chmod -R u+w "$work"
+
+cat >"$work/versions.json" <<EOF
+{"kubernetes": "$k8s_version", "etcd": "$etcd_version", "slurm-operator": "$operator_version",
+ "go": "$go_version", "key": "$key"}
+EOF
+touch "$work/bin/.complete"
+rm -rf "$dest"
+mv "$work" "$dest"
+trap - EXIT
+chmod 755 "$dest"
+echo "$dest/bin"

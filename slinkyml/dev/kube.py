@@ -1,0 +1,364 @@
+"""``KubeControlPlane``: a real Kubernetes control plane on loopback for ``slinkyml dev kube``.
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built from Go modules by
+``kube/build.sh`` into a cache keyed by version), the Slinky CRDs plus the upstream CRDs of the
+examples' other kinds, and the slurm-operator's manager and webhook as processes, the webhook
+registered with the API server at ``https://127.0.0.1:PORT`` with a ``caBundle``. Daemons are
+PID-tracked with :class:`slinkyml.dev.process.Daemon`, as ``dev up``'s are; ``up`` is idempotent.
+There is no kubelet: pods the operator creates are scheduled (a node must exist for that) but never run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slinkyml.cluster.apply import api_client, apply_objects
+from slinkyml.cluster.crds import crd_files
+from slinkyml.dev.pki import Identity, Pki
+from slinkyml.dev.process import Daemon, port_in_use, port_open
+from slinkyml.errors import SlinkyError
+from slinkyml.secretfile import write_secret
+from slinkyml.specload import load_data_all
+
+SHARED_STATE_DIR = Path("/var/lib/slinkyml/kube-dev")
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "kube" / "build.sh"
+CLUSTER_NAME = "slinkyml-dev"
+#: loopback ports, clear of the Slurm dev clusters (6817-6820, 7947-7960, 8817-8820, 9117-9520,
+#: 13306-16706); ``$SLINKYML_KUBE_PORT_BASE`` moves all but the webhook's
+DEFAULT_PORT_BASE = 17400
+#: the operator's webhook server: controller-runtime's default port, which the operator's webhook
+#: command offers no flag for (so one control plane per machine)
+WEBHOOK_PORT = 9443
+SERVICE_CIDR = "10.96.0.0/24"
+#: the operator's identity: cluster-admin through system:masters (its chart's RBAC is not installed)
+OPERATOR = Identity("operator", "slurm-operator", ("system:masters",))
+CLIENTS = (Identity("admin", "slinkyml-admin", ("system:masters",)),
+           Identity("controller-manager", "system:kube-controller-manager"),
+           Identity("scheduler", "system:kube-scheduler"), OPERATOR)
+WEBHOOK_CONFIG_NAME = "slinkyml-dev-slurm-operator"
+READY_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every port the control plane listens on (all on 127.0.0.1 but the webhook's, see WEBHOOK_PORT)."""
+
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    manager_health: int
+    webhook_health: int
+    webhook: int = WEBHOOK_PORT
+
+    @classmethod
+    def from_base(cls, base: int) -> Ports:
+        return cls(etcd_client=base + 1, etcd_peer=base + 2, apiserver=base + 43, controller_manager=base + 57,
+                   scheduler=base + 59, manager_health=base + 81, webhook_health=base + 82)
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("SLINKYML_KUBE_STATE_DIR")
+    return Path(env).expanduser().absolute() if env else SHARED_STATE_DIR
+
+
+def default_ports() -> Ports:
+    raw = os.environ.get("SLINKYML_KUBE_PORT_BASE", "")
+    try:
+        return Ports.from_base(int(raw) if raw else DEFAULT_PORT_BASE)
+    except ValueError:
+        raise SlinkyError(f"SLINKYML_KUBE_PORT_BASE={raw}: not a port number") from None
+
+
+def binaries_dir() -> Path:
+    """The built binaries: ``$SLINKYML_KUBE_BIN``, else the cache folder ``kube/build.sh`` keys by version."""
+    env = os.environ.get("SLINKYML_KUBE_BIN")
+    if env:
+        return Path(env)
+    if not BUILD_SCRIPT.is_file():
+        raise SlinkyError(f"{BUILD_SCRIPT} not found: set SLINKYML_KUBE_BIN to the folder of the built binaries")
+    done = subprocess.run(["bash", str(BUILD_SCRIPT), "--bindir"], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise SlinkyError(done.stderr.strip() or f"{BUILD_SCRIPT} --bindir failed ({done.returncode})")
+    return Path(done.stdout.strip())
+
+
+class KubeControlPlane:
+    """The local control plane's files, daemons and API client, all under one state folder."""
+
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, ports: Ports | None = None):
+        self.state_dir = Path(state_dir).absolute() if state_dir else default_state_dir()
+        self.ports = ports or default_ports()
+        self.pki = Pki(self.state_dir / "pki")
+        self._bin: Path | None = None
+
+    # -- paths -------------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (system:masters) that ``dev kube env`` exports."""
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    @property
+    def bin_dir(self) -> Path:
+        if self._bin is None:
+            self._bin = binaries_dir()
+        return self._bin
+
+    def _kubeconfig_for(self, identity: Identity) -> Path:
+        return self.kubeconfig if identity.file == "admin" else self.state_dir / f"{identity.file}.kubeconfig"
+
+    @property
+    def webhook_tmpdir(self) -> Path:
+        """The webhook's TMPDIR: controller-runtime reads its serving certificate from
+        ``$TMPDIR/k8s-webhook-server/serving-certs/tls.{crt,key}`` (the command has no flag for it)."""
+        return self.state_dir / "webhook-tmp"
+
+    # -- daemons -----------------------------------------------------------------------------------
+    def daemons(self) -> list[Daemon]:
+        """In start order."""
+        b, p, pki, s = self.bin_dir, self.ports, self.pki, self.state_dir
+        run, log = s / "run", s / "log"
+
+        def daemon(name: str, argv: list[str], env: dict[str, str] | None = None) -> Daemon:
+            return Daemon(name, argv, pid_file=run / f"{name}.pid", log_file=log / f"{name}.log", env=env)
+
+        etcd_url, peer_url = f"http://127.0.0.1:{p.etcd_client}", f"http://127.0.0.1:{p.etcd_peer}"
+        kcm, sched = self._kubeconfig_for(CLIENTS[1]), self._kubeconfig_for(CLIENTS[2])
+        operator_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                        "KUBECONFIG": str(self._kubeconfig_for(OPERATOR))}
+        return [
+            # plain http on loopback, as envtest runs it; --unsafe-no-fsync: a throwaway dev store on a
+            # shared machine, where fsync latency would slow every write of the API server
+            daemon("etcd", [str(b / "etcd"), "--name=slinkyml-dev", f"--data-dir={s / 'etcd'}",
+                            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+                            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+                            f"--initial-cluster=slinkyml-dev={peer_url}", "--unsafe-no-fsync",
+                            "--log-level=warn"]),
+            daemon("kube-apiserver", [
+                str(b / "kube-apiserver"), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1", f"--secure-port={p.apiserver}",
+                f"--tls-cert-file={pki.path('apiserver.crt')}", f"--tls-private-key-file={pki.path('apiserver.key')}",
+                f"--client-ca-file={pki.ca_cert}", "--authorization-mode=RBAC",
+                f"--service-account-issuer={self.server}", f"--service-account-key-file={pki.path('sa.pub')}",
+                f"--service-account-signing-key-file={pki.path('sa.key')}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+                # no kubelet, so no endpoint for the `kubernetes` Service (a loopback one is invalid)
+                "--endpoint-reconciler-type=none", "--profiling=false"]),
+            daemon("kube-controller-manager", [
+                str(b / "kube-controller-manager"), f"--kubeconfig={kcm}", f"--authentication-kubeconfig={kcm}",
+                f"--authorization-kubeconfig={kcm}", "--bind-address=127.0.0.1",
+                f"--secure-port={p.controller_manager}", "--leader-elect=false",
+                f"--cluster-name={CLUSTER_NAME}", f"--cert-dir={pki.path('controller-manager-serving')}",
+                f"--service-account-private-key-file={pki.path('sa.key')}", f"--root-ca-file={pki.ca_cert}",
+                "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--profiling=false"]),
+            daemon("kube-scheduler", [
+                str(b / "kube-scheduler"), f"--kubeconfig={sched}", f"--authentication-kubeconfig={sched}",
+                f"--authorization-kubeconfig={sched}", "--bind-address=127.0.0.1", f"--secure-port={p.scheduler}",
+                "--leader-elect=false", "--profiling=false"]),
+            daemon("slurm-operator-webhook", [
+                str(b / "slurm-operator-webhook"), f"--health-addr=127.0.0.1:{p.webhook_health}",
+                "--metrics-addr=0"], env={**operator_env, "TMPDIR": str(self.webhook_tmpdir)}),
+            daemon("slurm-operator-manager", [
+                str(b / "slurm-operator-manager"), f"--health-addr=127.0.0.1:{p.manager_health}",
+                "--metrics-addr=0"], env=operator_env),
+        ]
+
+    def _listen_ports(self) -> dict[str, tuple[int, ...]]:
+        p = self.ports
+        return {"etcd": (p.etcd_client, p.etcd_peer), "kube-apiserver": (p.apiserver,),
+                "kube-controller-manager": (p.controller_manager,), "kube-scheduler": (p.scheduler,),
+                "slurm-operator-webhook": (p.webhook, p.webhook_health),
+                "slurm-operator-manager": (p.manager_health,)}
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def up(self, log: Callable[[str], None] = lambda _: None) -> KubeControlPlane:
+        """Start whatever is not running; idempotent. On failure stop what this call started and raise."""
+        daemons = {d.name: d for d in self.daemons()}
+        missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
+        if missing:
+            raise SlinkyError(f"not built: {', '.join(missing)} (run `make kube`)")
+        self._write_files()
+        already = {name for name, d in daemons.items() if d.running}
+        busy = [f"{port} ({name})" for name, ports in self._listen_ports().items() if name not in already
+                for port in ports if port_in_use(port)]
+        if busy:
+            raise SlinkyError(f"ports in use: {', '.join(busy)} (another control plane? `slinkyml dev kube "
+                              "status`; SLINKYML_KUBE_PORT_BASE moves all but the webhook's)")
+        started: list[Daemon] = []
+        try:
+            self._start(daemons["etcd"], self._etcd_healthy, started)
+            self._start(daemons["kube-apiserver"], self._apiserver_ready, started)
+            self._start(daemons["kube-controller-manager"],
+                        lambda: port_open("127.0.0.1", self.ports.controller_manager), started)
+            self._start(daemons["kube-scheduler"], lambda: port_open("127.0.0.1", self.ports.scheduler), started)
+            api = self.api()
+            self._install_crds(api, log)
+            self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
+                        started)
+            self._register_webhook(api, log)
+            self._start(daemons["slurm-operator-manager"],
+                        lambda: _http_ok(f"http://127.0.0.1:{self.ports.manager_health}/readyz"), started)
+            self._wait_default_service_account(api)
+        except BaseException:
+            for daemon in reversed(started):
+                daemon.stop()
+            raise
+        return self
+
+    def down(self) -> list[str]:
+        """Stop every daemon by PID, last started first. State (etcd's data, certificates) is kept."""
+        return [d.name for d in reversed(self.daemons()) if d.stop()]
+
+    def reset(self) -> None:
+        """Stop everything and delete the state folder."""
+        self.down()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def status(self) -> dict[str, Any]:
+        daemons = {d.name: d.pid for d in self.daemons()}
+        return {"state_dir": str(self.state_dir), "server": self.server, "kubeconfig": str(self.kubeconfig),
+                "daemons": daemons, "running": all(daemons.values()),
+                "versions": self.versions()}
+
+    def versions(self) -> dict[str, str]:
+        """What the cache built (``versions.json`` beside ``bin/``)."""
+        try:
+            return json.loads((self.bin_dir.parent / "versions.json").read_text())
+        except (OSError, ValueError, SlinkyError):
+            return {}
+
+    @property
+    def running(self) -> bool:
+        return all(d.running for d in self.daemons())
+
+    def api(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` for the admin kubeconfig."""
+        return api_client(str(self.kubeconfig))
+
+    # -- steps -------------------------------------------------------------------------------------
+    def _write_files(self) -> None:
+        for sub in ("run", "log", "etcd"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir / "etcd", 0o700)
+        renewed = self.pki.ensure_ca()
+        self.pki.ensure_service_account_keys()
+        self.pki.ensure_cert("apiserver", "kube-apiserver", server=True, force=renewed,
+                             hosts=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+                                    "kubernetes.default.svc", SERVICE_CIDR.rsplit(".", 1)[0] + ".1"))
+        self.pki.ensure_cert("webhook", "slurm-operator-webhook", server=True, force=renewed,
+                             hosts=("127.0.0.1", "localhost"))
+        for identity in CLIENTS:
+            self.pki.ensure_cert(identity.file, identity.user, organizations=identity.groups, force=renewed)
+            self.pki.kubeconfig(self._kubeconfig_for(identity), self.server, identity.file, CLUSTER_NAME)
+        certs = self.webhook_tmpdir / "k8s-webhook-server" / "serving-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        for src, dst in (("webhook.crt", "tls.crt"), ("webhook.key", "tls.key")):
+            data = self.pki.path(src).read_bytes()
+            if not ((certs / dst).is_file() and (certs / dst).read_bytes() == data):
+                write_secret(certs / dst, data, force=True)
+
+    def _start(self, daemon: Daemon, ready: Callable[[], bool], started: list[Daemon]) -> None:
+        if daemon.running:
+            return
+        daemon.start()
+        started.append(daemon)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready():
+            if daemon.exited_early():
+                raise SlinkyError(f"{daemon.name} exited at start; last lines of {daemon.log_file}:\n"
+                                  f"{daemon.log_tail()}")
+            if time.monotonic() > deadline:
+                raise SlinkyError(f"{daemon.name} not ready after {READY_TIMEOUT_S:.0f} s; last lines of "
+                                  f"{daemon.log_file}:\n{daemon.log_tail()}")
+            time.sleep(0.2)
+
+    def _etcd_healthy(self) -> bool:
+        return _http_ok(f"http://127.0.0.1:{self.ports.etcd_client}/health")
+
+    def _apiserver_ready(self) -> bool:
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        ctx.load_cert_chain(str(self.pki.path("admin.crt")), str(self.pki.path("admin.key")))
+        return _http_ok(f"{self.server}/readyz", ctx)
+
+    def crd_documents(self) -> list[dict[str, Any]]:
+        """The vendored Slinky CRDs, then those ``kube/crds.txt`` took from upstream modules."""
+        files = [*crd_files(), *sorted((self.bin_dir.parent / "crds").glob("*.yaml"))]
+        return [doc for f in files for doc in load_data_all(f.read_text()) if doc]
+
+    def _install_crds(self, api: Any, log: Callable[[str], None]) -> None:
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+
+        docs = self.crd_documents()
+        apply_objects(docs, api, log=log)
+        ext = client.ApiextensionsV1Api(api)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for name in (d["metadata"]["name"] for d in docs):
+            while not any(c.type == "Established" and c.status == "True"
+                          for c in ext.read_custom_resource_definition(name).status.conditions or []):
+                if time.monotonic() > deadline:
+                    raise SlinkyError(f"CRD {name} not Established after {READY_TIMEOUT_S:.0f} s")
+                time.sleep(0.2)
+
+    def webhook_configurations(self) -> list[dict[str, Any]]:
+        """The operator's own webhook configuration (its ``config/webhook/manifests.yaml`` at the built
+        revision), each webhook pointed at ``https://127.0.0.1:WEBHOOK_PORT/PATH`` with our CA."""
+        source = self.bin_dir.parent / "operator" / "webhook-manifests.yaml"
+        out = []
+        for doc in load_data_all(source.read_text()):
+            if not doc:
+                continue
+            suffix = "validating" if doc["kind"].startswith("Validating") else "mutating"
+            doc["metadata"] = {"name": f"{WEBHOOK_CONFIG_NAME}-{suffix}"}
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.ports.webhook}{path}",
+                                        "caBundle": self.pki.ca_bundle()}
+            out.append(doc)
+        return out
+
+    def _register_webhook(self, api: Any, log: Callable[[str], None]) -> None:
+        apply_objects(self.webhook_configurations(), api, log=log)
+
+    def _wait_default_service_account(self, api: Any) -> None:
+        """kube-controller-manager's service-account controller has made ``default`` in ``default``
+        (pods of every namespace need theirs; the first one shows the controller works)."""
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        core = client.CoreV1Api(api)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                core.read_namespaced_service_account("default", "default")
+                return
+            except ApiException as exc:
+                if exc.status != 404 or time.monotonic() > deadline:
+                    raise SlinkyError(f"no default ServiceAccount from kube-controller-manager: {exc.reason}") \
+                        from None
+            time.sleep(0.2)
+
+
+def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
