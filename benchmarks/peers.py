@@ -1,21 +1,27 @@
 """slinkyml against the tools a user would pick instead, on the same cluster, in interleaved rounds.
 
-    .venv/bin/python benchmarks/peers.py [--rounds 3] [--items 100] [--skip requeue] \
+    .venv/bin/python benchmarks/peers.py [--rounds 3] [--items 100] [--chunk-size N] [--skip requeue] \\
         [--torchx /tmp/peers-torchx/bin/torchx] [--nemo-python /tmp/peers-nemo/bin/python]
 
+Fair to every side: each measurement is a fresh process started by the clock (the tool's import,
+submission and waiting count for all: CLIs as they are, the Python tools through
+``benchmarks/peers_driver.py``), in a fresh directory of its own (nothing of an earlier round is
+in its workspace), with the same job shapes and the same handling of slurmctld's requeue hold.
 Measured (medians over ``--rounds``; every round runs each tool once, in a shuffled order):
 
 * **time to first step** — a 2-node job whose ranks run ``init_process_group`` and one all-reduce;
-  from the moment the tool is asked to submit (process start for CLIs) to the wall clock of that
-  first step (written by rank 0): ``slinkyml run`` (CLI, sbatch + torchrun), ``slinkyml.dispatch``
-  ``Executor.submit`` (Python, srun tasks), plain submitit (``TorchDistributedEnvironment``),
-  torchx ``dist.ddp`` on its Slurm scheduler and nemo-run's torchrun ``Script`` on a
-  ``SlurmExecutor`` with a ``LocalTunnel`` — the last two only when installed (below);
+  from the start of the process that submits to the wall clock of that first step (written by rank
+  0): ``slinkyml run`` (CLI, sbatch + torchrun), ``slinkyml.dispatch`` ``Executor.submit`` (Python,
+  srun tasks), plain submitit (``TorchDistributedEnvironment``), torchx ``dist.ddp`` on its Slurm
+  scheduler and nemo-run's torchrun ``Script`` on a ``SlurmExecutor`` with a ``LocalTunnel`` — the
+  last two only when installed (below);
 * **time to results for ``--items`` mapped items** — ``Executor.map_array`` vs submitit's
-  ``map_array`` (one array task per item), from the call to the last result;
-* **time to resume after ``scontrol requeue``** — a running checkpointable job is requeued; from the
-  requeue to its first step of the new run: ``Executor.submit`` of a ``Checkpointable`` (which
-  releases the requeue hold) vs submitit's ``helpers.Checkpointable`` (waits out slurmctld's hold).
+  ``map_array``, both over the same chunks (``--chunk-size`` items per array task; default: the
+  size slinkyml picks for this cluster, about one task per CPU), from process start to the last result;
+* **time to resume after ``scontrol requeue``** — a running checkpointable job (``Checkpointable``
+  of each tool) is requeued; from the requeue to its first step of the new run. slurmctld holds a
+  requeued job (BeginTime = now + cred_expire); for both tools this benchmark releases it after
+  ``REQUEUE_SETTLE_S`` of hold, as slinkyml's ``Job.wait`` would (the submitting process has ended).
 
 Ratios are printed against slinkyml's Python path (the smaller, the better for the other tool).
 
@@ -49,6 +55,7 @@ from pathlib import Path
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
+DRIVER = Path(__file__).resolve().parent / "peers_driver.py"
 
 #: the trainer every CLI tool runs: rank 0 writes the wall clock of its first step to argv[1]
 PROBE = """\
@@ -60,29 +67,6 @@ if dist.get_rank() == 0:
         fh.write(repr(time.time()))
 dist.destroy_process_group()
 """
-
-
-def first_step_fn(path: str) -> float:
-    """The same probe as a function (slinkyml Executor / submitit): every task is one rank."""
-    import torch
-    import torch.distributed as dist
-
-    if "MASTER_ADDR" not in os.environ:  # plain submitit: its own helper sets the variables
-        import submitit
-
-        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-    dist.init_process_group("gloo")
-    tensor = torch.ones(1)
-    dist.all_reduce(tensor)
-    now = time.time()
-    if dist.get_rank() == 0:
-        Path(path).write_text(repr(now))
-    dist.destroy_process_group()
-    return now
-
-
-def double(x: int) -> int:
-    return 2 * x
 
 
 def wait_for_file(path: Path, timeout: float = 600) -> float:
@@ -116,62 +100,65 @@ class Bench:
         self.slurm = Slurm()
         self.work = Path(tempfile.mkdtemp(prefix="slinkyml-peers-", dir="/tmp"))
         self.work.chmod(0o777)
-        probe = self.work / "probe.py"
-        probe.write_text(f"#!{PY}\n{PROBE}")  # runnable as is (nemo-run starts it with --no-python)
-        probe.chmod(0o755)
         self.n = 0
 
-    def _out(self, tag: str) -> Path:
+    def fresh(self, tag: str) -> Path:
+        """A directory of this run's own, holding only the probe (a tool's workspace)."""
         self.n += 1
-        return self.work / f"{tag}-{self.n}.t"
+        run = self.work / f"{tag}-{self.n}"
+        run.mkdir()
+        run.chmod(0o777)
+        probe = run / "probe.py"
+        probe.write_text(f"#!{PY}\n{PROBE}")  # runnable as is (nemo-run starts it with --no-python)
+        probe.chmod(0o755)
+        return run
+
+    def driver(self, *argv: str) -> list[str]:
+        """Run benchmarks/peers_driver.py (a fresh process); the job ids it submitted."""
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        proc = subprocess.run([PY, str(DRIVER), *argv], capture_output=True, text=True, check=False,
+                              env=dict(os.environ, PYTHONPATH=path))
+        if proc.returncode:
+            raise RuntimeError(f"peers_driver {' '.join(argv[:2])}: {proc.stderr.strip()[-600:]}")
+        return [word for line in proc.stdout.splitlines() if line.startswith("JOB ") for word in line.split()[1:]]
 
     # -- time to first step ---------------------------------------------------------------------------
     def ttfs_slinkyml_cli(self) -> float:
-        out = self._out("cli")
+        run = self.fresh("cli")
+        out = run / "first.t"
         t0 = time.time()
         proc = subprocess.run([PY, "-m", "slinkyml", "run", "-N", "2", "--mem", "1G", "-t", "5", "--python", PY,
-                               "--log-dir", str(self.work / "logs"), "--no-check", "probe.py", str(out)],
-                              cwd=self.work, capture_output=True, text=True, check=True)
+                               "--log-dir", str(run / "logs"), "--no-check", "probe.py", str(out)],
+                              cwd=run, capture_output=True, text=True, check=True)
         first = wait_for_file(out) - t0
         wait_gone(self.slurm, proc.stdout.split()[3])
         return first
 
-    def ttfs_slinkyml_python(self) -> float:
-        from slinkyml.dispatch import Executor
-
-        out = self._out("py")
+    def _ttfs_driver(self, tool: str) -> float:
+        run = self.fresh(tool)
+        out = run / "first.t"
         t0 = time.time()
-        job = Executor(self.work / "sub", slurm=self.slurm, nodes=2, mem="1G", time=5).submit(first_step_fn, str(out))
+        job_ids = self.driver("ttfs", tool, str(run), str(out))
         first = wait_for_file(out) - t0
-        job.wait(timeout=300)
-        wait_gone(self.slurm, job.job_id)
+        for job_id in job_ids:
+            wait_gone(self.slurm, job_id)
         return first
 
-    def _submitit(self, **params):
-        import submitit
-
-        executor = submitit.AutoExecutor(folder=str(self.work / "submitit" / "%j"), cluster="slurm")
-        executor.update_parameters(**params)
-        return executor
+    def ttfs_slinkyml_python(self) -> float:
+        return self._ttfs_driver("slinkyml")
 
     def ttfs_submitit(self) -> float:
-        out = self._out("submitit")
-        t0 = time.time()
-        executor = self._submitit(nodes=2, tasks_per_node=1, timeout_min=5, slurm_mem="1G")
-        job = executor.submit(first_step_fn, str(out))
-        first = wait_for_file(out) - t0
-        job.results()
-        wait_gone(self.slurm, str(job.job_id))
-        return first
+        return self._ttfs_driver("submitit")
 
     def ttfs_torchx(self) -> float:
-        out = self._out("torchx")
+        run = self.fresh("torchx")
+        out = run / "first.t"
         env = dict(os.environ, PATH=f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}")
         t0 = time.time()
         proc = subprocess.run([self.args.torchx, "run", "-s", "slurm", "--scheduler_args",
-                               f"mem=1024,time=5,job_dir={self.work / out.stem}", "dist.ddp", "-j", "2x1",
+                               f"mem=1024,time=5,job_dir={run / 'job'}", "dist.ddp", "-j", "2x1",
                                "--script", "probe.py", "--", str(out)],
-                              cwd=self.work, env=env, capture_output=True, text=True, check=True)
+                              cwd=run, env=env, capture_output=True, text=True, check=True)
         first = wait_for_file(out) - t0
         match = re.search(r"slurm://[^/]*/(\d+)", proc.stdout + proc.stderr)
         if match:
@@ -179,21 +166,22 @@ class Bench:
         return first
 
     def ttfs_nemo(self) -> float:
-        out = self._out("nemo")
-        home = self.work / "nemo"
+        run = self.fresh("nemo")
+        out = run / "first.t"
+        home = run / "nemo"
         code = textwrap.dedent(f"""
             import nemo_run as run
             executor = run.SlurmExecutor(account={self.account()!r}, nodes=2, ntasks_per_node=1, mem="1G",
                                          time="00:05:00", launcher="torchrun", packager=run.Packager(),
                                          tunnel=run.LocalTunnel(job_dir={str(home / 'experiments')!r}))
-            script = run.Script(path={str(self.work / 'probe.py')!r}, args=[{str(out)!r}])
+            script = run.Script(path={str(run / 'probe.py')!r}, args=[{str(out)!r}])
             with run.Experiment("ttfs", executor=executor, log_level="WARN") as exp:
                 exp.add(script, tail_logs=False)
                 exp.run(detach=True)
         """)
         env = dict(os.environ, NEMORUN_HOME=str(home), PATH=f"{Path(PY).parent}{os.pathsep}{os.environ['PATH']}")
         t0 = time.time()
-        subprocess.run([self.args.nemo_python, "-c", code], cwd=self.work, env=env, capture_output=True, text=True,
+        subprocess.run([self.args.nemo_python, "-c", code], cwd=run, env=env, capture_output=True, text=True,
                        check=True)
         first = wait_for_file(out) - t0
         self.wait_idle()
@@ -215,81 +203,65 @@ class Bench:
             time.sleep(0.2)
 
     # -- mapped items -------------------------------------------------------------------------------
-    def map_slinkyml(self) -> float:
-        from slinkyml.dispatch import Executor
+    def chunk_size(self) -> int:
+        """``--chunk-size``, else what slinkyml's map_array picks here (about one task per CPU)."""
+        if self.args.chunk_size:
+            return self.args.chunk_size
+        from slinkyml.dispatch.arrays import plan_array, total_cpus
 
+        plan = plan_array(self.args.items, max_array_size=1000, target_tasks=total_cpus(self.slurm))
+        return max(count for _start, count in plan.chunks)
+
+    def _map(self, tool: str) -> float:
+        run = self.fresh(f"map-{tool}")
         t0 = time.perf_counter()
-        array = Executor(self.work / "map", slurm=self.slurm, mem="128M", time=5).map_array(
-            double, range(self.args.items))
-        assert array.results(timeout=600) == [2 * i for i in range(self.args.items)]
+        self.driver("map", tool, str(run), str(self.args.items), str(self.chunk_size()))
         return time.perf_counter() - t0
+
+    def map_slinkyml(self) -> float:
+        return self._map("slinkyml")
 
     def map_submitit(self) -> float:
-        t0 = time.perf_counter()
-        executor = self._submitit(timeout_min=5, slurm_mem="128M", slurm_array_parallelism=1000)
-        jobs = executor.map_array(double, range(self.args.items))
-        assert [j.result() for j in jobs] == [2 * i for i in range(self.args.items)]
-        return time.perf_counter() - t0
+        return self._map("submitit")
 
     # -- resume after scontrol requeue ------------------------------------------------------------------
-    def _requeue_and_time(self, job_id: str, started: Path, resumed: Path) -> float:
-        wait_for_file(started, 300)
-        t0 = time.time()
-        self.slurm.run("scontrol", ["requeue", job_id])
-        return wait_for_file(resumed, 600) - t0
+    def _resume(self, tool: str) -> float:
+        run = self.fresh(f"rq-{tool}")
+        started, resumed = run / "started.t", run / "resumed.t"
+        (job_id,) = self.driver("requeue", tool, str(run), str(started), str(resumed))
+        try:
+            wait_for_file(started, 300)
+            t0 = time.time()
+            self.slurm.run("scontrol", ["requeue", job_id])
+            release = _Background(lambda: release_requeue_hold(self.slurm, job_id, resumed))
+            first = wait_for_file(resumed, 600) - t0
+            release.join()
+            return first
+        finally:
+            wait_gone(self.slurm, job_id)
 
     def resume_slinkyml(self) -> float:
-        from slinkyml.dispatch import Executor
-
-        started, resumed = self._out("rq-start"), self._out("rq-resumed")
-        job = Executor(self.work / "rq", slurm=self.slurm, mem="256M", time=10).submit(
-            _slinkyml_count_to(str(started), str(resumed)))
-        job_wait = _Background(lambda: job.wait(timeout=900))  # Job releases the requeue hold
-        try:
-            return self._requeue_and_time(job.job_id, started, resumed)
-        finally:
-            job_wait.join()
-            wait_gone(self.slurm, job.job_id)
+        return self._resume("slinkyml")
 
     def resume_submitit(self) -> float:
-        started, resumed = self._out("rq-start"), self._out("rq-resumed")
-        executor = self._submitit(timeout_min=10, slurm_mem="256M")
-        job = executor.submit(_submitit_count_to(str(started), str(resumed)))
-        try:
-            return self._requeue_and_time(str(job.job_id), started, resumed)
-        finally:
-            job.result()
-            wait_gone(self.slurm, str(job.job_id))
+        return self._resume("submitit")
 
 
-def count_to(started: str, resumed: str) -> int:
-    """The requeue probe: the first run writes ``started`` and sleeps (it is requeued long before
-    it ends); a run after a requeue (SLURM_RESTART_COUNT ≥ 1) writes ``resumed`` and returns."""
-    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-    Path(resumed if restarts else started).write_text(repr(time.time()))
-    if not restarts:
-        time.sleep(120)
-    return restarts
+def release_requeue_hold(slurm, job_id: str, resumed: Path, timeout: float = 600) -> None:
+    """What slinkyml's ``Job.wait`` does for a requeued job, done here for every tool alike: once
+    the job has waited ``REQUEUE_SETTLE_S`` in slurmctld's BeginTime hold, release it."""
+    from slinkyml.dispatch.executor import REQUEUE_SETTLE_S
 
-
-def _slinkyml_count_to(started: str, resumed: str):
-    from slinkyml.dispatch import Checkpointable
-
-    class CountTo(Checkpointable):  # a Checkpointable: Job releases slurmctld's requeue hold
-        def __call__(self) -> int:
-            return count_to(started, resumed)
-
-    return CountTo()
-
-
-def _submitit_count_to(started: str, resumed: str):
-    import submitit
-
-    class CountTo(submitit.helpers.Checkpointable):
-        def __call__(self) -> int:
-            return count_to(started, resumed)
-
-    return CountTo()
+    held_since = None
+    deadline = time.monotonic() + timeout
+    while not resumed.exists() and time.monotonic() < deadline:
+        out = slurm.run("squeue", ["-h", "-j", job_id, "-o", "%T|%r"], check=False, retries=0).stdout.strip()
+        if out == "PENDING|BeginTime":
+            held_since = held_since or time.monotonic()
+            if time.monotonic() - held_since >= REQUEUE_SETTLE_S:
+                slurm.run("scontrol", ["update", f"JobId={job_id}", "StartTime=now"], check=False, retries=0)
+                return
+        time.sleep(0.2)
 
 
 class _Background:
@@ -338,6 +310,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--items", type=int, default=100)
+    ap.add_argument("--chunk-size", type=int, help="items per array task for both tools (default: slinkyml's "
+                    "choice for this cluster)")
     ap.add_argument("--skip", action="append", default=[], choices=("ttfs", "map", "requeue"))
     ap.add_argument("--torchx", help="a torchx executable (its own venv); default: `torchx` on PATH if any")
     ap.add_argument("--nemo-python", help="a Python with nemo_run installed (its own venv)")
@@ -358,7 +332,8 @@ def main() -> int:
         results["time_to_first_step"] = summary(interleaved(fns, args.rounds), "slinkyml_python")
     if "map" not in args.skip:
         fns = {"slinkyml_python": bench.map_slinkyml, "submitit": bench.map_submitit}
-        results[f"time_to_results_{args.items}_items"] = summary(interleaved(fns, args.rounds), "slinkyml_python")
+        results[f"time_to_results_{args.items}_items"] = {
+            "chunk_size": bench.chunk_size(), **summary(interleaved(fns, args.rounds), "slinkyml_python")}
     if "requeue" not in args.skip:
         fns = {"slinkyml_python": bench.resume_slinkyml, "submitit": bench.resume_submitit}
         results["time_to_resume_after_requeue"] = summary(interleaved(fns, args.rounds), "slinkyml_python")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -31,18 +32,34 @@ def test_master_port_depends_on_job_and_restart_and_is_the_same_everywhere():
     assert len(set(a)) == len(a)
 
 
-def test_port_collision_check_skips_a_busy_port():
+def test_batch_script_exports_the_head_and_a_free_port(tmp_path):
+    """The multi-task batch script's MASTER_ADDR/MASTER_PORT (bash, no Python started for it): the
+    first host, and the job's first port candidate nothing listens on (the one task_env derives)."""
     import socket
 
+    from slinkyml.dispatch.executor import HEAD_ENV_LINES
+
+    conf = tmp_path / "slurm.conf"  # scontrol show hostnames reads a slurm.conf, talks to no daemon
+    conf.write_text("ClusterName=probe\nSlurmctldHost=localhost\n")
+    script = "\n".join(["set -euo pipefail", *HEAD_ENV_LINES, 'echo "$MASTER_ADDR $MASTER_PORT"'])
+    env = {"PATH": os.environ["PATH"], "SLURM_CONF": str(conf), "SLURM_JOB_ID": "99", "SLURM_JOB_NODELIST": "n[3-4]"}
+
+    def run(**extra: str) -> list[str]:
+        return subprocess.run(["bash", "-c", script], env={**env, **extra}, capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    assert run() == ["n3", str(distributed.port_candidates(99)[0])]
+    assert run(SLURM_RESTART_COUNT="2")[1] == str(distributed.port_candidates(99, 2)[0])
+    assert run(SLURM_ARRAY_JOB_ID="55")[1] == str(distributed.port_candidates(55)[0])
     first = distributed.port_candidates(99)[0]
     with socket.socket() as busy:
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            busy.bind(("", first))
+            busy.bind(("127.0.0.1", first))
         except OSError:
             pytest.skip(f"port {first} is in use by another process on this machine")
         busy.listen()
-        assert distributed.choose_port(99) == distributed.port_candidates(99)[1]
+        assert run()[1] == str(distributed.port_candidates(99)[1])
 
 
 def test_task_env_maps_slurm_to_torch_names():

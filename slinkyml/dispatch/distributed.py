@@ -1,43 +1,17 @@
 """The torch.distributed environment of a Slurm task: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT.
 
 Translated from ``SLURM_*`` so ``init_process_group()`` works in a submitted function; the port
-comes from :mod:`slinkyml.rendezvous`.
+comes from :mod:`slinkyml.rendezvous` (the batch script checks it is free: executor.HEAD_ENV_LINES).
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-import socket
 from collections.abc import Mapping, MutableMapping
 
 from slinkyml.rendezvous import port_candidates
 from slinkyml.slurm.hostlist import expand_hostlist
-
-
-def port_is_free(port: int, host: str = "") -> bool:
-    """Whether we can bind ``port`` here (the head node), i.e. no other job's store is on it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def choose_port(job_id: int | str, restart: int = 0) -> int:
-    """The first free candidate port (collision check); the first candidate if all are taken."""
-    candidates = port_candidates(job_id, restart)
-    return next((p for p in candidates if port_is_free(p)), candidates[0])
-
-
-def head_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """MASTER_ADDR/MASTER_PORT, computed in the batch script (it runs on the head node)."""
-    env = os.environ if environ is None else environ
-    job_id = env.get("SLURM_ARRAY_JOB_ID") or env.get("SLURM_JOB_ID") or "0"
-    restart = int(env.get("SLURM_RESTART_COUNT", "0") or 0)
-    hosts = expand_hostlist(env.get("SLURM_JOB_NODELIST", "")) or [socket.gethostname()]
-    return {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(choose_port(job_id, restart))}
 
 
 def task_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -56,7 +30,7 @@ def task_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     }
     if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
         out["MASTER_ADDR"], out["MASTER_PORT"] = env["MASTER_ADDR"], env["MASTER_PORT"]
-    else:  # not started by our batch script: derive without the check (same on every node)
+    else:  # not started by our batch script (executor.HEAD_ENV_LINES): derive without the check
         job_id = env.get("SLURM_ARRAY_JOB_ID") or env.get("SLURM_JOB_ID") or "0"
         hosts = expand_hostlist(env.get("SLURM_JOB_NODELIST", "")) or ["127.0.0.1"]
         out["MASTER_ADDR"] = hosts[0]
@@ -100,13 +74,3 @@ def init_process_group(backend: str | None = None, **kwargs):
     kwargs.setdefault("timeout", datetime.timedelta(minutes=10))
     dist.init_process_group(backend=backend, init_method="env://", **kwargs)
     return dist.group.WORLD
-
-
-def _main() -> None:
-    """``python -m slinkyml.dispatch.distributed``: print ``export`` lines for the batch script."""
-    for key, value in head_env().items():
-        print(f"export {key}={value}")
-
-
-if __name__ == "__main__":
-    _main()

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
+from slinkyml import rendezvous
 from slinkyml.dispatch.arrays import (
     ArrayPlan,
     Chunk,
@@ -44,6 +45,14 @@ RESULT_GRACE_S = 5.0
 #: seconds a requeued job stays held before we release it: until slurmd has revoked the old run's
 #: credential, or Slurm 24.11 refuses the new one and kills the job.
 REQUEUE_SETTLE_S = 3.0
+#: the batch script's MASTER_ADDR/MASTER_PORT (``distributed.head_env``'s rule, in bash: a Python
+#: started for it cost every multi-task job 0.3-1 s before its first step on a loaded machine)
+HEAD_ENV_LINES = [
+    'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+    'slinkyml_job="${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" slinkyml_restart="${SLURM_RESTART_COUNT:-0}"',
+    *rendezvous.bash_lines(job_var="slinkyml_job", restart_var="slinkyml_restart", out_var="MASTER_PORT"),
+    "export MASTER_ADDR MASTER_PORT",
+]
 #: a task Slurm itself holds ("launch failed requeued held", e.g. after a controller restart found
 #: its job id still running on a node) is released once after this long...
 HELD_RELEASE_S = 5.0
@@ -257,8 +266,7 @@ class Executor:
         multi = tasks and self.num_tasks > 1
         setup = [f"export {k}={shlex.quote(str(v))}" for k, v in self.env.items()] + self.setup
         if multi:
-            python = self.python or shlex.quote(sys.executable)
-            setup.append(f'eval "$({python} -m slinkyml.dispatch.distributed)"')
+            setup += HEAD_ENV_LINES
         if setup:
             params["setup"] = setup
         # srun only where it is needed: several tasks, or a signal to deliver to the task
