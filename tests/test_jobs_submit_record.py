@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from slinkyml.jobs import records
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.slurm import InvalidRequest
@@ -77,11 +78,12 @@ def test_failed_render_submits_nothing(slurm, shared_tmp, monkeypatch):
         raise RuntimeError("render failed")
 
     monkeypatch.setattr(submit_module, "render_sbatch", broken_render)
-    with pytest.raises(RuntimeError, match="render failed"):
+    monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(shared_tmp / "records"))
+    with pytest.raises(RuntimeError, match="render failed"):  # rendered while sbatch loads: it is stopped
         submit(_spec(shared_tmp, name=name, log_dir=str(shared_tmp / "never")), backend=SbatchBackend(slurm),
                cwd=shared_tmp)
     assert slurm.run("squeue", ["-h", "-t", "all", "-n", name, "-o", "%i"]).stdout.strip() == ""
-    assert not (shared_tmp / "never").exists()
+    assert list((shared_tmp / "records").rglob("*")) in ([], [records.records_dir(slurm.conf)])  # no record
 
 
 def test_submission_inherits_the_environment_without_copying_it(monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slinkyml.jobs.request import SlurmJobRequest
@@ -33,7 +34,9 @@ class RestApiBackend:
         return cls(RestClient.from_config(url, token, user, slurm_conf=slurm.conf), api_version(slurm.version),
                    slurm_conf=slurm.conf)
 
-    def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
+    def submit(self, spec: JobSpec, script: str | Callable[[], str], *, cwd: str | os.PathLike[str],
+               while_waiting: Callable[[], object] | None = None) -> int:
+        script = script() if callable(script) else script
         env = {k: os.environ[k] for k in EXPORTED_ENV if os.environ.get(k)}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         if self.slurm_conf:

@@ -7,6 +7,7 @@ The backend is chosen by, in order: the ``backend`` argument (``--backend``), ``
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -22,10 +23,15 @@ from slinkyml.slurm.runner import Slurm
 BACKENDS = config.SUBMIT_BACKENDS
 
 
+#: the script, or a function that renders it (called by the backend when it needs the text)
+Script = str | Callable[[], str]
+
+
 class Backend(Protocol):
     name: str
 
-    def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int: ...
+    def submit(self, spec: JobSpec, script: Script, *, cwd: str | os.PathLike[str],
+               while_waiting: Callable[[], object] | None = None) -> int: ...
 
 
 @dataclass
@@ -37,8 +43,9 @@ class SbatchBackend:
     name: str = "sbatch"
     extra_args: tuple[str, ...] = ()  # sbatch options given on top of the script's (e.g. --hold)
 
-    def submit(self, spec: JobSpec, script: str, *, cwd: str | os.PathLike[str]) -> int:
-        return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd)
+    def submit(self, spec: JobSpec, script: Script, *, cwd: str | os.PathLike[str],
+               while_waiting: Callable[[], object] | None = None) -> int:
+        return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd, while_waiting=while_waiting)
 
 
 def backend_name(explicit: str | None = None) -> str:
@@ -66,9 +73,10 @@ class Submitted:
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
     """Render, check against the live cluster, submit: nothing else, so submission costs what
-    ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``)."""
+    ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``). sbatch starts
+    first: the script is rendered while it loads, and the submission record's file is created while
+    it waits for slurmctld."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
-    script = render_sbatch(spec)
     if validate and slurm is not None:
         check_job(spec, slurm, user=user)
     log_dir = os.path.join(cwd, spec.log_dir)
@@ -77,9 +85,14 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
             os.makedirs(log_dir, exist_ok=True)
     except OSError as exc:
         raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
-    job_id = backend.submit(spec, script, cwd=cwd)
     # where its logs are, for `slinkyml jobs logs` after Slurm has forgotten the job
-    records.record_sbatch(job_id, name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
-                          batch_log=os.path.join(log_dir, f"{safe_name(spec.name)}-{job_id}.out"),
-                          conf=getattr(getattr(backend, "slurm", None), "conf", None))
-    return Submitted(job_id, Path(log_dir, f"{safe_name(spec.name)}-{job_id}.sbatch"), backend.name)
+    record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None))
+    try:
+        job_id = backend.submit(spec, lambda: render_sbatch(spec), cwd=cwd, while_waiting=record.open)
+    except BaseException:
+        record.discard()
+        raise
+    name = safe_name(spec.name)
+    record.commit(records.sbatch_record(job_id, name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
+                                        batch_log=os.path.join(log_dir, f"{name}-{job_id}.out")))
+    return Submitted(job_id, Path(log_dir, f"{name}-{job_id}.sbatch"), backend.name)

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -147,12 +147,19 @@ class Slurm:
         return found
 
     # -- running ------------------------------------------------------------------------
-    def run(self, command: str, args: Sequence[str] = (), *, input: str | None = None,
+    def run(self, command: str, args: Sequence[str] = (), *, input: str | Callable[[], str] | None = None,
             timeout: float | None = None, check: bool = True, retries: int | None = None,
             env: Mapping[str, str] | None = None, as_user: str | None = None,
-            cwd: str | os.PathLike[str] | None = None) -> Result:
-        """Run ``command args`` (no shell); retry transient failures; raise typed errors."""
+            cwd: str | os.PathLike[str] | None = None, while_waiting: Callable[[], object] | None = None
+            ) -> Result:
+        """Run ``command args`` (no shell); retry transient failures; raise typed errors.
+
+        ``input`` may be a function: it is called once the process has started (work done while the
+        program loads), and its text is the program's stdin. ``while_waiting`` runs once stdin is
+        written, while the command waits for its answer (sbatch: for slurmctld)."""
         argv = [self.executable(command), *map(str, args)]
+        if callable(input):
+            input = _Once(input)
         if as_user:
             argv = ["runuser", "-u", as_user, "--", *argv]
         attempts = 1 + (self.retries if retries is None else retries)
@@ -163,7 +170,8 @@ class Slurm:
         for attempt in range(1, attempts + 1):
             self.calls += 1
             try:
-                proc = _run_with_deadline(argv, input, limit, full_env, cwd)
+                proc = _run_with_deadline(argv, input, limit, full_env, cwd,
+                                          while_waiting if attempt == 1 else None)
             except subprocess.TimeoutExpired as exc:
                 if attempt < attempts:
                     time.sleep(self.backoff * 2 ** (attempt - 1))
@@ -242,18 +250,24 @@ class Slurm:
         return SlurmVersion.parse(out)
 
     # -- small helpers used everywhere ------------------------------------------------------
-    def sbatch(self, script: str | os.PathLike[str], args: Sequence[str] = (), *,
+    def sbatch(self, script: str | os.PathLike[str] | Callable[[], str], args: Sequence[str] = (), *,
                as_user: str | None = None, env: Mapping[str, str] | None = None,
-               cwd: str | os.PathLike[str] | None = None) -> int:
-        """Submit a script (a path, or the script text itself, given on stdin) and return the job id.
+               cwd: str | os.PathLike[str] | None = None, while_waiting: Callable[[], object] | None = None
+               ) -> int:
+        """Submit a script (a path, or the script text itself, given on stdin; or a function that
+        renders it, called while sbatch loads) and return the job id.
 
         One attempt: ``sbatch`` retries a busy controller itself, and a repeat could submit twice.
         """
-        script_str = str(script)
-        text = isinstance(script, str) and script_str.startswith("#!")
-        argv = ["--parsable", *args] if text else ["--parsable", *args, script_str]
-        out = self.run("sbatch", argv, input=script_str if text else None, retries=0, as_user=as_user,
-                       env=env, cwd=cwd).stdout
+        if callable(script):
+            text, stdin, path = True, script, ""
+        else:
+            path = str(script)
+            text = isinstance(script, str) and path.startswith("#!")
+            stdin = path if text else None
+        argv = ["--parsable", *args] if text else ["--parsable", *args, path]
+        out = self.run("sbatch", argv, input=stdin, retries=0, as_user=as_user, env=env, cwd=cwd,
+                       while_waiting=while_waiting).stdout
         return parse_job_id(out)
 
     def show_config(self) -> dict[str, str]:
@@ -348,15 +362,34 @@ _WATCHDOG = _Watchdog()
 _PIPE_CAPACITY = 65536
 
 
-def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: dict[str, str] | None,
-                       cwd: str | os.PathLike[str] | None) -> subprocess.CompletedProcess:
+class _Once:
+    """A stdin function, called once however many attempts run."""
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make, self.text = make, None
+
+    def __call__(self) -> str:
+        if self.text is None:
+            self.text = self.make()
+        return self.text
+
+
+def _run_with_deadline(argv: list[str], input: str | Callable[[], str] | None, limit: float,
+                       env: dict[str, str] | None, cwd: str | os.PathLike[str] | None,
+                       while_waiting: Callable[[], object] | None = None) -> subprocess.CompletedProcess:
     """``subprocess.run(..., timeout=limit)`` without its ~1 ms polling loop: a shared watchdog
     kills the child's process group at the deadline.
     """
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, process_group=0)
     deadline = _WATCHDOG.add(proc.pid, limit)
-    data = None if input is None else input.encode()
+    try:
+        data = None if input is None else (input() if callable(input) else input).encode()
+    except BaseException:  # the text could not be made: the program waiting for it must not run on
+        _kill_group(proc.pid)
+        proc.communicate()
+        _WATCHDOG.finish(deadline)
+        raise
     if data is not None and len(data) <= _PIPE_CAPACITY // 2:
         # fits the pipe: one write and close, not communicate()'s selector loop over stdin too
         stdin, proc.stdin = proc.stdin, None
@@ -372,6 +405,8 @@ def _run_with_deadline(argv: list[str], input: str | None, limit: float, env: di
                 pass
         data = None
     try:
+        if while_waiting is not None:
+            while_waiting()
         stdout, stderr = proc.communicate(data)
     except BaseException:
         _kill_group(proc.pid)
