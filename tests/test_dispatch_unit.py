@@ -208,3 +208,13 @@ def test_bad_resources_are_one_line_errors():
         Executor(gpus_per_node=4, tasks_per_node=3, max_array_size=1)
     with pytest.raises(SlinkyError, match="time"):
         Executor(time="soon", max_array_size=1)
+
+
+def test_a_task_unpickling_its_call_loads_no_executor_side(imported_by):
+    """Every rank imports slinkyml.dispatch.task (hence the package) before its first step: the
+    notebook side (executor, specs, YAML, the job layers) stays out of it."""
+    assert imported_by("import slinkyml.dispatch.task", ("slinkyml.dispatch.executor", "slinkyml.jobs.spec",
+                                                          "yaml", "submitit", "torch")) == []
+    code = ("import slinkyml.dispatch as d; d.TrainingJob; from slinkyml.dispatch import launch; "
+            "import slinkyml.dispatch.launch as module; assert callable(launch) and launch is module.launch")
+    subprocess.run([sys.executable, "-c", code], check=True)
