@@ -66,6 +66,7 @@ test: setup kube
 
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks
+	$(VENV)/bin/mypy
 
 bench: setup
 	$(SLINKYML) dev up

@@ -144,6 +144,7 @@ def parse_yaml(text: str, source: str = "") -> Document:
 
 def _yaml_error(exc: Exception, text: str, source: str) -> SpecError:
     mark = getattr(exc, "problem_mark", None)
+    line: int | None
     if mark is None and hasattr(exc, "position"):  # ReaderError: a character YAML does not allow
         line = text.count("\n", 0, exc.position) + 1
         character = getattr(exc, "character", None)
@@ -338,7 +339,7 @@ class _Invalid(ValueError):
 
 
 #: bump when the post-processing of generated code below changes (cached code is keyed by it)
-_GENERATED_VERSION = 2
+_GENERATED_VERSION = 3
 #: the generated module's table of patterns: compiled when first searched, not all when it loads
 _REGEX_BLOCK = re.compile(r"^REGEX_PATTERNS = \{\n.*?^\}", re.M | re.S)
 _GENERATED_IMPORT = "from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException\n"
@@ -374,7 +375,8 @@ def _fast(kind: str, key: str, node_text: str) -> Callable[[Any], Any]:
     except (OSError, ValueError, EOFError, TypeError):
         import fastjsonschema  # lazy: only when the cache misses (its import and code generation)
 
-        source = fastjsonschema.compile_to_code(_full_schema(kind, node_text))
+        # use_default=False: a check never writes the schema's defaults into the user's data
+        source = fastjsonschema.compile_to_code(_full_schema(kind, node_text), use_default=False)
         source = _FLOAT_AS_INTEGER.sub("", source.replace(_GENERATED_IMPORT, ""))
         source = _REGEX_BLOCK.sub(lambda m: m.group(0).replace("re.compile(", "_LazyPattern("), source)
         if source.count("Decimal") == 1:  # only its import (multipleOf uses it): decimal costs ~8 ms

@@ -283,3 +283,10 @@ def test_the_generated_validator_is_cached_and_agrees(tmp_path, monkeypatch):
     [problem] = specload.check({**job, "nodes": 2.0}, "job")
     assert (problem.path, problem.message) == ("nodes", "expected integer, got number 2.0")
     specload._fast.cache_clear()
+
+
+def test_checking_never_writes_defaults_into_the_data():
+    """fastjsonschema fills ``default`` values in by default: the loader's check must leave a spec as written."""
+    job = {"name": "x", "entry": {"script": "train.py"}, "requeue": {"on": ["preemption"]}}
+    before = json.loads(json.dumps(job))
+    assert specload.check(job, "job") == [] and job == before

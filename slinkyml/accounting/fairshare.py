@@ -50,6 +50,7 @@ def share_frame(rows: Iterable[records.Record]) -> pd.DataFrame:
     """
     out = []
     stack: list[str] = []  # account keys by depth
+    parent: str | None
     for row in rows:
         account_raw, user = row["Account"], row["User"].strip()
         depth = len(account_raw) - len(account_raw.lstrip(" "))
@@ -343,9 +344,10 @@ def compare(ours: pd.DataFrame, assocs: pd.DataFrame) -> pd.DataFrame:
 # -- explanations and what-ifs ----------------------------------------------------------------
 def _path(node: Node) -> list[Node]:
     path = []
-    while node is not None:
-        path.append(node)
-        node = node.parent
+    at: Node | None = node
+    while at is not None:
+        path.append(at)
+        at = at.parent
     return path[::-1]
 
 
@@ -391,7 +393,7 @@ def what_if(root: Node, *, shares: dict[str, float] | None = None,
     for key, value in (shares or {}).items():
         _require(nodes, key).shares = value
     for key, value in (add_usage or {}).items():
-        node = _require(nodes, key)
+        node: Node | None = _require(nodes, key)
         while node is not None:
             node.usage += value
             node = node.parent

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -51,7 +52,7 @@ def rich_table(df: pd.DataFrame, title: str | None = None):
 def to_json(df: pd.DataFrame) -> str:
     records = []
     for row in df.to_dict(orient="records"):
-        clean = {}
+        clean: dict[str, Any] = {}
         for key, value in row.items():
             if value is pd.NA or value is None or (isinstance(value, float) and math.isnan(value)):
                 clean[key] = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -88,7 +89,8 @@ class _Coded:
     __slots__ = ("codes", "values", "_dictionary")
 
     def __init__(self, codes: np.ndarray, values: list[str | None]) -> None:
-        self.codes, self.values, self._dictionary = codes, values, None
+        self.codes, self.values = codes, values
+        self._dictionary: Any = None
 
     def take(self, rows: np.ndarray) -> pd.api.extensions.ExtensionArray:
         if not _arrow_strings():
@@ -106,14 +108,14 @@ class _Built:
 
     __slots__ = ("build",)
 
-    def __init__(self, build: Callable[[np.ndarray | None], object]) -> None:
+    def __init__(self, build: Callable[[Any], object]) -> None:
         self.build = build
 
     def take(self, rows: np.ndarray) -> object:
         return self.build(rows)
 
 
-def _take(values: object, rows: np.ndarray) -> object:
+def _take(values: Any, rows: np.ndarray) -> object:
     if isinstance(values, (_Coded, _Built)):
         return values.take(rows)
     if isinstance(values, pd.Series):
@@ -148,7 +150,7 @@ def _read(text: str, sep: str) -> tuple[pa.Table, list[str]]:
 
 # --- small helpers --------------------------------------------------------------------------
 
-def _encode(col: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+def _encode(col: pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
     """Codes into one dictionary of distinct values (fields are never null here)."""
     encoded = pc.dictionary_encode(col)
     if isinstance(encoded, pa.ChunkedArray):
@@ -351,7 +353,7 @@ def _gpu_util(col: pa.ChunkedArray) -> np.ndarray:
     return util
 
 
-def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
+def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, Any]:
     """Arrow string columns → typed columns (the retired pandas reference's order and dtypes): a
     DataFrame (general case) or, in the common one-record-per-job case, the column arrays."""
     col = table.column
@@ -359,7 +361,7 @@ def _tidy(table: pa.Table) -> pd.DataFrame | dict[str, object]:
     _job_ids(table, parts)
     n = table.num_rows
     steps_mask = parts["step"].is_valid().to_numpy(zero_copy_only=False)
-    out: dict[str, object] = {
+    out: dict[str, Any] = {
         "job_id": parts["job_id"],
         "job_id_display": _strings(parts["job_id_display"]),
         "step": _strings(parts["step"]),

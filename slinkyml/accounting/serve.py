@@ -92,6 +92,7 @@ class DashboardServer(ThreadingHTTPServer):
         self.client_timeout_s = client_timeout_s
         self._slots = threading.BoundedSemaphore(max_connections)
         host, port = self.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         self.allowed_hosts = {f"{host}:{port}".lower(), f"localhost:{port}"}
         self.allowed_hosts |= {h.lower() for h in allowed_hosts}
 
@@ -137,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a refreshing browser reuses its connection
 
     def setup(self) -> None:
-        self.timeout = self.server.client_timeout_s  # StreamRequestHandler applies it to the socket
+        self.timeout = self.server.client_timeout_s  # type: ignore[misc]  # StreamRequestHandler applies it to the socket
         super().setup()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -226,7 +227,7 @@ def serve(build: Callable[[], bytes], *, port: int = 8765, refresh_s: float = 30
     started = time.monotonic()
     built = server.cache.refresh()  # the first visitor gets the page (or the reason it cannot be built)
     builder = start_builder(server, stop, first_wait=refresh_s if built else min(10.0, refresh_s))
-    print(f"serving the accounting dashboard on http://{server.server_address[0]}:{server.server_port}/ "
+    print(f"serving the accounting dashboard on http://{server.server_address[0]!s}:{server.server_port}/ "
           f"({'built' if built else 'not built'} in {time.monotonic() - started:.1f} s, rebuilt every "
           f"{refresh_s:g} s; Ctrl-C stops)", flush=True)
     try:

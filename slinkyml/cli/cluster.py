@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -190,7 +191,7 @@ def _dedupe(objs: list) -> tuple[list, list]:
     return out, issues
 
 
-def _load_and_render(spec: str) -> tuple[object, object]:
+def _load_and_render(spec: str) -> tuple[Any, Any]:
     from slinkyml.cluster import load_spec
     from slinkyml.cluster.render import render
 
@@ -203,8 +204,7 @@ def _apply(args: argparse.Namespace) -> int:
     from slinkyml.cluster.validate import validate_objects
 
     cluster, rendered = _load_and_render(args.spec)
-    issues = validate_objects(rendered.objects,  # type: ignore[attr-defined]
-                              plugin_values=rendered.plugin_values)  # type: ignore[attr-defined]
+    issues = validate_objects(rendered.objects, plugin_values=rendered.plugin_values)
     if issues:  # a validation failure (exit 1), shown as `cluster validate` shows it
         for issue in issues:
             print(f"slinkyml: error: {issue}", file=sys.stderr)

@@ -93,9 +93,9 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
         return 0
     from slinkyml.jobs import submit as sub
 
-    backend = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
-                               restapi_url=getattr(args, "restapi_url", None))
-    result = sub.submit(spec, backend=backend, slurm=None if args.no_check else slurm)
+    submitter = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
+                                 restapi_url=getattr(args, "restapi_url", None))
+    result = sub.submit(spec, backend=submitter, slurm=None if args.no_check else slurm)
     print(f"Submitted batch job {result.job_id} ({result.backend}; the job copies its script to "
           f"{result.script_path})", flush=True)
     print(reopen_commands(result.job_id), file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ from slinkyml.cluster.corpus import DEPENDENCIES, Case
 from slinkyml.cluster.issues import Issue
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.cluster.validate import core_issues, cross_check, validate_object, webhook_issues
-from slinkyml.kube import dig
+from slinkyml.kube import dig, mapping
 
 #: why an offline rule rejects what admission accepts: a problem only the run time shows
 OFFLINE_ONLY = {
@@ -126,7 +126,7 @@ def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
     out = []
     for o in objs:
         o = {**o, "metadata": dict(o["metadata"])} if isinstance(o.get("metadata"), dict) else o
-        meta = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
+        meta = mapping(o.get("metadata"))
         if o.get("kind") == "Namespace" and meta.get("name") == old:
             meta["name"] = namespace
         elif meta.get("namespace") == old:

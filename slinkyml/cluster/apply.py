@@ -14,6 +14,7 @@ from slinkyml.cluster.diff import FIELD_MANAGER, diff_object, object_label
 from slinkyml.cluster.secrets import render_secrets
 from slinkyml.cluster.spec import SlurmCluster
 from slinkyml.errors import SlinkyError
+from slinkyml.kube import mapping
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -93,7 +94,7 @@ def judge(api: Any, obj: dict[str, Any], *, dry_run: bool = True, dynamic: Any =
     res = _resource(dynamic or _dynamic(api), obj)
     if res is None:
         return None
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = mapping(obj.get("metadata"))
     path = res.path(name=str(meta.get("name")), namespace=meta.get("namespace") if res.namespaced else None)
     query = [("fieldManager", FIELD_MANAGER), ("force", True), ("fieldValidation", "Strict")]
     if dry_run:

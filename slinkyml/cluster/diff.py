@@ -17,7 +17,7 @@ from typing import Any
 from slinkyml.cluster import dump_yaml
 from slinkyml.cluster.validate import load_documents
 from slinkyml.errors import SlinkyError
-from slinkyml.kube import quantity
+from slinkyml.kube import mapping, quantity
 
 FIELD_MANAGER = "slinkyml"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -79,7 +79,7 @@ def _mask_secrets(before: dict[str, Any] | None, after: dict[str, Any] | None) -
     sides = [s for s in (before, after) if s is not None and s.get("kind") == "Secret"]
     if not sides:
         return
-    data = [s.get("data") if isinstance(s.get("data"), dict) else {} for s in (before or {}, after or {})]
+    data = [mapping(s.get("data")) for s in (before or {}, after or {})]
     for side, tag, own, other in ((before, "before", data[0], data[1]), (after, "after", data[1], data[0])):
         if side is None or side.get("kind") != "Secret":
             continue
@@ -99,11 +99,11 @@ def owned_fields(live: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str
     entries = (live.get("metadata") or {}).get("managedFields") or []
     trees = [e.get("fieldsV1") for e in entries if isinstance(e, dict) and e.get("manager") == manager
              and e.get("operation") == "Apply" and not e.get("subresource")]
-    trees = [t for t in trees if isinstance(t, dict)]
-    if not trees:
+    found = [t for t in trees if isinstance(t, dict)]
+    if not found:
         return None
     merged: dict[str, Any] = {}
-    for t in trees:
+    for t in found:
         _merge(merged, t)
     return merged
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from slinkyml.kube import mapping
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -22,7 +24,7 @@ class Issue:
 def describe(obj: Any) -> str:
     if not isinstance(obj, dict):
         return "<not an object>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = mapping(obj.get("metadata"))
     name = meta.get("name", "<unnamed>")
     ns = meta.get("namespace")
     return f"{obj.get('kind', '<no kind>')} {ns + '/' if isinstance(ns, str) else ''}{name}"

@@ -72,7 +72,7 @@ class FitRow:
 def _nodeset_pool_and_type(ns_obj: dict[str, Any], pools: dict[str, Any],
                            types: dict[str, InstanceType]) -> tuple[dict[str, Any] | None, InstanceType | None]:
     selector = dig(ns_obj, "spec", "template", "spec", "nodeSelector") or {}
-    pool = pools.get(selector.get("karpenter.sh/nodepool")) if isinstance(selector, dict) else None
+    pool = pools.get(selector.get("karpenter.sh/nodepool") or "") if isinstance(selector, dict) else None
     name = selector.get("node.kubernetes.io/instance-type") if isinstance(selector, dict) else None
     if name is None and pool is not None:
         for req in dig(pool, "spec", "template", "spec", "requirements") or []:
@@ -366,8 +366,7 @@ def gres_hostname_issues(where: str, gres_conf: str, nodesets: list[tuple[str, s
                 continue
             for ordinal in range(replicas + 1):
                 host = f"{prefix}{ordinal}"
-                if not any(hostlist_matches((re.search(r"NodeName=(\S+)", line) or [None, host])[1], host)
-                           for line in own):
+                if not any(hostlist_matches(_node_name(line, host), host) for line in own):
                     out.append(Issue(where, "gres.conf", f"no Name={gres} line names {host} ({desc}'s "
                                      f"{'next' if ordinal == replicas else 'pod'} hostname)"))
                     break
@@ -469,3 +468,9 @@ def runtime_issues(objs: list[dict[str, Any]],
         out += sidecar_issues(o) + image_issues(o) + unmodelled_resource_issues(o) + fsx_issues(o)
     return (out + fit_issues(objs) + taint_issues(objs, plugin_values) + plugin_placement_issues(objs, plugin_values)
             + selector_issues(objs) + operator_gres_issues(objs))
+
+
+def _node_name(line: str, default: str) -> str:
+    """A gres.conf line's ``NodeName=``; a line without one applies to every node (``default``)."""
+    match = re.search(r"NodeName=(\S+)", line)
+    return match.group(1) if match else default

@@ -175,9 +175,10 @@ def _node_set(raw: dict[str, Any], path: str) -> SlurmNodeSet:
     if accelerators is not None and accelerators > itype.accelerator_count:
         raise SpecError(_join(path, "accelerators"), f"{accelerators} requested but '{itype.name}' has "
                         f"{itype.accelerator_count}")
-    return SlurmNodeSet(**{
+    fields: dict[str, Any] = {
         **raw, "instance_type": itype.name, "efa": efa, "features": list(raw.get("features") or []),
-        **{key: raw[key].strip() for key in ("extra_slurmd_conf", "partition_config") if key in raw}})
+        **{key: raw[key].strip() for key in ("extra_slurmd_conf", "partition_config") if key in raw}}
+    return SlurmNodeSet(**fields)
 
 
 def _section(raw: dict[str, Any] | None, cls: type) -> Any:
@@ -216,7 +217,7 @@ def _from_dict(raw: dict[str, Any]) -> SlurmCluster:
             raise SpecError(f"node_sets[{i}].name", f"duplicate node set name '{ns.name}' "
                             f"(also node_sets[{seen[ns.name]}])")
         seen[ns.name] = i
-    parts = {}
+    parts: dict[str, Any] = {}
     for i, ns in enumerate(node_sets):
         part = ns.partition or ns.name
         if part in seen and part != ns.name:

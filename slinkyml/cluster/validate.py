@@ -27,7 +27,7 @@ from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.errors import SlinkyError
 from slinkyml.instances import load_instance_types
-from slinkyml.kube import dig, quantity
+from slinkyml.kube import dig, mapping, quantity
 from slinkyml.specload import load_data, load_data_all, read_text
 
 DEFAULT_KUBERNETES_VERSION = "1.32"
@@ -293,7 +293,7 @@ def label_problems(key: str, value: str, is_label: bool) -> list[str]:
 
 
 def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: str) -> list[Issue]:
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = mapping(obj.get("spec"))
     out = []
     container = k8s_validator(kube_version, "container-v1.json")
     for field_name in CONTAINER_FIELDS.get(kind, ()):
@@ -333,7 +333,7 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
 
     for o in ok:
         kind, ns = o.get("kind"), o["metadata"].get("namespace")
-        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        spec = mapping(o.get("spec"))
         name = describe(o)
         ref = dig(spec, "controllerRef", "name")
         if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers \
@@ -373,7 +373,7 @@ def _pool_values(pool: dict[str, Any] | None, key: str) -> list[str] | None:
 def _nodeset_checks(o: dict[str, Any], name: str, spec: dict[str, Any], pod: dict[str, Any],
                     pools: dict[str, Any], types: dict[str, Any]) -> list[Issue]:
     out = []
-    selector = pod.get("nodeSelector") if isinstance(pod.get("nodeSelector"), dict) else {}
+    selector = mapping(pod.get("nodeSelector"))
     pool_name = selector.get("karpenter.sh/nodepool")
     pool = pools.get(pool_name) if isinstance(pool_name, str) else None
     if isinstance(pool_name, str) and pools and pool is None:
@@ -422,7 +422,7 @@ def _partition_checks(objs: list[dict[str, Any]]) -> list[Issue]:
     seen: dict[tuple[Any, Any, str], str] = {}
     for o in objs:
         ns, kind = o["metadata"].get("namespace"), o.get("kind")
-        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        spec = mapping(o.get("spec"))
         found: list[tuple[Any, str]] = []
         if kind == "NodeSet" and dig(spec, "partition", "enabled") is True:
             found.append((dig(spec, "controllerRef", "name"), str(o["metadata"].get("name"))))
@@ -485,7 +485,7 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
             out.append(Issue(name, "volumeBindingMode", f"Unsupported value: {_short(o['volumeBindingMode'])}: "
                              "supported values: \"Immediate\", \"WaitForFirstConsumer\""))
     if kind == "PersistentVolumeClaim":
-        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        spec = mapping(o.get("spec"))
         modes = spec.get("accessModes")
         if not modes:
             out.append(Issue(name, "spec.accessModes", "Required value: at least 1 access mode is required"))
@@ -535,7 +535,7 @@ def webhook_issues(objs: list[dict[str, Any]]) -> list[Issue]:
                   for o in objs if o.get("kind") == "ConfigMap"}
     for o in objs:
         kind, name = o.get("kind"), describe(o)
-        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        spec = mapping(o.get("spec"))
         if kind == "Controller":
             cluster = spec.get("clusterName") or f"{dig(o, 'metadata', 'namespace')}_{dig(o, 'metadata', 'name')}"
             if isinstance(cluster, str) and len(cluster) > 40:

@@ -125,9 +125,9 @@ def partitions(c: SlurmCluster) -> dict[str, tuple[list[str], str]]:
 def slurm_conf(c: SlurmCluster) -> SlurmConf:
     """The Controller's slurm.conf records: GRES types, one partition per partition, user extras."""
     conf = SlurmConfBuilder()
-    kinds = sorted({("gpu" if get_instance_type(ns.instance_type).accelerator.kind == "nvidia" else "neuron")
-                    for ns in c.node_sets
-                    if get_instance_type(ns.instance_type).accelerator and accelerator_count(ns)})
+    accelerators = [get_instance_type(ns.instance_type).accelerator for ns in c.node_sets if accelerator_count(ns)]
+    kinds = sorted({("gpu" if accelerator.kind == "nvidia" else "neuron") for accelerator in accelerators
+                    if accelerator})
     if kinds:
         conf.set("GresTypes", ",".join(kinds))
     for i, (part, (members, cfg)) in enumerate(partitions(c).items()):

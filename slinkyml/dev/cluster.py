@@ -14,6 +14,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -387,8 +388,8 @@ class LocalCluster:
         self._stop_orphan_slurmd()
         self._stop_leftovers()
         self._remove_node_cgroups()
-        bridge, nodes = ownership.removable(self.spec, self._known_nodes(), network.claims())
-        network.remove_network(self.spec, nodes, bridge=bridge)
+        bridge, owned = ownership.removable(self.spec, self._known_nodes(), network.claims())
+        network.remove_network(self.spec, owned, bridge=bridge)
         network.remove_hosts(self.spec)
         return stopped
 
@@ -678,7 +679,7 @@ class LocalCluster:
         return "is UP" in out
 
     def _wait_nodes(self, daemons: dict[str, Daemon], timeout: float | None = None,
-                    fresh: set[str] = frozenset()) -> None:
+                    fresh: Set[str] = frozenset()) -> None:
         """Until every node serves. A node whose slurmd was just started (``fresh``) must also have
         registered: before that slurmctld may list it ``idle*`` (not responding) — at 512 nodes
         slurmd processes were still starting seconds after every node read idle*, and a job

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Self
 
 from slinkyml.dev import roots
 from slinkyml.dev.process import Daemon, is_alive, unix_connectable
@@ -97,7 +98,7 @@ class ThrowawaySlurmctld:
         return Slurm(self.slurm_conf, timeout=60, retries=1, bin_dir=bin_dir)
 
     # -- lifecycle -----------------------------------------------------------------------
-    def __enter__(self) -> ThrowawaySlurmctld:
+    def __enter__(self) -> Self:
         self._guard = _sigterm_as_interrupt()
         self._guard.__enter__()
         try:

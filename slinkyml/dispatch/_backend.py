@@ -59,7 +59,8 @@ class Backend(SlurmExecutor):
         job.paths.move_temporary_file(script, "submission_file")
         return job
 
-    def submit_array(self, calls: Sequence[Callable[[], Any]], parallelism: int | None) -> list[SlurmJob]:
+    def submit_array(  # type: ignore[override]  # ours also takes the array's parallelism
+            self, calls: Sequence[Callable[[], Any]], parallelism: int | None) -> list[SlurmJob]:
         """One sbatch array of ``len(calls)`` tasks (each one submitit pickle); returns its jobs."""
         delayed = [DelayedSubmission(call) for call in calls]
         folder = utils.JobPaths.get_first_id_independent_folder(self.folder)
@@ -82,7 +83,7 @@ class Backend(SlurmExecutor):
                 path.unlink(missing_ok=True)
             raise
         tasks = list(range(first.num_tasks))
-        jobs = [SlurmJob(folder=self.folder, job_id=f"{first.job_id}_{i}", tasks=tasks)
+        jobs: list[SlurmJob[Any]] = [SlurmJob(folder=self.folder, job_id=f"{first.job_id}_{i}", tasks=tasks)
                 for i in range(len(delayed))]
         for job, path in zip(jobs, pickles, strict=True):
             job.paths.move_temporary_file(path, "submitted_pickle")

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from slinkyml.slurm import Slurm
 
 #: what this process has been asked to do: 0 nothing, 1 stop (TERM), 2 stop and requeue (USR2)
-_STOP = {"level": 0, "signal": ""}
+_STOP: dict[str, Any] = {"level": 0, "signal": ""}
 #: the TaskCall running in this process (set by TaskCall.__call__), whose pickle is the checkpoint
 _CURRENT: dict[str, Any] = {}
 
@@ -87,7 +87,7 @@ class Checkpointable:
         """submitit's hook: the callable to resume with (this object, in its current state)."""
         from submitit.helpers import DelayedSubmission  # lazy: submitit stays out of `import slinkyml`
 
-        return DelayedSubmission(self, *args, **kwargs)
+        return DelayedSubmission(self, *args, **kwargs)  # type: ignore[arg-type]  # subclasses are callables
 
     def requeue(self) -> NoReturn:
         """Stop here on every rank: rank 0 saves the state and requeues; everyone exits."""

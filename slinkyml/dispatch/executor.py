@@ -257,7 +257,7 @@ class Executor:
     def parameters(self, *, tasks: bool = True, checkpointable: bool = False,
                    dependency: str | None = None, name: str | None = None) -> dict[str, Any]:
         """submitit SlurmExecutor parameters for these resources (``tasks=False``: one task)."""
-        one_task = {} if tasks else {"nodes": 1, "tasks_per_node": 1, "gres": ()}
+        one_task: dict[str, Any] = {} if tasks else {"nodes": 1, "tasks_per_node": 1, "gres": ()}
         params = replace(self.request, name=name or self.request.name, dependency=dependency,
                          **one_task).submitit_parameters()
         extra = params["additional_parameters"]
@@ -357,14 +357,13 @@ class _translate_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None or isinstance(exc, SlinkyError):
-            return False
+            return
         if isinstance(exc, ValueError) and "parameter" in str(exc):
             raise SlinkyError(" ".join(str(exc).split())[:300]) from None
         if exc_type.__name__ == "PicklingError" or "pickle" in str(exc).lower():
             raise SlinkyError(f"cannot pickle the function or its arguments: {exc}") from None
-        return False
 
 
 def _accounting_facts(slurm: Slurm, job_id: str) -> dict[str, str] | None:
@@ -403,6 +402,18 @@ class _Submitted:
         self._outcomes: dict[int, tuple[str, Any]] = {}
         self.tracker.track(*self._tracked)
         self.held = HeldWatch(executor.slurm)
+
+    def _result_pickle(self, index: int) -> Path:
+        raise NotImplementedError
+
+    def _check(self) -> bool:
+        raise NotImplementedError
+
+    def _progress(self) -> tuple[int, Counter[str]]:
+        raise NotImplementedError
+
+    def _html_rows(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
 
     def _collect(self) -> None:
         """Read result pickles that appeared (filesystem only, no Slurm call)."""
@@ -482,10 +493,10 @@ class Job(_Submitted):
         num_tasks = record.num_tasks if record else max(1, len(list(where.glob(f"{job_id}_*_log.out"))))
         if not (where / f"{job_id}_submitted.pkl").exists() and not list(where.glob(f"{job_id}_*_log.*")):
             raise SlinkyError(f"job {job_id}: no submitit files in {where} (pass folder=...)")
-        extra = record.extra if record else {}
-        executor = executor or Executor(where, slurm=slurm, nodes=int(extra.get("nodes", 1)),  # type: ignore[arg-type]
-                                        tasks_per_node=int(extra.get("tasks_per_node", num_tasks)))  # type: ignore[arg-type]
-        sjob = SlurmJob(folder=where, job_id=job_id, tasks=tuple(range(num_tasks)))
+        extra: dict[str, Any] = record.extra if record else {}
+        executor = executor or Executor(where, slurm=slurm, nodes=int(extra.get("nodes", 1)),
+                                        tasks_per_node=int(extra.get("tasks_per_node", num_tasks)))
+        sjob: SlurmJob[Any] = SlurmJob(folder=where, job_id=job_id, tasks=tuple(range(num_tasks)))
         job = cls(sjob, executor, name=record.name if record else (facts or {}).get("JobName", ""),
                   checkpointable=bool(extra.get("checkpointable", False)))
         if record is not None:
@@ -659,13 +670,13 @@ class ArrayJob(_Submitted):
         if record is None or record.kind != "array":
             what = "no submission record here" if record is None else f"it was submitted as {record.kind!r}"
             raise SlinkyError(f"job {array_id} cannot be attached as a map_array: {what}")
-        extra = record.extra
-        plan = ArrayPlan(tuple(tuple(c) for c in extra["chunks"]), tuple(tuple(a) for a in extra["arrays"]),  # type: ignore[union-attr,misc]
-                         extra.get("parallelism"), int(extra["max_array_size"]))  # type: ignore[arg-type]
+        extra: dict[str, Any] = record.extra
+        plan = ArrayPlan(tuple(tuple(c) for c in extra["chunks"]), tuple(tuple(a) for a in extra["arrays"]),
+                         extra.get("parallelism"), int(extra["max_array_size"]))
         folder = Path(record.folder)
         executor = executor or Executor(folder, slurm=slurm)
-        sjobs = [SlurmJob(folder=folder, job_id=task_id) for task_id in record.task_ids]
-        return cls(sjobs, plan, int(extra["n_items"]), executor, name=record.name)  # type: ignore[arg-type]
+        sjobs: list[SlurmJob[Any]] = [SlurmJob(folder=folder, job_id=task_id) for task_id in record.task_ids]
+        return cls(sjobs, plan, int(extra["n_items"]), executor, name=record.name)
 
     def __len__(self) -> int:
         return self.n_items

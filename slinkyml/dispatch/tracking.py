@@ -60,7 +60,7 @@ def _array_ids(job_id: str, task: str) -> list[str]:
     if "[" not in task:
         return [f"{job_id}_{task}"]
     body = task.strip("[]").split("%")[0]
-    ids = []
+    ids: list[str] = []
     for part in body.split(","):
         low, _, high = part.partition("-")
         ids.extend(f"{job_id}_{i}" for i in range(int(low), int(high or low) + 1))

@@ -222,13 +222,13 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     # 2. torchrun's own account: the global rank and host of the first failure that was not a kill
     for entry, lines in rank_files if not marker_lines else []:
         for i, fields in _root_causes(lines):
-            code = fields.get("exitcode", "").split()[0] if fields.get("exitcode") else ""
-            if code in _KILLED_CODES or "Signals." in fields.get("exitcode", ""):
+            root_code = fields.get("exitcode", "").split()[0] if fields.get("exitcode") else ""
+            if root_code in _KILLED_CODES or "Signals." in fields.get("exitcode", ""):
                 continue
             rank_text = fields.get("rank", "").split()[0] if fields.get("rank") else ""
             rank = int(rank_text) if rank_text.isdigit() else rank
             host = fields.get("host", host)
-            exit_code = code or exit_code
+            exit_code = root_code or exit_code
             found.append(_Finding(entry.path, i, lines, before=0, after=7))
             break
     # 3. the exception: from the failing rank's log first, else from any rank's
@@ -250,7 +250,7 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
             found.insert(0, _Finding(logs.batch_log, hit[0], batch, before=6, after=1))  # type: ignore[arg-type]
     if rank is not None and not host:  # submit() ranks: submitit logs its JobEnvironment's hostname
         for entry, lines in rank_files:
-            match = entry.index == rank and next((m for m in map(_SUBMITIT_HOST.search, lines) if m), None)
+            match = next((m for m in map(_SUBMITIT_HOST.search, lines) if m), None) if entry.index == rank else None
             if match:
                 host = match.group(1)
                 break

@@ -631,7 +631,7 @@ def _assemble(b: _Builder, data: dict[str, Any], pod: _Pod, style: str,
     container = b.container(pod)
     if b.options.container:
         data["container"] = container
-    else:
+    elif container is not None:
         b.notes.append(f"image {container['image']} not used (--no-container): the nodes' own software runs it")
     return data, procs is not None, np
 

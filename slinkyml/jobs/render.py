@@ -332,7 +332,7 @@ def _rdzv_port_lines(spec: JobSpec) -> list[str]:
 
 
 def _srun_prefix(spec: JobSpec, tasks_per_node: int, *, label: str) -> list[str]:
-    argv = [Raw("srun"), Raw("--kill-on-bad-exit=1"), Raw('--nodes="$SLURM_NNODES"'),
+    argv: list[str] = [Raw("srun"), Raw("--kill-on-bad-exit=1"), Raw('--nodes="$SLURM_NNODES"'),
             Raw(f"--ntasks-per-node={tasks_per_node}"),
             Raw(f'--output="$log_dir/$log_name-$SLURM_JOB_ID-r$restart_count-{label}%t.log"')]
     if spec.container is not None:

@@ -261,7 +261,7 @@ def _load_cluster(cluster: SlurmCluster | str | os.PathLike[str]) -> SlurmCluste
     if isinstance(cluster, SlurmCluster):
         return cluster
     try:
-        return load_spec(cluster)
+        return load_spec(Path(cluster))
     except SpecError as exc:  # every problem, each naming the flag, file and line
         raise SpecError(problems=[Problem(p.path, p.message, f"--cluster: {p.source}" if p.source else "--cluster",
                                           p.line) for p in exc.problems]) from None

@@ -230,7 +230,7 @@ class JobSpec:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if dataclasses.is_dataclass(value):
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
                 value = {k: (list(v) if isinstance(v, tuple) else v)
                          for k, v in dataclasses.asdict(value).items()}
             elif isinstance(value, Mapping):
@@ -246,7 +246,8 @@ class JobSpec:
         """From plain data (a parsed YAML document): every problem the schema finds at once, then the
         checks across fields. Spec objects (``Entry``...) may stand in for their mappings."""
         if isinstance(data, Mapping):
-            data = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in data.items()}
+            data = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v
+                    for k, v in data.items()}
         specload.check_or_raise(data, "job")
         data = dict(data)
         data["entry"] = Entry(**data["entry"])

@@ -17,6 +17,7 @@ def _gib(x: float) -> str:
 def state_formula(c: Candidate) -> str:
     """Bytes per parameter of the model states, as a formula with the numbers filled in."""
     d = c.dp
+    val: float
     if c.zero == 0:
         per = f"({PARAM16} + {SHARDED_STATES}) = {PARAM16 + SHARDED_STATES} B"
         val = PARAM16 + SHARDED_STATES

@@ -342,7 +342,7 @@ def _pick(model: ModelShape, hw: Hardware, settings: Settings, grid: Grid, r: di
     for i in index:
         row = {k: c[k][i] for k in ("tp", "pp", "dp", "mb", "zero", "recompute",
                                     "offload_optimizer", "offload_params")}
-        one = {k: (v[i] if hasattr(v, "shape") and getattr(v, "ndim", 0) else v) for k, v in r.items()}
+        one = {k: (v[i] if hasattr(v, "shape") and bool(getattr(v, "ndim", 0)) else v) for k, v in r.items()}
         out.append(_candidate(model, hw, settings, row, one))
     return out
 
@@ -499,7 +499,7 @@ def suggestions(model: ModelShape, hw: Hardware, gpus: int, settings: Settings,
             out.append(f"a different split of the same {gpus} GPUs fits: {_short(best)}")
     step = hw.gpus_per_node if gpus >= hw.gpus_per_node else gpus
     for factor in range(2, 33):
-        more = gpus * factor if split is None else None
+        more = gpus * factor
         if split is not None:
             tp, pp, dp = split
             more = tp * pp * dp * factor

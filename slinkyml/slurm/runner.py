@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from slinkyml import DATA_DIR, config
 from slinkyml.slurm import records
@@ -201,8 +202,8 @@ class Slurm:
     def _classify(command: str, result: Result) -> SlurmError:
         stderr = result.stderr or ""
         detail = _last_line(stderr) or _last_line(result.stdout) or f"exit status {result.returncode}"
-        kwargs = dict(argv=list(result.argv), returncode=result.returncode, stderr=stderr,
-                      stdout=result.stdout)
+        kwargs: dict[str, Any] = dict(argv=list(result.argv), returncode=result.returncode, stderr=stderr,
+                                      stdout=result.stdout)
         if command in _ACCOUNTING_COMMANDS:
             if re.search(r"accounting storage is disabled|not running a supported "
                          r"accounting_storage plugin", stderr, re.I):

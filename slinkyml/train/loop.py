@@ -209,7 +209,7 @@ class Trainer:
             tmp.mkdir()
         self.dist.barrier()
         if self.args.deepspeed:
-            self.model.save_checkpoint(str(tmp), tag="state", save_latest=False)
+            self.model.save_checkpoint(str(tmp), tag="state", save_latest=False)  # type: ignore[operator]  # a DeepSpeed engine
         elif self.rank == 0:
             state = {"model": self.raw_model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "scaler": self.scaler.state_dict()}
@@ -231,7 +231,7 @@ class Trainer:
 
         def load(path: Path) -> None:
             if self.args.deepspeed:
-                loaded, _ = self.model.load_checkpoint(str(path), tag="state")
+                loaded, _ = self.model.load_checkpoint(str(path), tag="state")  # type: ignore[operator]  # a DeepSpeed engine
                 if loaded is None:
                     raise RuntimeError("DeepSpeed found no checkpoint files")
             else:
@@ -271,8 +271,8 @@ class Trainer:
                                   and not args.deepspeed)
         if args.deepspeed:
             loss = self.model(x, y)
-            self.model.backward(loss)
-            self.model.step()
+            self.model.backward(loss)  # type: ignore[operator]  # a DeepSpeed engine
+            self.model.step()  # type: ignore[operator]  # a DeepSpeed engine
         else:
             with autocast:
                 loss = self.model(x, y)

@@ -84,7 +84,7 @@ class GPT(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
         for block in self.blocks:
-            nn.init.normal_(block.out.weight, std=0.02 / math.sqrt(2 * cfg.layers))
+            nn.init.normal_(block.out.weight, std=0.02 / math.sqrt(2 * cfg.layers))  # type: ignore[union-attr,arg-type]
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 
@@ -97,7 +98,7 @@ def tres_string(tres: dict | None) -> str:
     count in MiB) and gres/fs/license/... in dicts by name; an empty allocation is None."""
     if not isinstance(tres, dict):
         return ""
-    items: list[dict] = [tres.get(name) for name in _TRES_ATTRIBUTES]
+    items: list[Any] = [tres.get(name) for name in _TRES_ATTRIBUTES]
     for group in _TRES_GROUPS:
         items += list((tres.get(group) or {}).values())
     parts = []

@@ -126,12 +126,12 @@ def record_fields(job: dict, index: int) -> dict[str, str]:
     het = job.get("het", {}) or {}
     job_id = int(job["job_id"])
     display = str(job_id)
-    task = _num(array.get("task_id"))
-    if _num(array.get("job_id")) and task is not None:
-        display = f"{int(_num(array['job_id']))}_{int(task)}"
-    offset = _num(het.get("job_offset"))
-    if _num(het.get("job_id")) and offset is not None:
-        display = f"{int(_num(het['job_id']))}+{int(offset)}"
+    task, array_job = _num(array.get("task_id")), _num(array.get("job_id"))
+    if array_job and task is not None:
+        display = f"{int(array_job)}_{int(task)}"
+    offset, het_job = _num(het.get("job_offset")), _num(het.get("job_id"))
+    if het_job and offset is not None:
+        display = f"{int(het_job)}+{int(offset)}"
     elapsed = _num(tm.get("elapsed")) or 0
     cpus = 0
     for item in (job.get("tres", {}) or {}).get("allocated", []) or []:
