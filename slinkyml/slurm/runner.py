@@ -260,6 +260,7 @@ class Slurm:
 
         One attempt: ``sbatch`` retries a busy controller itself, and a repeat could submit twice.
         """
+        stdin: Callable[[], str] | str | None
         if callable(script):
             text, stdin, path = True, script, ""
         else:
@@ -367,7 +368,8 @@ class _Once:
     """A stdin function, called once however many attempts run."""
 
     def __init__(self, make: Callable[[], str]) -> None:
-        self.make, self.text = make, None
+        self.make = make
+        self.text: str | None = None
 
     def __call__(self) -> str:
         if self.text is None:
