@@ -57,6 +57,17 @@ def config_value(key: str) -> str | None:
     return None
 
 
+def slurm_retries() -> int:
+    """How often a transient Slurm failure (slurmctld busy or restarting) is retried:
+    ``$SLINKYML_SLURM_RETRIES`` (0 to 20), else 3."""
+    text = os.environ.get("SLINKYML_SLURM_RETRIES", "").strip()
+    if not text:
+        return 3
+    if not (text.isascii() and text.isdigit()) or int(text) > 20:
+        raise SlinkyError(f"$SLINKYML_SLURM_RETRIES: {text[:20]!r} is not a number from 0 to 20")
+    return int(text)
+
+
 def default_state_dir() -> Path:
     """The local dev cluster's state: ``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``
     (root's home is private, other users need the munge socket); else ``~/.local/state/slinkyml/dev``.

@@ -606,12 +606,17 @@ def validate_objects(objs: list[Any], *, operator_version: str | None = None,
 def load_documents(path: str | Path) -> list[tuple[str, Any]]:
     """(source, document) for every YAML document in a file or, recursively, a folder."""
     p = Path(path)
-    files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() else [p]
+    try:
+        files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml") and f.is_file()) if p.is_dir() else [p]
+    except OSError as exc:  # a name too long, a folder that cannot be listed
+        raise SlinkyError(f"{str(p)[:200]}: cannot read: {exc.strerror or exc}") from None
     out = []
     for f in files:
         text = read_text(f)  # missing, unreadable, not UTF-8: worded as for every spec file
         try:
             docs = load_data_all(text)
+        except RecursionError:
+            raise SlinkyError(f"{f}: not valid YAML: nested too deeply") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{mark.line + 1}:" if mark is not None else ""

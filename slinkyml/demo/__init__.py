@@ -40,8 +40,11 @@ def _step(title: str, action: Callable[[], str]) -> None:
 
 def main(nodes: int = 4, workdir: str | None = None) -> int:
     work = Path(workdir or tempfile.mkdtemp(prefix="slinkyml-demo-", dir="/tmp"))
-    work.mkdir(parents=True, exist_ok=True)
-    os.chmod(work, 0o777)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        os.chmod(work, 0o777)
+    except OSError as exc:
+        raise SlinkyError(f"--workdir {str(work)[:200]}: cannot create: {exc.strerror or exc}") from None
     cluster = LocalCluster(nodes=nodes, keep_running=True)
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 60))
 

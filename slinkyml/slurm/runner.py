@@ -96,12 +96,12 @@ class Slurm:
     """Runs Slurm client commands for one cluster (one slurm.conf)."""
 
     def __init__(self, conf: str | os.PathLike[str] | None = None, *, bin_dir: str | None = None,
-                 timeout: float = 60.0, retries: int = 3, backoff: float = 0.5,
+                 timeout: float = 60.0, retries: int | None = None, backoff: float = 0.5,
                  env: Mapping[str, str] | None = None):
         self.conf = str(conf) if conf is not None else config.slurm_conf()
         self.bin_dir = bin_dir if bin_dir is not None else clients_beside(self.conf)
         self.timeout = timeout
-        self.retries = retries
+        self.retries = retries if retries is not None else config.slurm_retries()
         self.backoff = backoff
         self.extra_env = dict(env or {})
         self.calls = 0  # commands run (for RPC accounting in benchmarks)
