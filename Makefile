@@ -36,8 +36,8 @@ apt:
 
 # The venv: torch==2.13.0 exactly (constraints.txt: PyPI's default CUDA build, which runs on the CPU;
 # setup.cfg's train extra only asks for a range; pip's cache is kept, never --no-cache-dir),
-# DeepSpeed without build isolation (its build imports torch; no ops are built: CPU runs use a
-# torch optimizer), then slinkyml itself with its extras.
+# DeepSpeed without build isolation (its build imports torch; no ops are built at install: CPU runs use a
+# torch optimizer), then slinkyml itself with its extras, then the one op DeepSpeed needs on CPU.
 venv: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -46,6 +46,10 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt \
 	    'deepspeed>=0.16'
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots]'
+	@# DeepSpeed's CPU accelerator JIT-builds its shared-memory comm op in every rank's init_distributed;
+	@# built here once (~/.cache/torch_extensions), not inside a job's time limit (a cold build took
+	@# 6.5 min on 2 loaded cores, and a rank killed mid-build leaves torch's lock file behind).
+	$(PY) -c 'from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder("ShareMemCommBuilder"); b and b.load()'
 	touch $@
 
 # Kubernetes from Go modules (README: a local Kubernetes control plane): kube-apiserver, -controller-manager,
