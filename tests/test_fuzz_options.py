@@ -10,7 +10,7 @@ temporary folder; ``$SLURM_CONF`` is a real slurm.conf of a cluster that is not 
 refuse at once), so Slurm-reading commands take the real "Slurm unreachable" path (exit 3) with
 ``$SLINKYML_SLURM_RETRIES=0``; there is no kubeconfig and no slurmrestd. Three actions are not run,
 because they act on the machine rather than on their options: starting or stopping a local cluster
-(``dev up|down|reset``, ``demo``), starting ``sbatch check``'s throw-away slurmctld, and serving
+(``dev up|down|reset``, ``dev kube up|down|reset``, ``demo``), starting ``sbatch check``'s throw-away slurmctld, and serving
 ``report --serve`` for ever; each is replaced by a marker raised once the command has read and checked
 all its options (the spec built), which ends the example as accepted.
 """
@@ -41,7 +41,8 @@ SETTINGS = settings(max_examples=int(os.environ.get("SLINKYML_FUZZ_EXAMPLES", "1
                     derandomize=not os.environ.get("SLINKYML_FUZZ_RANDOM"),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 #: commands whose action is not run (see the module docstring); everything before it is
-NOT_RUN = ("dev up", "dev down", "dev reset", "demo", "sbatch check", "report")
+NOT_RUN = ("dev up", "dev down", "dev reset", "dev kube up", "dev kube down", "dev kube reset", "demo",
+           "sbatch check", "report")
 
 FUZZ_CONF = """ClusterName=fuzz
 SlurmctldHost=localhost
@@ -179,6 +180,7 @@ def sandbox(tmp_path, monkeypatch):
                 "SLINKYML_DEV_SUBNET", "SLINKYML_DEV_MARIADB_PORT", "SLINKYML_DEV_SLURM_VERSION", "KUBERNETES_SERVICE_HOST"):
         monkeypatch.delenv(var, raising=False)
     env = {"SLURM_CONF": str(tmp_path / "slurm.conf"), "SLINKYML_STATE_DIR": str(tmp_path / "state"),
+           "SLINKYML_KUBE_STATE_DIR": str(tmp_path / "kube-state"),
            "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "xdg"),
            "KUBECONFIG": str(tmp_path / "no-kubeconfig"), "SLINKYML_CONFIG": str(tmp_path / "no-config.yaml"),
            "SLINKYML_RECORDS_DIR": str(tmp_path / "records"), "SLINKYML_SLURM_RETRIES": "0"}
@@ -190,10 +192,12 @@ def sandbox(tmp_path, monkeypatch):
 
     from slinkyml.accounting import serve
     from slinkyml.dev import LocalCluster
+    from slinkyml.dev.kube import KubeControlPlane
     from slinkyml.dev.throwaway import ThrowawaySlurmctld
 
     for name in ("up", "down", "reset"):
         monkeypatch.setattr(LocalCluster, name, reached)
+        monkeypatch.setattr(KubeControlPlane, name, reached)
     monkeypatch.setattr(ThrowawaySlurmctld, "start", reached)
     monkeypatch.setattr(serve.DashboardServer, "serve_forever", reached)
     return tmp_path
