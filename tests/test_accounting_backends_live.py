@@ -22,12 +22,14 @@ def test_restapi_backend_reports_equal_the_clis(slurm, shared_tmp, own, cli, mon
     if restapi["token"]:
         monkeypatch.setenv("SLURM_JWT", restapi["token"])
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
-    job = slurm.sbatch("#!/bin/bash\nsleep 1\n", ["--job-name", "backend|same\nname", "-o", str(shared_tmp / "%j.out"),
-                                                  f"--chdir={shared_tmp}"])
+    # account ml: other tests' jobs (root's, in root) do not change the window between the two reports
+    job = slurm.sbatch("#!/bin/bash\nsleep 1\n", ["--job-name", "backend|same\nname", "-A", "ml", "-o",
+                                                  str(shared_tmp / "%j.out"), f"--chdir={shared_tmp}"])
     own.append(str(job))
     wait(slurm, job, timeout=60, poll=0.5)
     end = (datetime.now(UTC) + timedelta(minutes=1)).replace(microsecond=0)
-    window = ["--since", start.strftime("%Y-%m-%dT%H:%M:%S"), "--until", end.strftime("%Y-%m-%dT%H:%M:%S")]
+    window = ["--since", start.strftime("%Y-%m-%dT%H:%M:%S"), "--until", end.strftime("%Y-%m-%dT%H:%M:%S"),
+              "--account", "ml"]
     for _ in range(30):  # until slurmdbd has the job's end (both backends read it)
         code, out, err = cli("usage", *window, "--json")
         if code == 0 and "malformed" not in err and json.loads(out):

@@ -38,7 +38,7 @@ from slinkyml.dev.config import (
 from slinkyml.dev.process import Daemon, cmdline, is_alive, port_in_use, port_open, unix_connectable
 from slinkyml.errors import SlinkyError
 from slinkyml.secretfile import write_secret
-from slinkyml.slurm import Slurm, SlurmError
+from slinkyml.slurm import Slurm, SlurmError, records
 from slinkyml.slurm.version import SlurmVersion
 
 #: binary → Debian package that provides it: "slurm" (the system Slurm's; a root brings its own), "other"
@@ -272,17 +272,14 @@ class LocalCluster:
     def health_problems(self) -> list[str]:
         """Nodes drained for a reason of Slurm's own and jobs Slurm holds after a failed launch."""
         problems = []
-        nodes = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining,fail", "-o", "%N|%T|%E"],
-                               check=False, retries=0, timeout=10).stdout
-        for line in sorted(set(nodes.splitlines())):
-            name, _, rest = line.partition("|")
-            state, _, reason = rest.partition("|")
+        nodes = records.sinfo(self.slurm, ("NodeList", "StateLong", "Reason"), ["-N", "-t", "drain,drained,draining,fail"],
+                              check=False, retries=0, timeout=10)
+        for name, state, reason in sorted({(n["NodeList"], n["StateLong"], n["Reason"]) for n in nodes}):
             if name in self.spec.node_names and not _lifecycle_reason(reason):
                 problems.append(f"node {name} {state} ({reason}; `scontrol update NodeName={name} State=RESUME` "
                                 "once its jobs are gone)")
-        jobs = self.slurm.run("squeue", ["-h", "-t", "PD", "-o", "%i|%r"], check=False, retries=0, timeout=10).stdout
-        held = [job for job, _, reason in (line.partition("|") for line in jobs.splitlines())
-                if "requeued held" in reason]
+        jobs = records.squeue(self.slurm, ("JobArrayID", "Reason"), ["-t", "PD"], check=False, retries=0, timeout=10)
+        held = [job["JobArrayID"] for job in jobs if "requeued held" in job["Reason"]]
         if held:
             problems.append(f"jobs held by Slurm after a failed launch: {', '.join(held)} (`scontrol release`)")
         return problems
@@ -291,15 +288,14 @@ class LocalCluster:
         """Resume nodes drained "Duplicate jobid" (a restarted slurmctld reused a lost job's id) once
         no live step socket in the node's slurmd spool belongs to a job slurmctld does not place
         there: the check an operator makes before resuming. Returns their names."""
-        drained = self.slurm.run("sinfo", ["-h", "-N", "-t", "drain,drained,draining", "-o", "%N|%E"],
-                                 check=False, retries=0, timeout=10).stdout
+        drained = records.sinfo(self.slurm, ("NodeList", "Reason"), ["-N", "-t", "drain,drained,draining"],
+                                check=False, retries=0, timeout=10)
         resumed = []
-        for line in sorted(set(drained.splitlines())):
-            node, _, reason = line.partition("|")
+        for node, reason in sorted({(n["NodeList"], n["Reason"]) for n in drained}):
             if node not in self.spec.node_names or not reason.startswith("Duplicate jobid"):
                 continue
-            placed = set(self.slurm.run("squeue", ["-h", "-w", node, "-t", "R,CG,S", "-o", "%A"], check=False,
-                                        retries=0, timeout=10).stdout.split())
+            placed = {job["JobID"] for job in records.squeue(self.slurm, ("JobID",), ["-w", node, "-t", "R,CG,S"],
+                                                              check=False, retries=0, timeout=10)}
             spool = self.spec.spool / f"slurmd-{node}"
             running = {sock.name.removeprefix(f"{node}_").split(".")[0] for sock in spool.glob(f"{node}_*.*")
                        if unix_connectable(sock)}
@@ -693,10 +689,10 @@ class LocalCluster:
                 d = daemons[f"slurmd-{node}"]
                 if not d.running:
                     raise ClusterStartError(f"{d.name} exited; last lines of {d.log_file}:\n{d.log_tail()}")
-            result = self.slurm.run("sinfo", ["-h", "-N", "-o", "%N %T|%E"], check=False, retries=0, timeout=10)
-            rows = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
-            states = {n: row.partition("|")[0] for n, row in rows.items()}
-            reasons = {n: row.partition("|")[2] for n, row in rows.items()}
+            rows = records.sinfo(self.slurm, ("NodeList", "StateLong", "Reason"), ["-N"], check=False, retries=0,
+                                 timeout=10)
+            states = {row["NodeList"]: row["StateLong"] for row in rows}
+            reasons = {row["NodeList"]: row["Reason"] for row in rows}
             ready = {n for n, st in states.items() if st.rstrip("*~#").lower() in ("idle", "mixed", "allocated",
                                                                                     "completing")
                      and not (n in fresh and "*" in st)}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slinkyml.errors import SlinkyError
+from slinkyml.slurm import records
 
 if TYPE_CHECKING:  # array tasks unpickle Chunk from this module: they need no Slurm client
     from slinkyml.slurm.runner import Slurm
@@ -118,7 +119,6 @@ def max_array_size(slurm: Slurm) -> int:
 
 def total_cpus(slurm: Slurm, partition: str | None = None) -> int:
     """CPUs of the partition (``sinfo %C``: allocated/idle/other/total) to size chunks by."""
-    args = ["-h", "-o", "%C"] + (["-p", partition] if partition else [])
-    out = slurm.run("sinfo", args, retries=1, timeout=30).stdout.split()
-    totals = [int(x.split("/")[-1]) for x in out if x.count("/") == 3]
+    rows = records.sinfo(slurm, ("CPUsState",), ["-p", partition] if partition else [], retries=1, timeout=30)
+    totals = [int(row["CPUsState"].split("/")[-1]) for row in rows if row["CPUsState"].count("/") == 3]
     return max(totals) if totals else 1
