@@ -71,6 +71,27 @@ def test_logs_found_from_the_record_then_from_workdir(tmp_path):
     assert locate(5, name="other job").kind == "unknown"
 
 
+def test_a_record_written_before_its_job_id_loads_with_it(tmp_path, monkeypatch):
+    """submit() writes the record while sbatch waits (no job id yet: %j in the batch log), then names
+    it after the job id; a record whose sbatch failed is removed; without a write beforehand the
+    commit writes it whole."""
+    monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(tmp_path))
+    template = records.sbatch_record("", name="run", cwd="/w", log_dir="/w/logs", batch_log="/w/logs/run-%j.out")
+    pending = records.PendingRecord(None, template)
+    pending.open()
+    assert [p.name.startswith(".pending.") for p in records.records_dir(None).iterdir()] == [True]
+    pending.commit(4242)
+    loaded = records.load("4242_3", None)
+    assert loaded is not None and (loaded.job_id, loaded.batch_log) == ("4242", "/w/logs/run-4242.out")
+    failed = records.PendingRecord(None, template)
+    failed.open()
+    failed.discard()
+    unopened = records.PendingRecord(None, template)
+    unopened.commit(77)
+    assert sorted(p.name for p in records.records_dir(None).iterdir()) == ["4242.json", "77.json"]
+    assert records.load(77, None).batch_log == "/w/logs/run-77.out"
+
+
 def test_gone_files_say_where_they_were_looked_for(tmp_path):
     found = locate(9, workdir=str(tmp_path), name="x")
     assert not found.exists and str(tmp_path / "logs" / "x-9.out") in found.tried

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 KINDS = ("sbatch", "submitit", "array")
@@ -71,55 +71,62 @@ def save(record: SubmissionRecord, conf: str | None) -> None:
 
 
 class PendingRecord:
-    """A record written in two halves around a submission: :meth:`open` creates its file while sbatch
-    waits for slurmctld (creating a file is most of a record's cost, ~0.15 ms here), :meth:`commit`
-    writes it and gives it its job id's name. Best effort, as :func:`save`."""
+    """A record written around a submission: :meth:`open` writes it, all but its job id, while
+    sbatch waits for slurmctld (creating and writing a file is most of a record's cost, ~0.2 ms
+    here); :meth:`commit` names it after the job id (a rename). Its ``job_id`` is empty and its
+    ``batch_log`` holds ``%j``: :func:`load` fills both from the file's name. Best effort, as :func:`save`."""
 
-    def __init__(self, conf: str | None) -> None:
+    def __init__(self, conf: str | None, record: SubmissionRecord) -> None:
         self.conf = conf
-        self.fd: int | None = None
+        self.record = record
         self.tmp: Path | None = None
 
     def open(self) -> None:
         try:
             folder = records_dir(self.conf)
             folder.mkdir(parents=True, exist_ok=True)
-            self.tmp = folder / f".pending.{os.getpid()}.{id(self)}.tmp"
-            self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            tmp = folder / f".pending.{os.getpid()}.{id(self)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, self.record.to_json().encode())
+            finally:
+                os.close(fd)
+            self.tmp = tmp
         except OSError:
-            self.fd = None
+            self.tmp = None
 
-    def commit(self, record: SubmissionRecord) -> None:
-        if self.fd is None:
-            self.open()
-        if self.fd is None or self.tmp is None:
+    def commit(self, job_id: int | str) -> None:
+        if self.tmp is None:  # not opened (another backend), or it could not be written then
+            save(_with_id(self.record, str(job_id)), self.conf)
             return
         try:
-            os.write(self.fd, record.to_json().encode())
-            os.close(self.fd)
-            self.fd = None
-            os.replace(self.tmp, self.tmp.with_name(f"{record.job_id}.json"))
+            os.replace(self.tmp, self.tmp.with_name(f"{job_id}.json"))
         except OSError:
             self.discard()
 
     def discard(self) -> None:
         """Nothing was submitted: remove the file."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
         if self.tmp is not None:
             self.tmp.unlink(missing_ok=True)
+            self.tmp = None
+
+
+def _with_id(record: SubmissionRecord, job_id: str) -> SubmissionRecord:
+    """A :class:`PendingRecord`'s record with its job id (``%j`` in the batch log's name)."""
+    return replace(record, job_id=job_id, batch_log=record.batch_log.replace("%j", job_id))
 
 
 def load(job_id: str | int, conf: str | None) -> SubmissionRecord | None:
-    path = records_dir(conf) / f"{str(job_id).split('_')[0]}.json"
+    base = str(job_id).split("_")[0]
+    path = records_dir(conf) / f"{base}.json"
     try:
-        return SubmissionRecord.from_json(path.read_text())
+        record = SubmissionRecord.from_json(path.read_text())
     except (OSError, ValueError, TypeError):
         return None
+    return record if record.job_id else _with_id(record, base)  # written before its id was known
 
 
-def sbatch_record(job_id: int, *, name: str, cwd: str, log_dir: str, batch_log: str,
+def sbatch_record(job_id: int | str, *, name: str, cwd: str, log_dir: str, batch_log: str,
                   num_tasks: int = 1) -> SubmissionRecord:
     return SubmissionRecord(str(job_id), "sbatch", name, cwd, batch_log=batch_log, log_dir=log_dir,
                             num_tasks=num_tasks, submitted_at=time.time())

@@ -74,8 +74,8 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
            slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
     """Render, check against the live cluster, submit: nothing else, so submission costs what
     ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``). sbatch starts
-    first: the script is rendered while it loads, and the submission record's file is created while
-    it waits for slurmctld."""
+    first: the script is rendered while it loads, and the submission record is written while it
+    waits for slurmctld (then named after the job id)."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     if validate and slurm is not None:
         check_job(spec, slurm, user=user)
@@ -86,13 +86,14 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     except OSError as exc:
         raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
     # where its logs are, for `slinkyml jobs logs` after Slurm has forgotten the job
-    record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None))
+    name = safe_name(spec.name)
+    record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None), records.sbatch_record(
+        "", name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
+        batch_log=os.path.join(log_dir, f"{name}-%j.out")))
     try:
         job_id = backend.submit(spec, lambda: render_sbatch(spec), cwd=cwd, while_waiting=record.open)
     except BaseException:
         record.discard()
         raise
-    name = safe_name(spec.name)
-    record.commit(records.sbatch_record(job_id, name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
-                                        batch_log=os.path.join(log_dir, f"{name}-{job_id}.out")))
+    record.commit(job_id)
     return Submitted(job_id, Path(log_dir, f"{name}-{job_id}.sbatch"), backend.name)
