@@ -66,6 +66,7 @@ def _run_rendered(tmp_path: Path, spec_extra: dict, *, runner: str,
     bin_dir.mkdir(exist_ok=True)
     _stub(bin_dir / "scontrol", "#!/bin/sh\n[ \"$1\" = show ] && printf 'n1\\nn2\\n'\n"
           "[ \"$1\" = requeue ] && echo requeued >> \"$OUT.requeue\"\nexit 0\n")
+    _stub(bin_dir / "squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
     py = _stub(tmp_path / "fake-python", f"#!{sys.executable}\n{runner}")
     spec = _spec(python=str(py), **spec_extra)
     script = tmp_path / "job.sbatch"

@@ -62,7 +62,7 @@ def local_cluster():
     state = Path(tempfile.mkdtemp(prefix="slinkyml-faults-cluster-", dir="/var/tmp"))
     cluster = LocalCluster(state, nodes=4, bridge="slkflt0", node_prefix="flt", subnet="10.205.0.0/24",
                            slurmctld_port=7947, slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950,
-                           mariadb_port=14947, preempt_grace_s=PREEMPT_GRACE_S, proctrack_cgroup=True)
+                           mariadb_port=14947, preempt_grace_s=PREEMPT_GRACE_S)
     saved = os.environ.get("SLURM_CONF")
     try:
         cluster.up()
@@ -386,8 +386,78 @@ def test_time_limit_warning(slurm, workdir, own_jobs):
                                restarts=(1, 2, 3, 4, 5),
                                requeue={"signal": "USR2", "grace_seconds": 60, "max_restarts": 5})
     lines = events(spec, job)
-    assert lines and all(line.endswith("requeue preemption: SIGUSR2") for line in lines), lines
+    # the warning comes within its grace of the end: the time limit's, not a preemption's
+    assert lines and all(line.endswith("requeue time_limit: SIGUSR2") for line in lines), lines
     assert len(lines) == job_state(slurm, job).restarts, lines
+
+
+# -- one cause per ending, from Slurm's own facts (slinkyml/data/run_causes.json) ------------------------
+def _plain_spec(workdir: Path, name: str, code: str, **extra) -> JobSpec:
+    """A one-node job of plain Python under srun (no trainer, no checkpoint, no failure marker)."""
+    script = workdir / f"{name}.py"
+    script.write_text(code)
+    data = {"name": name, "launcher": "srun", "python": sys.executable, "entry": {"script": str(script)},
+            "log_dir": str(workdir / name / "logs"), "time_limit": "00:05:00"}
+    data.update(extra)
+    return JobSpec.from_dict(data)
+
+
+def _status_line(cli, job_id: int) -> str:
+    code, out, _ = cli("jobs", "status", str(job_id))
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_time_limit_without_a_checkpoint_is_timeout_not_preemption(slurm, workdir, own_jobs, cli):
+    """The issue's `slinkyml run -N 1 -t 1 sleeper.py`: the 60 s warning arrives at the start. It is the
+    time limit's, the run never checkpointed, so it is not requeued however many restarts are left;
+    the allocation is held to its end, so Slurm itself records TIMEOUT."""
+    spec = _plain_spec(workdir, "sleeper", "import time\nwhile True:\n    time.sleep(1)\n", time_limit="1")
+    job_id = _submit(slurm, spec, workdir, own_jobs)
+    state = wait(slurm, job_id, timeout=240, poll=1.0)
+    assert state.state == "TIMEOUT" and state.restarts == 0, (state, _logs(spec)[-3000:])
+    assert events(spec, job_id) == ["r0 failed time_limit: SIGUSR2 (no checkpoint since the run started)"]
+    line = _status_line(cli, job_id)
+    assert "TIMEOUT (time limit)" in line and "no checkpoint since the run started" in line, line
+    assert "preempt" not in line, line
+
+
+@pytest.mark.timeout(300)
+def test_out_of_memory_is_its_own_cause_and_is_not_requeued(slurm, workdir, own_jobs, cli):
+    """task/cgroup's ConstrainRAMSpace on this cluster: 1 GB touched under --mem 300M. The kernel's
+    OOM killer in the job's memory cgroup ends it (srun: "Out Of Memory", slurmstepd: "oom-kill
+    event"); sacct says OUT_OF_MEMORY; an OOM never requeues by default (the same run would only run
+    out again), however many restarts are left."""
+    spec = _plain_spec(workdir, "oom", "blocks = [bytearray(1 << 30)]\nprint('survived', flush=True)\n",
+                       mem_per_node="300M")
+    job_id = _submit(slurm, spec, workdir, own_jobs)
+    state = wait(slurm, job_id, timeout=240, poll=1.0)
+    assert state.state in ("OUT_OF_MEMORY", "FAILED") and state.restarts == 0, (state, _logs(spec)[-3000:])
+    steps = slurm.run("sacct", ["-n", "-P", "-j", str(job_id), "-o", "JobID,State"]).stdout
+    assert f"{job_id}.0|OUT_OF_MEMORY" in steps, steps
+    (line,) = events(spec, job_id)
+    assert line.startswith("r0 failed oom: srun: error: ") and "Out Of Memory" in line, line
+    status = _status_line(cli, job_id)
+    assert "(out of memory)" in status and "kernel's OOM killer" in status and "node failure" not in status, status
+    assert "survived" not in _logs(spec)
+
+
+@pytest.mark.timeout(300)
+def test_scancel_is_cancelled_and_never_requeued(slurm, workdir, own_jobs, cli):
+    spec = _plain_spec(workdir, "cancelled", "import time\nprint('up', flush=True)\ntime.sleep(600)\n",
+                       requeue={"on": ["any_failure"], "max_restarts": 3})
+    job_id = _submit(slurm, spec, workdir, own_jobs)
+    deadline = time.monotonic() + 120
+    while "up" not in _logs(spec) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    slurm.run("scancel", [str(job_id)])
+    state = wait(slurm, job_id, timeout=120, poll=1.0)
+    assert state.state.startswith("CANCELLED") and state.restarts == 0, state
+    # the batch shell decides within KillWait: one line, or none if Slurm killed it first
+    lines = events(spec, job_id)
+    assert lines == [] or (len(lines) == 1 and lines[0].startswith("r0 failed cancelled: ")
+                           and "CANCELLED AT" in lines[0] and "DUE TO" not in lines[0]), lines
+    assert "(cancelled)" in _status_line(cli, job_id)
 
 
 def _return_nodes(slurm, local_cluster) -> None:

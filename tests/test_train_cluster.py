@@ -106,14 +106,18 @@ def _logs(spec: JobSpec) -> str:
 # -- the time-limit job runs in the background while the others run -------------------------------
 @pytest.fixture(scope="module")
 def timelimit_job(slurm, workdir, own_jobs):
-    """1-minute limit, signal 20 s before the end, one restart allowed: runs twice, then fails.
+    """1-minute limit, signal 20 s before the end, one restart allowed: a run that writes a
+    checkpoint file at its start (a time limit requeues only a run that checkpointed since it
+    started) runs twice, then ends TIMEOUT.
 
     slurmctld checks limits every 30 s and sends the warning at the first check at most 30 s
     before it is due, here 10-40 s into each run (with 30 s it came as early as 4 s in on 24.11,
     racing the batch script's trap)."""
     spec = JobSpec.from_dict({
         "name": "timelimit", "launcher": "srun", "mem_per_node": "256M", "time_limit": "1",
-        "entry": {"script": "/bin/sleep", "args": ["600"]}, "log_dir": str(workdir / "timelimit"),
+        "entry": {"script": "/bin/bash", "args": ["-c", 'mkdir -p "$SLINKYML_CHECKPOINT_DIR" && '
+                                                        'touch "$SLINKYML_CHECKPOINT_DIR/step" && exec sleep 600']},
+        "log_dir": str(workdir / "timelimit"), "checkpoint_dir": str(workdir / "timelimit-ckpt"),
         "requeue": {"signal": "USR2", "grace_seconds": 20, "max_restarts": 1}})
     return spec, _submit(slurm, spec, workdir, own_jobs)
 
@@ -210,6 +214,7 @@ def test_time_limit_requeues_up_to_the_limit_and_no_further(slurm, timelimit_job
     spec, job_id = timelimit_job
     state = _wait_done(slurm, job_id, timeout=280)
     logs = _logs(spec)
-    assert state.state == "FAILED" and state.restarts == 1, logs
-    assert "requeueing (restart 1 of 1)" in logs
-    assert "preemption with no restarts left (1)" in logs
+    assert state.state == "TIMEOUT" and state.restarts == 1, logs
+    assert "requeueing (restart 1 of 1): reached its time limit: SIGUSR2" in logs
+    assert "reached its time limit: SIGUSR2; not requeued (requeue.on: time_limit preemption node_failure, " \
+           "restarts 1 of 1)" in logs

@@ -70,13 +70,13 @@ def _submit(args: argparse.Namespace) -> int:
 
 def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
     """``--dry-run`` (render and check), or submit; then ``--wait``/``--follow`` (shared by ``run``)."""
+    from slinkyml.jobs.request import SlurmJobRequest
     from slinkyml.slurm import Slurm
 
     slurm = Slurm()
     if args.dry_run:
         from slinkyml import config
         from slinkyml.jobs.render import render_sbatch
-        from slinkyml.jobs.request import SlurmJobRequest
         from slinkyml.jobs.validate import check_job
 
         backend = config.submit_backend_name(getattr(args, "backend", None))
@@ -88,11 +88,16 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
             check_job(spec, slurm)
         sys.stdout.write(script)
         print(f"# cluster: {target.describe()}; backend {backend}", file=sys.stderr)
-        print(f"# request: {SlurmJobRequest.from_spec(spec)}", file=sys.stderr)
+        request = SlurmJobRequest.from_spec(spec)
+        print(f"# request: {request}", file=sys.stderr)
+        for warning in request.warnings():
+            print(f"# warning: {warning}", file=sys.stderr)
         print(f"# dry run: {spec.name!r} passes the cluster checks; nothing submitted", file=sys.stderr)
         return 0
     from slinkyml.jobs import submit as sub
 
+    for warning in SlurmJobRequest.from_spec(spec).warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     submitter = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
                                  restapi_url=getattr(args, "restapi_url", None))
     result = sub.submit(spec, backend=submitter, slurm=None if args.no_check else slurm)
@@ -133,4 +138,6 @@ def _check(args: argparse.Namespace) -> int:
     results = check_scripts(args.scripts, args.cluster, partition=args.partition)
     for result in results:
         print(result.line(), flush=True)
+        for warning in result.warnings:
+            print(f"{result.script}: warning: {warning}", flush=True)
     return 0 if all(r.accepted for r in results) else 1

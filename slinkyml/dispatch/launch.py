@@ -1,8 +1,8 @@
 """A JobSpec dispatched from Python through submitit, as the sbatch script would run it.
 
 One task per node runs :class:`NodeLauncher`: the per-node launcher argv with the script's
-environment, the preemption signal forwarded, node 0 requeueing once per event and returning
-``final.json``.
+environment, the stop signals forwarded, the batch script's own decision (slurm/causes.py) on why
+it ended, node 0 requeueing once per event and returning ``final.json``.
 """
 
 from __future__ import annotations
@@ -26,17 +26,13 @@ from slinkyml.jobs.presets import spec_preset_env
 from slinkyml.jobs.render import deepspeed_config_for, launch_argv
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
+from slinkyml.slurm import causes
 from slinkyml.slurm.protocol import (
-    ANY_FAILURE,
-    COMMUNICATION,
     ENV_CHECKPOINT_DIR,
     ENV_DS_CONFIG,
     ENV_LOG_DIR,
     ENV_RESTART,
     ENV_SIGNAL,
-    NODE_FAILURE,
-    USER,
-    USER_ERROR,
     die_with_parent,
     events_file,
     failure_marker,
@@ -105,9 +101,11 @@ class NodeLauncher:
         # its own session (a signal to this task is forwarded once, below), but it dies with us
         child = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=die_with_parent)
         got: list[int] = []
+        self.signalled_at: float | None = None
 
         def forward(signum: int, _frame: Any) -> None:
             got.append(signum)
+            self.signalled_at = self.signalled_at or time.time()
             try:
                 child.send_signal(signum)
             except ProcessLookupError:
@@ -116,48 +114,36 @@ class NodeLauncher:
         sig = getattr(signal, f"SIG{self.spec.requeue.signal}")
         for s in {sig, signal.SIGTERM}:
             signal.signal(s, forward)
+        started = time.time()
         status = child.wait()
         marker = preempted_marker(self.spec.log_dir, job_id, restart)
         if got or marker.exists():
             time.sleep(0.5)  # let the marker land on a shared filesystem
-            preempted = marker.exists() or sig in got
-            if preempted and node == 0:
-                if restart < self.spec.requeue.max_restarts:
-                    checkpointable._requeue_once()
-                    sys.exit(0)
-                raise RuntimeError(f"preemption with no restarts left ({self.spec.requeue.max_restarts})")
-            sys.exit(0)  # no result: the job is being requeued or ended by Slurm
-        if status != 0:
-            cause, detail = failure_cause(self.spec.log_dir, job_id, restart, status)
-            detail = detail or f"{argv[2] if len(argv) > 2 else argv[0]} exited with status {status} on node {node}"
-            wanted = cause in self.spec.requeue.on or ANY_FAILURE in self.spec.requeue.on
-            if wanted and node == 0 and restart < self.spec.requeue.max_restarts:
-                _record_event(self.spec.log_dir, job_id, f"r{restart} requeue {cause}: {detail}")
-                checkpointable._requeue_once()
-                sys.exit(0)
-            if node == 0:
-                _record_event(self.spec.log_dir, job_id, f"r{restart} failed {cause}: {detail}")
-            raise RuntimeError(f"{cause}: {detail}")
-        if node != 0:
-            return None
-        return read_final(self.spec)
-
-
-def failure_cause(log_dir: str, job_id: str, restart: int, status: int) -> tuple[str, str]:
-    """(cause, one line) for a launcher that exited non-zero: what the ranks wrote, else its status
-    (a launcher killed by a signal it did not ask for is the machine's doing)."""
-    try:
-        lines = failure_marker(log_dir, job_id, restart).read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        if line.startswith(f"{USER} "):
-            return USER_ERROR, line
-    if lines and lines[0].startswith(f"{COMMUNICATION} "):
-        return NODE_FAILURE, lines[0]
-    if status < 0:
-        return NODE_FAILURE, f"launcher killed by {signal.Signals(-status).name}"
-    return USER_ERROR, ""
+        if status == 0 and not got and not marker.exists():
+            return read_final(self.spec) if node == 0 else None
+        stop = f"SIG{marker.read_text().strip()}" if marker.exists() else (signal.Signals(got[0]).name if got else "")
+        decision = causes.decide(
+            status=status, job_id=job_id, stop_signal=stop, signal_at=self.signalled_at, warn_signal=sig.name,
+            grace_s=self.spec.requeue.grace_seconds, failure_marker=failure_marker(self.spec.log_dir, job_id, restart),
+            preempted_marker=marker, checkpoint_dir=self.env.get(ENV_CHECKPOINT_DIR, ""), run_started=started,
+            requeue_on=self.spec.requeue.on, restart=restart, max_restarts=self.spec.requeue.max_restarts)
+        what = f"{decision.cause}: {decision.detail}"
+        if node != 0:  # node 0 decides for the job; the others only end
+            if decision.action == causes.FAILED:
+                raise RuntimeError(f"{decision.message}: {decision.detail}")
+            sys.exit(0)
+        if decision.action == causes.SLURM_DECIDES:
+            _record_event(self.spec.log_dir, job_id, f"r{restart} slurm {what}")
+            sys.exit(0)  # no result: Slurm requeues or ends the job
+        if decision.action == causes.REQUEUE:
+            _record_event(self.spec.log_dir, job_id, f"r{restart} requeue {what}")
+            checkpointable._requeue_once()
+            sys.exit(0)
+        _record_event(self.spec.log_dir, job_id, f"r{restart} failed {what}")
+        if decision.cause == causes.TIME_LIMIT:  # held to its end: Slurm records the job TIMEOUT
+            while True:
+                time.sleep(1)
+        raise RuntimeError(f"{decision.message}: {decision.detail}")
 
 
 def _record_event(log_dir: str, job_id: str, line: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from slinkyml.jobs.follow import JobState, find_logs, job_state
 from slinkyml.jobs.logs import JobLogs, read_tail
-from slinkyml.slurm import protocol, records, states
+from slinkyml.slurm import causes, protocol, records, states
 from slinkyml.slurm.runner import Slurm
 
 #: kinds of ending, most specific first
@@ -32,6 +32,10 @@ _STEPD_HOST = re.compile(r"^slurmstepd-(\S+?):")
 _LAUNCH = re.compile(r"execve\(\)|Unable to create step|Task launch for .* failed|Application launch "
                      r"failed|can't open file|No such file or directory|command not found|pyxis: |"
                      r"error: .*launch failed|couldn't chdir|Permission denied")
+_STEPD_MEMORY_LIMIT = re.compile(r"Exceeded (?:job|step) memory limit|exceeded memory limit", re.I)
+#: the run's own causes (its events file, slurm/causes.py) as kinds of ending
+_CAUSE_KINDS = {causes.TIME_LIMIT: "timeout", causes.PREEMPTION: "preempted", causes.NODE_FAILURE: "node_fail",
+                causes.OOM: "oom", causes.USER_ERROR: "exception", causes.CANCELLED: "cancelled"}
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
 #: tracebacks of the launcher itself (torchrun being stopped or reporting its child), not the user's
@@ -160,6 +164,15 @@ def _root_causes(lines: list[str]) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
+def _protocol_dir(logs: JobLogs) -> Path | None:
+    """Where the run protocol's files are: next to the batch log, or to submitit's task logs."""
+    if logs.kind == "sbatch" and logs.batch_log is not None:
+        return logs.batch_log.parent
+    if logs.kind == "submitit" and logs.ranks:
+        return logs.ranks[0].path.parent
+    return None
+
+
 def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, logs: JobLogs | None = None,
              steps: list[dict[str, str]] | None = None) -> Diagnosis:
     """The diagnosis of one job (any state; a running job gets a one-line "running"). ``state``,
@@ -184,16 +197,18 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     detail = ""
 
     # 0. the run protocol's files: the first rank that raised, as the rank wrote it; the batch script's cause
-    log_dir = logs.batch_log.parent if logs.kind == "sbatch" and logs.batch_log is not None else None
-    restart = logs.newest_restart
-    marker_lines = _read(protocol.failure_marker(log_dir, job, restart)) if log_dir else []
-    for i, line in enumerate(marker_lines):
-        match = _MARKER.match(line)
-        if match and match.group("kind") == protocol.USER:
-            rank, host, exception = int(match.group("rank")), match.group("host"), match.group("what")
-            found.append(_Finding(protocol.failure_marker(log_dir, job, restart), i, marker_lines,  # type: ignore[arg-type]
-                                  before=0, after=0))
-            break
+    log_dir, restart = _protocol_dir(logs), logs.newest_restart
+    if logs.kind == "submitit" and log_dir is not None:  # submitit's logs do not say the restart; the marker does
+        restart = max((int(p.name.rpartition("-r")[2]) for p in log_dir.glob(f".failed-{job}-r*")
+                       if p.name.rpartition("-r")[2].isdigit()), default=restart)
+    marker = protocol.failure_marker(log_dir, job, restart) if log_dir else None
+    marker_lines = _read(marker)
+    # the first rank that raised (lines are in time order); a lost connection names a victim, not the cause
+    first = next((i for i, line in enumerate(marker_lines) if line.startswith(f"{protocol.USER} ")), None)
+    match = _MARKER.match(marker_lines[first]) if first is not None else None
+    if match and marker is not None and first is not None:
+        rank, host, exception = int(match.group("rank")), match.group("host"), match.group("what")
+        found.append(_Finding(marker, first, marker_lines, before=0, after=0))
     events = protocol.read_events(log_dir, job) if log_dir else []
     event_cause = ""
     if events:
@@ -232,11 +247,11 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
             found.append(_Finding(entry.path, i, lines, before=0, after=7))
             break
     # 3. the exception: from the failing rank's log first, else from any rank's
-    ordered = sorted(rank_files, key=lambda item: (item[0].index != rank, item[0].stream != "err"))
-    for entry, lines in ordered:
-        hit = last_exception(lines)
-        if hit is None:
-            continue
+    # (a rank whose peer failed raises too, later: a lost connection is the victim's, not the cause)
+    hits = [(entry, lines, hit) for entry, lines in rank_files if (hit := last_exception(lines)) is not None]
+    hits.sort(key=lambda item: (item[0].index != rank, bool(re.search(protocol.COMMUNICATION_ERRORS, item[2][2], re.I)),
+                                item[0].stream != "err", item[0].index))
+    for entry, lines, hit in hits:
         index, prefixed_rank, logged = hit
         exception = exception or logged
         if rank is None:
@@ -269,7 +284,10 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     launch = next(((path, i, lines) for path, lines in [(logs.batch_log, batch)]
                    + [(entry.path, lines) for entry, lines in rank_files]
                    for i, line in enumerate(lines) if _LAUNCH.search(line)), None)
-    if name == "OUT_OF_MEMORY" or "OUT_OF_MEMORY" in step_states or oom is not None:
+    # Slurm's own state first, then the run's own decision (the events file), then the logs' words
+    event_kind = _CAUSE_KINDS.get(event_cause, "")
+    if name == "OUT_OF_MEMORY" or "OUT_OF_MEMORY" in step_states or event_kind == "oom" or (
+            oom is not None and not event_kind):
         kind = "oom"
         if oom is not None:
             path, index, lines, oom_rank = oom
@@ -283,19 +301,27 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
         oom_step = next((s for s in steps if s.get("State", "").startswith("OUT_OF_MEMORY")), None)
         if oom_step and not host:
             host = oom_step.get("NodeList", "")
-        detail = "killed by the kernel's OOM killer (memory cgroup limit of the job)"
-    elif (name == "NODE_FAIL" or "NODE_FAIL" in step_states or cancel_why == "NODE FAILURE"
-          or (event_cause == protocol.NODE_FAILURE and not exception)):
+        stepd_limit = oom is not None and _STEPD_MEMORY_LIMIT.search(oom[2][oom[1]])
+        detail = ("slurmstepd killed it over its memory limit (JobAcctGatherParams=OverMemoryKill), not the "
+                  "kernel's OOM killer" if stepd_limit else
+                  "the kernel's OOM killer, in the job's memory cgroup (over its --mem)")
+    elif name == "NODE_FAIL" or "NODE_FAIL" in step_states or cancel_why == "NODE FAILURE" or (
+            event_kind == "node_fail" and not exception):
         kind = "node_fail"
         failed = next((s for s in steps if s.get("State", "").startswith("NODE_FAIL")), None)
         host = host or (failed or {}).get("NodeList", "") or state.nodes
-        detail = "a node of the job failed (slurmd stopped answering)"
-    elif name == "TIMEOUT" or cancel_why == "TIME LIMIT":
+        detail = causes.message(causes.NODE_FAILURE)
+    elif name == "TIMEOUT" or cancel_why == "TIME LIMIT" or event_kind == "timeout":
         kind = "timeout"
-        detail = "the job reached its time limit" + (f" ({state.run_time})" if state.run_time else "")
-    elif name == "PREEMPTED" or cancel_why == "PREEMPTION" or event_cause == protocol.PREEMPTION:
+        detail = causes.message(causes.TIME_LIMIT) + (f" ({state.run_time})" if state.run_time else "")
+        if events and "no checkpoint since the run started" in events[-1]:
+            detail += "; not requeued: no checkpoint since the run started"
+    elif name == "PREEMPTED" or cancel_why == "PREEMPTION" or event_kind == "preempted":
         kind = "preempted"
-        detail = "a higher-priority job took the nodes"
+        detail = causes.message(causes.PREEMPTION)
+    elif event_kind == "cancelled" or (name == "CANCELLED" and not exception and not event_kind):
+        kind = "cancelled"
+        detail = state.state.partition(" ")[2]  # "by 0"
     elif launch is not None and not exception:
         kind = "launch"
         path, index, lines = launch
@@ -303,9 +329,6 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
         detail = lines[index].strip()
     elif exception:
         kind = "exception"
-    elif name == "CANCELLED":
-        kind = "cancelled"
-        detail = state.state.partition(" ")[2]  # "by 0"
     else:
         kind = "failed"
         if rank is None and killed_task is not None:

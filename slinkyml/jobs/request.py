@@ -26,6 +26,26 @@ def safe_name(name: str) -> str:
     return _UNSAFE_NAME_CHARS("_", name).strip("._")[:64] or "job"
 
 
+#: slurmctld checks time limits every PERIODIC_TIMEOUT (30 s) and sends ``--signal`` at the first
+#: check within its lead of the end (src/slurmctld/job_mgr.c, send_job_warn_signal)
+WARNING_CHECK_PERIOD_S = 30
+
+
+def stop_signal_warning(limit_s: int, grace_s: int, signal: str, limit_text: str = "") -> str:
+    """One line when the time limit leaves no room to checkpoint before the stop signal (``""`` when it
+    does): the signal comes ``grace_s`` (and up to 30 s more) before the end, and a checkpoint takes up
+    to that grace, so a limit not above twice the grace plus 30 s stops a run that never checkpointed,
+    which a time limit does not requeue (data/run_causes.json)."""
+    needed = 2 * grace_s + WARNING_CHECK_PERIOD_S
+    if not grace_s or limit_s > needed:
+        return ""
+    return (f"time limit {limit_text or limit_s} ({limit_s} s) is not above the stop signal's grace plus a "
+            f"checkpoint ({needed} s: SIG{signal.removeprefix('SIG')} {grace_s} s before the end, up to "
+            f"{WARNING_CHECK_PERIOD_S} s early, then up to {grace_s} s to write the checkpoint): the run stops "
+            "before it can checkpoint, and a time limit requeues only a run that checkpointed; raise the time "
+            "limit or shorten the signal's lead (requeue.grace_seconds, sbatch --signal=SIG@SECONDS)")
+
+
 @dataclass(frozen=True)
 class SlurmJobRequest:
     """What Slurm is asked for. ``time_limit`` is Slurm's text (minutes or ``[D-]HH:MM:SS``);
@@ -69,6 +89,12 @@ class SlurmJobRequest:
                    dependency=",".join(spec.dependencies) or None,
                    output=f"{log_dir}/{safe_name(spec.name)}-%j.out",
                    signal=spec.requeue.signal, signal_grace_s=spec.requeue.grace_seconds)
+
+    def warnings(self) -> list[str]:
+        """What will go wrong before it does (``--dry-run``, ``sbatch check``, submission)."""
+        warning = stop_signal_warning(time_limit_seconds(self.time_limit) or 0, self.signal_grace_s, self.signal,
+                                      self.time_limit)
+        return [warning] if warning else []
 
     @property
     def time_minutes(self) -> int:

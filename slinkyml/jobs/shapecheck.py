@@ -25,7 +25,8 @@ from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
 from slinkyml.errors import Problem, SlinkyError, SpecError
 from slinkyml.instances import get_instance_type
 from slinkyml.jobs.render import render_sbatch
-from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.request import stop_signal_warning
+from slinkyml.jobs.spec import JobSpec, time_limit_seconds
 from slinkyml.kube import quantity
 from slinkyml.slurm.conf import Line, SlurmConfBuilder, pairs
 
@@ -54,6 +55,8 @@ class ShapeResult:
 
     #: the Slurm release whose slurmctld judged (the spec's when it is here, see :func:`slurm_for`)
     slurm: str = ""
+    #: what will go wrong when it runs (:func:`script_warnings`)
+    warnings: tuple[str, ...] = ()
 
     def line(self) -> str:
         judge = f"cluster {self.cluster}" + (f" (Slurm {self.slurm})" if self.slurm else "")
@@ -236,6 +239,27 @@ class ThrowawayController(ThrowawaySlurmctld):
                                        result.stdout + "\n" + result.stderr), slurm=self.version)
 
 
+_DIRECTIVE = re.compile(r"^#SBATCH\s+(?:--time[= ]|-t\s*)(?P<time>\S+)|^#SBATCH\s+--signal[= ](?P<signal>\S+)")
+
+
+def script_warnings(text: str) -> tuple[str, ...]:
+    """Warnings from a script's own ``#SBATCH`` lines: a ``--signal`` lead that leaves no time to
+    checkpoint within ``--time`` (sbatch's default lead is 60 s)."""
+    limit = signal = None
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            break  # sbatch reads directives only before the first command
+        match = _DIRECTIVE.match(line.strip())
+        if match:
+            limit = match["time"].strip('"') if match["time"] else limit
+            signal = match["signal"].strip('"') if match["signal"] else signal
+    if limit is None or signal is None or time_limit_seconds(limit) is None:
+        return ()
+    name, _, lead = signal.rpartition(":")[2].partition("@")
+    warning = stop_signal_warning(time_limit_seconds(limit) or 0, int(lead) if lead.isdigit() else 60, name, limit)
+    return (warning,) if warning else ()
+
+
 def parse_test_only(script: str, cluster: str, returncode: int, output: str) -> ShapeResult:
     """Read ``sbatch --test-only``'s answer (the same words in 22.05, 24.11 and 26.05)."""
     match = _ACCEPTED.search(output)
@@ -302,5 +326,6 @@ def check_scripts(scripts: Sequence[str | os.PathLike[str]], cluster: SlurmClust
                 path = ctl.dir / "rendered" / f"{i:03d}-{Path(label).stem}.sbatch"
                 path.parent.mkdir(exist_ok=True)
                 path.write_text(text)
-            results.append(ctl.check(path, partition=partition, label=label))
+            result = ctl.check(path, partition=partition, label=label)
+            results.append(replace(result, warnings=script_warnings(path.read_text(errors="replace"))))
     return results

@@ -71,11 +71,11 @@ class Container:
 
 @dataclass(frozen=True)
 class RequeuePolicy:
-    """How a run survives preemption and lost nodes: signal ahead of the end, checkpoint, requeue up
-    to a limit. ``on`` says which endings requeue: ``preemption`` (the signal, ``scontrol requeue``,
-    the time-limit warning), ``node_failure`` (a node or its step daemon went away, a peer's
-    connection dropped, a rank killed by a signal it did not ask for), ``any_failure`` (also a
-    Python exception or a non-zero exit). A user error ends the job FAILED at once otherwise."""
+    """How a run survives preemption, lost nodes and its time limit: signal ahead of the end,
+    checkpoint, requeue up to a limit. ``on`` says which causes of an ending requeue (their rules:
+    slinkyml/data/run_causes.json): ``time_limit`` (only a run that checkpointed since it started),
+    ``preemption``, ``node_failure`` by default; ``oom``, ``user_error`` when listed; ``any_failure``
+    all of them. A cancelled job never requeues."""
 
     signal: str = "USR2"
     grace_seconds: int = 60

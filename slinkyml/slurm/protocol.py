@@ -1,7 +1,8 @@
 """The run protocol: what the batch script, the submitit launcher and the trainer agree on.
 
-Signals (preemption: checkpoint and we requeue; SIGTERM: checkpoint and stop), the marker files the
-trainer leaves per job and restart, and the events file, in one place so the three cannot drift.
+Signals (the job's --signal and Slurm's SIGTERM: checkpoint), the marker files the trainer leaves
+per job and restart, and the events file, in one place so the three cannot drift; why a run ended
+and whether it runs again is :mod:`slinkyml.slurm.causes`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import re
 import sys
 from pathlib import Path
+
+from slinkyml.slurm import causes
 
 # -- environment the launchers export and the trainer reads -----------------------------------------
 ENV_SIGNAL = "SLINKYML_PREEMPT_SIGNAL"
@@ -53,39 +56,18 @@ EXIT_OK = 0
 #: a requeue was wanted but no restarts are left; or a user error
 EXIT_FAILED = 1
 
-# -- requeue rule -------------------------------------------------------------------------------------
-PREEMPTION = "preemption"
-NODE_FAILURE = "node_failure"
-ANY_FAILURE = "any_failure"
-REQUEUE_CAUSES = (PREEMPTION, NODE_FAILURE, ANY_FAILURE)
-DEFAULT_REQUEUE_ON = (PREEMPTION, NODE_FAILURE)
+# -- requeue rule: the causes and their rules are data (slurm/causes.py, data/run_causes.json) -------
+PREEMPTION = causes.PREEMPTION
+NODE_FAILURE = causes.NODE_FAILURE
+ANY_FAILURE = causes.ANY_FAILURE
+USER_ERROR = causes.USER_ERROR
+#: what ``requeue.on`` may list, and its default
+REQUEUE_CAUSES = causes.requeue_causes()
+DEFAULT_REQUEUE_ON = causes.default_requeue_on()
 
 #: failure kinds a rank writes into its failure marker
 USER = "user"
-#: the cause for a deterministic failure (a rank raised; a non-zero exit with no machine to blame)
-USER_ERROR = "user_error"
 COMMUNICATION = "communication"
-
-#: srun's and slurmstepd's words for a step that ended because a node or its daemons went away
-#: (Slurm 22.05/24.11: src/srun/, src/slurmd/slurmstepd/ messages), one alternation for bash's grep -E
-INFRA_PATTERNS = (
-    "missing step",
-    "Node failure",
-    "NODE FAILURE",
-    "DUE TO NODE FAILURE",
-    "Communication connection failure",
-    "Unable to contact slurm controller",
-    "Task launch for .* failed",
-    "Application launch failed",
-    "Zero Bytes were transmitted or received",
-    "Socket timed out",
-    "Connection refused",
-    "Connection reset by peer",
-    "io_init_msg_read_from_fd",
-    "step_launch_notify_io_failure",
-    "Lost connection",
-)
-INFRA_REGEX = "|".join(INFRA_PATTERNS)
 
 #: exception texts of collective/rendezvous failures: a peer went away, not a bug in the rank (a
 #: pattern, compiled by ``re`` on first use: only a failing rank needs it, every render imports this)
@@ -112,6 +94,24 @@ def preempted_marker(log_dir: str | Path, job_id: str | int, restart: int | str)
 
 def failure_marker(log_dir: str | Path, job_id: str | int, restart: int | str) -> Path:
     return Path(log_dir) / f".failed-{job_id}-r{restart}"
+
+
+def record_failure(log_dir: str | Path, job_id: str | int, restart: int | str, rank: int, exc: BaseException) -> None:
+    """Append this rank's failure to the run's failure marker: ``KIND rank N on HOST: Type: message``.
+    Every failing rank appends (O_APPEND: whole lines, in the order they failed), so the first line
+    is the first failure; the decision and ``jobs why`` read it (the trainer and submit() write it)."""
+    import socket  # lazy: only a failing rank needs it; every render imports this module
+
+    message = (str(exc).strip().splitlines() or [""])[0][:300]
+    line = f"{failure_kind(exc)} rank {rank} on {socket.gethostname()}: {type(exc).__name__}: {message}\n"
+    try:
+        fd = os.open(failure_marker(log_dir, job_id, restart), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line.encode(errors="replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def events_file(log_dir: str | Path, job_id: str | int) -> Path:
@@ -160,9 +160,8 @@ def die_with_parent() -> None:
 
 
 __all__ = [
-    "ANY_FAILURE", "COMMUNICATION", "DEFAULT_REQUEUE_ON", "die_with_parent", "ENV_CHECKPOINT_DIR", "ENV_DS_CONFIG",
-    "ENV_LOG_DIR", "ENV_RESTART", "ENV_SIGNAL", "EXIT_FAILED", "EXIT_OK", "INFRA_PATTERNS",
-    "INFRA_REGEX", "NODE_FAILURE", "PREEMPTION", "REQUEUE_CAUSES", "SLURM_STOP_SIGNAL", "USER",
-    "events_file", "failure_kind", "failure_marker", "last_reason", "preempted_marker", "read_events",
+    "ANY_FAILURE", "COMMUNICATION", "USER_ERROR", "DEFAULT_REQUEUE_ON", "die_with_parent", "ENV_CHECKPOINT_DIR", "ENV_DS_CONFIG",
+    "ENV_LOG_DIR", "ENV_RESTART", "ENV_SIGNAL", "EXIT_FAILED", "EXIT_OK", "NODE_FAILURE", "PREEMPTION", "REQUEUE_CAUSES", "SLURM_STOP_SIGNAL", "USER",
+    "events_file", "failure_kind", "failure_marker", "record_failure", "last_reason", "preempted_marker", "read_events",
     "shutdown_timeout", "torchrun_signal_args", "torchrun_signals",
 ]
