@@ -20,6 +20,7 @@ from slinkyml.dev.config import (
     CRED_EXPIRE_S,
     ENV_OPTIONS,
     SYSTEM_MUNGE_SOCKET,
+    cgroups_unusable,
     options_from_env,
     render_cgroup_conf,
     render_gres_conf,
@@ -41,7 +42,7 @@ from slinkyml.slurm import SlurmVersion
 def test_slurm_conf_has_the_settings_the_cluster_depends_on(tmp_path):
     spec = DevClusterSpec(state_dir=tmp_path, nodes=3, controller_host="ctl")
     conf = render_slurm_conf(spec, SlurmVersion(22, 5, 8))
-    for line in ("ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
+    for line in ("ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup", "SelectType=select/cons_tres",
                  "PriorityType=priority/multifactor", "AccountingStorageEnforce=associations,limits,qos",
                  "JobAcctGatherFrequency=task=1", "SchedulerParameters=batch_sched_delay=0",
                  "SlurmctldHost=ctl(10.213.0.1)"):
@@ -110,15 +111,34 @@ def test_bad_spec_names_the_flag(tmp_path, field, value, flag):
 
 def test_cgroup_conf_only_where_slurm_loads_a_cgroup_plugin():
     """24.05+ slurmd loads cgroup/v1|v2 unless cgroup.conf says CgroupPlugin=disabled (seen on 24.11.5)."""
-    assert render_cgroup_conf(SlurmVersion(22, 5, 8)) is None
-    assert "CgroupPlugin=disabled" in render_cgroup_conf(SlurmVersion(24, 11, 5))
+    assert render_cgroup_conf(SlurmVersion(22, 5, 8), cgroups=False) is None
+    assert "CgroupPlugin=disabled" in render_cgroup_conf(SlurmVersion(24, 11, 5), cgroups=False)
 
 
-def test_proctrack_cgroup_is_asked_for(tmp_path):
-    spec = DevClusterSpec(state_dir=tmp_path, nodes=2, proctrack_cgroup=True)
-    assert "\nProctrackType=proctrack/cgroup\n" in render_slurm_conf(spec, SlurmVersion(22, 5, 8))
-    conf = render_cgroup_conf(SlurmVersion(22, 5, 8), proctrack_cgroup=True).splitlines()
-    assert "CgroupPlugin=cgroup/v1" in conf and "CgroupAutomount=no" in conf and "ConstrainRAMSpace=no" in conf
+def test_cgroups_enforce_memory_and_cpus_by_default(tmp_path):
+    spec = DevClusterSpec(state_dir=tmp_path, nodes=2)
+    conf = render_slurm_conf(spec, SlurmVersion(22, 5, 8))
+    assert "\nProctrackType=proctrack/cgroup\n" in conf and "\nTaskPlugin=task/cgroup\n" in conf
+    for version in (SlurmVersion(22, 5, 8), SlurmVersion(26, 5, 5)):
+        lines = render_cgroup_conf(version, cgroups=True).splitlines()
+        assert {"CgroupPlugin=cgroup/v1", "CgroupAutomount=no", "ConstrainRAMSpace=yes", "ConstrainCores=yes"} <= set(lines)
+    off = render_slurm_conf(DevClusterSpec(state_dir=tmp_path, nodes=2, cgroups=False), SlurmVersion(22, 5, 8))
+    assert "\nProctrackType=proctrack/linuxproc\n" in off and "\nTaskPlugin=task/none\n" in off
+
+
+V1 = "".join(f"cgroup /sys/fs/cgroup/{c} cgroup rw,relatime,{c} 0 0\n" for c in ("memory", "cpuset", "freezer"))
+
+
+@pytest.mark.parametrize(("mounts", "writable", "why"), [
+    ("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n" + V1, True, ""),
+    ("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n", True, "cgroup v2 only at /sys/fs/cgroup"),
+    ("tmpfs /sys/fs/cgroup tmpfs ro 0 0\n" + V1, False, "/sys/fs/cgroup/memory is read-only"),
+    (V1.replace("cpuset", "cpu"), True, "no cgroup v1 cpuset"),
+], ids=["v1", "v2-only", "read-only", "no-cpuset"])
+def test_dev_up_says_in_one_line_why_cgroups_are_off(mounts, writable, why):
+    """The reason ``dev up`` prints (see LocalCluster._check_cgroups) from /proc/self/mounts."""
+    said = cgroups_unusable(mounts, lambda _path: writable)
+    assert said.startswith(why) and "\n" not in said
 
 
 def test_env_options_move_a_second_cluster_out_of_the_way():

@@ -181,6 +181,8 @@ def _up(args: argparse.Namespace) -> int:
     print(f"  eval $(slinkyml dev env --state-dir {spec.state_dir})")
     unix = "" if cluster.version.restd_refuses_root else f"unix:{spec.restd_socket} (local auth), "
     print(f"  slurmrestd: {unix}{spec.restd_url} (JWT)")
+    if cluster.cgroup_note:
+        print(f"  {cluster.cgroup_note}")
     return 0
 
 

@@ -25,6 +25,7 @@ from slinkyml.dev import network, ownership, roots
 from slinkyml.dev.config import (
     LISTED_NODES,
     DevClusterSpec,
+    cgroups_unusable,
     options_from_env,
     render_cgroup_conf,
     render_gres_conf,
@@ -143,6 +144,8 @@ class LocalCluster:
         self.keep_running = keep_running
         self.quiet = quiet
         self._started_here = False
+        #: one line when the cluster cannot enforce memory and CPUs here (``dev up`` prints it)
+        self.cgroup_note = ""
 
     # -- the pieces --------------------------------------------------------------------
     @property
@@ -229,6 +232,7 @@ class LocalCluster:
         """Start whatever is not running; idempotent. On failure stop everything and raise."""
         self._check_release()
         self._preflight()
+        self._check_cgroups()
         daemons = {d.name: d for d in self._daemons()}
         self._check_claims(network.claims())
         self._check_munge(daemons["munged"])
@@ -268,6 +272,16 @@ class LocalCluster:
         if problems:
             raise ClusterUnhealthy("cluster is up but not healthy: " + "; ".join(problems))
         return self
+
+    def _check_cgroups(self) -> None:
+        """Enforcement off, in one line, where slurmd cannot have its cgroups (jobs would run
+        unconfined: a ``--mem`` never ends one OUT_OF_MEMORY)."""
+        if not self.spec.cgroups:
+            return
+        why = cgroups_unusable(Path("/proc/self/mounts").read_text(), lambda path: os.access(path, os.W_OK))
+        if why:
+            self.spec = replace(self.spec, cgroups=False)
+            self.cgroup_note = f"memory and CPU limits NOT enforced: {why}"
 
     def health_problems(self) -> list[str]:
         """Nodes drained for a reason of Slurm's own and jobs Slurm holds after a failed launch."""
@@ -534,7 +548,7 @@ class LocalCluster:
                              0o600):
             changed.add("slurmdbd.conf")
         for name, text in (("gres.conf", render_gres_conf(s)),
-                           ("cgroup.conf", render_cgroup_conf(version, s.proctrack_cgroup)),
+                           ("cgroup.conf", render_cgroup_conf(version, s.cgroups)),
                            ("plugstack.conf", render_plugstack_conf(s))):
             path = s.etc / name
             if text is None:
@@ -566,7 +580,7 @@ class LocalCluster:
                    log_file=self.spec.log / f"slurmd-{node}.log").stop()
 
     def _remove_node_cgroups(self) -> None:
-        """proctrack/cgroup's empty ``/slurm_<node>`` trees (one per slurmd, in each cgroup v1
+        """The cgroup plugins' empty ``/slurm_<node>`` trees (one per slurmd, in each cgroup v1
         hierarchy) of this cluster's nodes; a tree still holding a process stays."""
         for node in self.spec.node_names:
             for tree in glob.glob(f"/sys/fs/cgroup/*/slurm_{node}"):

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,9 +81,12 @@ class DevClusterSpec:
     #: > 0: real Slurm preemption (:data:`PREEMPTIBLE_PARTITION` with this GraceTime, preempted
     #: by jobs of :data:`URGENT_PARTITION` on the same nodes); 0: no preemption
     preempt_grace_s: int = 0
-    #: proctrack/cgroup (cgroup v1 freezer, one ``/slurm_<node>`` tree per slurmd) instead of
-    #: proctrack/linuxproc: every process of a step, re-parented or not, ends with it
-    proctrack_cgroup: bool = False
+    #: cgroups as a production slurmd (Slinky's pods included) runs them: task/cgroup confines each
+    #: job to its ``--mem`` (ConstrainRAMSpace) and its CPUs (ConstrainCores), proctrack/cgroup ends
+    #: every process of a step, re-parented or not (cgroup v1, one ``/slurm_<node>`` tree per slurmd).
+    #: ``dev up`` turns it off, saying so in one line, where the hierarchies are not writable
+    #: (:func:`cgroups_unusable`)
+    cgroups: bool = True
     #: ``(node, address)`` for nodes moved off their first address (``dev node readdress``, as a
     #: rescheduled slurmd pod comes back with a new IP); kept in :data:`NODE_ADDRESSES_FILE`
     node_addresses: tuple[tuple[str, str], ...] = ()
@@ -394,8 +397,8 @@ def render_slurm_conf(spec: DevClusterSpec, version: SlurmVersion, plugin_dir: P
         ("SlurmctldPidFile", f"{spec.run}/slurmctld.pid"), ("SlurmdPidFile", f"{spec.run}/slurmd-%n.pid"),
         ("SlurmctldLogFile", f"{spec.log}/slurmctld.log"), ("SlurmdLogFile", f"{spec.log}/slurmd-%n.log"),
         ("SlurmctldDebug", "info"), ("SlurmdDebug", "info"), ("SlurmdParameters", "config_overrides"),
-        ("ProctrackType", "proctrack/cgroup" if spec.proctrack_cgroup else "proctrack/linuxproc"),
-        ("TaskPlugin", "task/none"), ("MpiDefault", "none"),
+        ("ProctrackType", "proctrack/cgroup" if spec.cgroups else "proctrack/linuxproc"),
+        ("TaskPlugin", "task/cgroup" if spec.cgroups else "task/none"), ("MpiDefault", "none"),
         ("SelectType", "select/cons_tres"), ("SelectTypeParameters", "CR_Core_Memory"), ("DefMemPerCPU", 512),
         ("PriorityType", "priority/multifactor"), ("PriorityWeightFairshare", 10000),
         ("PriorityWeightAge", 1000), ("PriorityWeightJobSize", 0), ("PriorityDecayHalfLife", "7-0"),
@@ -470,19 +473,36 @@ StorageLoc=slurm_acct_db
 """
 
 
-def render_cgroup_conf(version: SlurmVersion, proctrack_cgroup: bool = False) -> str | None:
-    """Slurm ≥ 24.05 loads a cgroup plugin in slurmd unless told not to; 22.05 needs no file.
-
-    With ``proctrack_cgroup``: the cgroup v1 plugin on the hierarchies already mounted (Debian
-    builds Slurm with multiple-slurmd support, so each slurmd keeps its own ``/slurm_<node>``
-    tree, src/common/cgroup.c) and no constraints: only process tracking."""
-    if proctrack_cgroup:
-        return ("# Written by `slinkyml dev up`: cgroups for process tracking only.\n"
-                "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=no\nConstrainRAMSpace=no\n"
+def render_cgroup_conf(version: SlurmVersion, cgroups: bool = True) -> str | None:
+    """cgroup.conf: with ``cgroups``, the cgroup v1 plugin on the hierarchies already mounted
+    (Debian builds Slurm with multiple-slurmd support, so each slurmd keeps its own
+    ``/slurm_<node>`` tree, src/common/cgroup.c), each job held to its memory and CPUs. Without:
+    Slurm ≥ 24.05 loads a cgroup plugin in slurmd unless told not to; 22.05 needs no file."""
+    if cgroups:
+        return ("# Written by `slinkyml dev up`: jobs held to their --mem and CPUs, as on a production node.\n"
+                "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=yes\nConstrainRAMSpace=yes\n"
                 "ConstrainDevices=no\n")
     if version.cgroup_plugin_can_be_disabled:
         return "# Written by `slinkyml dev up`: no cgroups in the local cluster.\nCgroupPlugin=disabled\n"
     return None
+
+
+#: the cgroup v1 controllers task/cgroup and proctrack/cgroup use here
+CGROUP_CONTROLLERS = ("memory", "cpuset", "freezer")
+
+
+def cgroups_unusable(mounts: str, writable: Callable[[str], bool]) -> str:
+    """Why this machine cannot give slurmd its cgroups (``""``: it can). ``mounts`` is
+    /proc/self/mounts; ``writable`` says whether a directory may be written (``os.access``)."""
+    mounted = {fields[1]: fields[2] for fields in (line.split() for line in mounts.splitlines()) if len(fields) > 2}
+    for controller in CGROUP_CONTROLLERS:
+        path = f"/sys/fs/cgroup/{controller}"
+        if mounted.get(path) != "cgroup":
+            kind = "cgroup v2 only" if mounted.get("/sys/fs/cgroup") == "cgroup2" else f"no cgroup v1 {controller}"
+            return f"{kind} at /sys/fs/cgroup (the local cluster drives cgroup v1)"
+        if not writable(path):
+            return f"{path} is read-only (a container without its own cgroups?)"
+    return ""
 
 
 def gpus_per_node(spec: DevClusterSpec) -> int:
