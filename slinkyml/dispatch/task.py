@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slinkyml.dispatch import checkpointable, distributed
+from slinkyml.slurm import protocol
 
 
 class TaskCall:
@@ -34,7 +35,11 @@ class TaskCall:
             checkpointable.install_handlers()
             checkpointable._CURRENT["task"] = self
             self.fn.max_restarts = self.max_restarts
-        return self.fn(*self.args, **self.kwargs)
+        try:
+            return self.fn(*self.args, **self.kwargs)
+        except Exception as exc:
+            _record_failure(exc)
+            raise
 
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
@@ -50,6 +55,20 @@ class CheckpointableTaskCall(TaskCall):
         from submitit.helpers import DelayedSubmission  # lazy: submitit stays out of `import slinkyml`
 
         return DelayedSubmission(self)
+
+
+def _record_failure(exc: BaseException) -> None:
+    """The run protocol's failure marker, next to submitit's logs: ``jobs why`` then names the rank
+    that failed first (rank 1's exception), not rank 0's later lost connection to it."""
+    from submitit import JobEnvironment  # lazy: submitit stays out of `import slinkyml`
+
+    try:
+        env = JobEnvironment()
+        folder, job_id = env.paths.folder, env.job_id
+    except RuntimeError:  # not in a Slurm task
+        return
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")) or 0)
+    protocol.record_failure(folder, job_id, os.environ.get("SLURM_RESTART_COUNT", "0") or 0, rank, exc)
 
 
 def make_task(fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, **options: Any) -> TaskCall:

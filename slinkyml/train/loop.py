@@ -353,23 +353,11 @@ class Trainer:
         return found[1], f"gpus.yaml:{found[0]}"
 
     def mark_failed(self, exc: BaseException) -> None:
-        """One line for the batch script's decision and ``slinkyml jobs status``: kind, rank, host,
-        exception. Every failing rank appends; the first ``user`` line is the cause."""
+        """One line for the batch script's decision and ``slinkyml jobs status`` (kind, rank, host,
+        exception); the first failing rank's line comes first."""
         job, log_dir = os.environ.get("SLURM_JOB_ID"), os.environ.get(protocol.ENV_LOG_DIR)
-        if not (job and log_dir):
-            return
-        message = (str(exc).strip().splitlines() or [""])[0][:300]
-        line = (f"{protocol.failure_kind(exc)} rank {self.rank} on {socket.gethostname()}: "
-                f"{type(exc).__name__}: {message}\n")
-        try:
-            fd = os.open(protocol.failure_marker(log_dir, job, self.restart), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                         0o644)
-            try:
-                os.write(fd, line.encode(errors="replace"))
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
+        if job and log_dir:
+            protocol.record_failure(log_dir, job, self.restart, self.rank, exc)
 
     def write_final(self, check: dict[str, Any], start_step: int, step: int, losses: list[float],
                     timed_tokens: int, timed_secs: float, wall: float) -> None:
