@@ -153,6 +153,42 @@ def test_failures_are_explained(slurm, shared_tmp, own):
         killed.result(timeout=60)
 
 
+def rank_1_raises_rank_0_waits() -> int:
+    """Rank 1 raises; rank 0, in an all-reduce with it, fails afterwards on the lost connection."""
+    import torch  # lazy: torch only where the task runs
+    import torch.distributed as dist  # lazy: torch only where the task runs
+
+    from slinkyml.dispatch.distributed import init_process_group
+
+    init_process_group()
+    if dist.get_rank() == 1:
+        time.sleep(1)
+        raise ValueError("rank one is unhappy")
+    dist.all_reduce(torch.ones(1))
+    return 0
+
+
+@needs_torch
+@pytest.mark.timeout(240)
+def test_the_first_failing_rank_is_named_not_the_peer_that_lost_it(slurm, shared_tmp, own, cli):
+    """Only rank 1 raises; rank 0 then raises "Connection closed by peer". Python, `jobs status` and
+    `jobs why` all name rank 1's ValueError (the failure marker, first failure first)."""
+    job = _executor(slurm, shared_tmp, nodes=2, tasks_per_node=1, mem="1G").submit(rank_1_raises_rank_0_waits)
+    own.append(job.job_id)
+    with pytest.raises(JobError, match="rank 1 raised ValueError: rank one is unhappy"):
+        job.results(timeout=200)
+    deadline = time.monotonic() + 60
+    while slurm.run("squeue", ["-h", "-j", job.job_id], check=False, retries=0).stdout.strip() \
+            and time.monotonic() < deadline:
+        time.sleep(0.3)
+    host = slurm.run("sacct", ["-n", "-P", "-j", f"{job.job_id}.0", "-o", "NodeList"]).stdout.split()
+    code, out, _ = cli("jobs", "status", job.job_id)
+    assert code == 1 and "(exception): rank 1 on " in out and "ValueError: rank one is unhappy" in out, out
+    assert "Connection closed" not in out, out
+    code, out, _ = cli("jobs", "why", job.job_id)
+    assert code == 1 and f".failed-{job.job_id}-r0" in out and "user rank 1 on " in out, (out, host)
+
+
 class Steps(Checkpointable):
     """Counts steps with an all-reduce each; rank 0 reports progress in a file."""
 
