@@ -54,3 +54,23 @@ def test_unsupported_launchers_are_spec_errors(shared_tmp):
     spec = _spec(shared_tmp, "x", [], launcher="deepspeed", deepspeed_via="deepspeed")
     with pytest.raises(SpecError, match="deepspeed_via"):
         prepare(spec)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed (pip install '.[train]')")
+@pytest.mark.timeout(400)
+def test_the_launcher_decides_as_the_batch_script_does(slurm, shared_tmp):
+    """Through submitit the same decide.sh runs: a rank that raises is a user error (FAILED at once,
+    not requeued, its line in the events file); the preemption signal to the steps is a preemption
+    (checkpoint, requeue, resume to the end)."""
+    from slinkyml.dispatch import JobError
+    from slinkyml.slurm import protocol
+
+    bad = _spec(shared_tmp, "nb-bad", ["--steps", "4", "--model", "no-such-model"])
+    job = launch(bad, folder=shared_tmp / "submitit", slurm=slurm)
+    try:
+        with pytest.raises(JobError, match="the program failed .*: user rank [01] on "):
+            job.result(timeout=300)
+    finally:
+        slurm.run("scancel", [job.job_id], check=False, retries=0)
+    (line,) = protocol.read_events(bad.log_dir, job.job_id)
+    assert line.startswith("r0 failed user_error: user rank ") and "unknown --model 'no-such-model'" in line, line

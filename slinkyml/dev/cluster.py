@@ -279,6 +279,9 @@ class LocalCluster:
         if not self.spec.cgroups:
             return
         why = cgroups_unusable(Path("/proc/self/mounts").read_text(), lambda path: os.access(path, os.W_OK))
+        plugins = self.install.plugin_dir or Path("/usr/lib") / roots.MULTIARCH / "slurm-wlm"
+        if not why and not (plugins / "cgroup_v1.so").exists():
+            why = f"Slurm {self.version} has no cgroup/v1 plugin ({plugins / 'cgroup_v1.so'})"
         if why:
             self.spec = replace(self.spec, cgroups=False)
             self.cgroup_note = f"memory and CPU limits NOT enforced: {why}"
