@@ -30,7 +30,7 @@ from slinkyml.cluster import EXAMPLES_DIR, load_spec, names, workers
 from slinkyml.cluster.apply import apply_objects, dropped_by_server, ensure_secrets
 from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import SlurmCluster, to_dict
-from slinkyml.dev.kube import WEBHOOK_PORT, KubeControlPlane
+from slinkyml.dev.kube import BUILD_SCRIPT, WEBHOOK_PORT, KubeControlPlane
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.conf import SlurmConf, SlurmConfBuilder
 
@@ -259,3 +259,51 @@ def test_operator_runs_the_whole_cluster(kube_plane: KubeControlPlane, api: Any,
         assert conf.settings()["AccountingStorageHost"].startswith(c)
     finally:
         _delete_namespace(api, cluster.namespace)
+
+
+#: what slinkyml renders (for the f2ed3fc API) that the built operator's own CRDs (v1.0.1) do not have,
+#: so its Go types drop them when it reads the object: the cause of the expected failure above
+IGNORED_BY_OPERATOR_V1_0_1 = {
+    "Accounting.spec.jwtKeyRef", "Controller.spec.jwtKeyRef", "Token.spec.jwtKeyRef",
+    "NodeSet.spec.scalingMode", "NodeSet.spec.workloadDisruptionProtection"}
+
+
+def _unknown_fields(obj: Any, schema: dict[str, Any], path: str) -> set[str]:
+    """Field paths of ``obj`` that ``schema`` (an openAPIV3Schema) does not declare."""
+    out: set[str] = set()
+    if isinstance(obj, dict):
+        props = schema.get("properties")
+        if props is None:
+            extra = schema.get("additionalProperties")
+            if isinstance(extra, dict):
+                for value in obj.values():
+                    out |= _unknown_fields(value, extra, f"{path}.*")
+            return out
+        for key, value in obj.items():
+            out |= {f"{path}.{key}"} if key not in props else _unknown_fields(value, props[key], f"{path}.{key}")
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for value in obj:
+            out |= _unknown_fields(value, schema["items"], f"{path}[]")
+    return out
+
+
+def test_fields_the_running_operator_ignores(kube_plane: KubeControlPlane) -> None:
+    """Every Slinky field the examples render is one the operator that runs here knows (its own CRDs,
+    from its Go module at the built version), except the listed skew between v1.0.1 and f2ed3fc: a new
+    field the operator would drop fails here."""
+    version = kube_plane.versions()["slurm-operator"]
+    module = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "github.com/SlinkyProject/slurm-operator"],
+                            cwd=BUILD_SCRIPT.parent / "operator", capture_output=True, text=True, check=True,
+                            timeout=120).stdout.strip()
+    assert module.endswith(f"@{version}")
+    schemas = {}
+    for crd_file in (Path(module) / "config" / "crd" / "bases").glob("slinky.slurm.net_*.yaml"):
+        crd = yaml.safe_load(crd_file.read_text())
+        schemas[crd["spec"]["names"]["kind"]] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    ignored: set[str] = set()
+    for name in EXAMPLES:
+        for obj in render(load_spec(EXAMPLES_DIR / name / "cluster.yaml")).objects:
+            if obj["kind"] in SLINKY_KINDS:
+                body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+                ignored |= {obj["kind"] + field for field in _unknown_fields(body, schemas[obj["kind"]], "")}
+    assert ignored == IGNORED_BY_OPERATOR_V1_0_1
