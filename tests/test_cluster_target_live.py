@@ -8,12 +8,14 @@ neither the default cluster nor the other test and bench clusters use), torn dow
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 
 import pytest
 
 from slinkyml.dev import LocalCluster
+from slinkyml.dispatch import Executor
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 
@@ -102,3 +104,14 @@ def test_accounting_reads_the_selected_cluster(backend, on_other, other_job, cli
     assert code == 0, err
     names = {row["name"] for row in json.loads(out)}
     assert other_job in names and names <= _accounted_names(on_other)
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def test_dispatch_goes_to_the_selected_cluster(on_other, shared_tmp):
+    """The notebook backend (submitit through ``Slurm()``): no cluster given, $SLURM_CONF's is used."""
+    job = Executor(shared_tmp / "submitit", time=2, mem="256M").submit(hostname)
+    assert job.result(timeout=120).startswith("tg")  # a node of the other cluster
+    assert _nodes_of(on_other, str(job.job_id)).split("|")[1].startswith("tg")
