@@ -7,6 +7,8 @@ SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
                 libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time
 PYTEST_ARGS ?=
+# Go where its official archive installs it, for shells whose PATH lacks it (make kube, the tests' `go` calls)
+export PATH := $(PATH):/usr/local/go/bin
 # `make demo SLURM_VERSION=26.05`: the demo on the Slurm 26.05 cluster (README: Slurm 26.05 beside the
 # machine's Slurm), which has its own state dir, names and ports; `make test` runs its smoke suite too.
 SLURM_VERSION ?= system

@@ -32,6 +32,7 @@ from slinkyml.specload import load_data_all
 
 SHARED_STATE_DIR = Path("/var/lib/slinkyml/kube-dev")
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "kube" / "build.sh"
+GO_FALLBACK_DIR = "/usr/local/go/bin"
 CLUSTER_NAME = "slinkyml-dev"
 #: loopback ports, clear of the Slurm dev clusters (6817-6820, 7947-7960, 8817-8820, 9117-9520,
 #: 13306-16706); ``$SLINKYML_KUBE_PORT_BASE`` moves all but the webhook's
@@ -88,7 +89,11 @@ def binaries_dir() -> Path:
         return Path(env)
     if not BUILD_SCRIPT.is_file():
         raise SlinkyError(f"{BUILD_SCRIPT} not found: set SLINKYML_KUBE_BIN to the folder of the built binaries")
-    done = subprocess.run(["bash", str(BUILD_SCRIPT), "--bindir"], capture_output=True, text=True, timeout=60)
+    env = dict(os.environ)
+    if shutil.which("go") is None:  # the official archive's place, for shells whose PATH lacks it
+        env["PATH"] = f"{env.get('PATH', '/usr/bin:/bin')}:{GO_FALLBACK_DIR}"
+    done = subprocess.run(["bash", str(BUILD_SCRIPT), "--bindir"], capture_output=True, text=True, timeout=60,
+                          env=env)
     if done.returncode != 0:
         raise SlinkyError(done.stderr.strip() or f"{BUILD_SCRIPT} --bindir failed ({done.returncode})")
     return Path(done.stdout.strip())
