@@ -514,3 +514,20 @@ def test_a_newline_in_a_job_name_keeps_its_row():
     assert table.malformed == 0 and len(table.jobs) == len(plain.jobs) and len(table.steps) == len(plain.steps)
     assert nasty in table.jobs["name"].tolist()
     assert parse_sacct(changed + "short\x1fline\n").malformed == 1
+
+
+def test_typed_records_fill_the_same_frames_as_sacct_text():
+    """What the slurmrestd/pyslurm backends give: epoch seconds (None for Unknown) and numbers, no text."""
+    text = (DATA / "sacct_efficiency_2205.txt").read_text()
+    rows = [dict(zip(FIELDS, line.split(SEP), strict=True)) for line in text.splitlines() if line.count(SEP) == 28]
+
+    def epoch(value: str) -> int | None:
+        return None if value in ("", "Unknown", "None") else int(datetime.fromisoformat(value).replace(
+            tzinfo=UTC).timestamp())
+
+    typed = [{**row, **{f: epoch(row[f]) for f in ("Submit", "Eligible", "Start", "End")},
+              **{f: (float(row[f]) if row[f] else None) for f in ("ElapsedRaw", "AllocCPUS", "NNodes", "CPUTimeRAW")},
+              "DBIndex": int(row["DBIndex"])} for row in rows]
+    filled, parsed = rows_to_table(typed), parse_sacct(text)
+    pd.testing.assert_frame_equal(filled.jobs, parsed.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(filled.steps, parsed.steps, check_exact=True)

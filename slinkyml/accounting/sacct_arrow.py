@@ -29,14 +29,29 @@ _BLOCK = 4 << 20  # bytes per parse block: small enough for both cores to share 
 _DURATION = r"^(?:(?P<d>[0-9]+)-)?(?:(?P<h>[0-9]+):)?(?P<m>[0-9]+):(?P<s>[0-9]+(?:\.[0-9]+)?)$"
 
 
-def rows_to_table(rows: Sequence[Mapping[str, str]]) -> sacct.SacctTable:
-    """Records of sacct field values by name (the slurmrestd and pyslurm backends') → the one
-    transform, as Arrow columns: values are kept whole (a name with ``|`` or a newline too)."""
+def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> sacct.SacctTable:
+    """Records of sacct fields by name (the slurmrestd and pyslurm backends') → the one transform,
+    as Arrow columns: text kept whole (a name with ``|`` or a newline too); times (epoch seconds,
+    None where Slurm has none) and counts (numbers) fill typed columns, with no text in between."""
     return _frames(_columns(rows), [])
 
 
-def _columns(rows: Sequence[Mapping[str, str]]) -> pa.Table:
-    return pa.table({name: pa.array([str(row[name]) for row in rows], type=_STR) for name in sacct.FIELDS})
+#: sacct fields a backend may give as typed values: times as epoch seconds, the rest as numbers
+_TYPED = {**dict.fromkeys(sacct._TIMES, pa.timestamp("s")), "ElapsedRaw": pa.float64(), "AllocCPUS": pa.float64(),
+          "NNodes": pa.float64(), "CPUTimeRAW": pa.float64(), "DBIndex": pa.uint64()}
+
+
+def _columns(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    columns = {}
+    for name in sacct.FIELDS:
+        values = [row[name] for row in rows]
+        if name in _TYPED and not all(isinstance(v, str) for v in values):
+            kind = _TYPED[name]
+            raw = pa.array(values, type=pa.int64() if pa.types.is_timestamp(kind) else kind)
+            columns[name] = raw.cast(kind)
+        else:
+            columns[name] = pa.array([str(v) for v in values], type=_STR)
+    return pa.table(columns)
 
 
 def parse_sacct(text: str, sep: str = sacct.SEP) -> sacct.SacctTable:
@@ -212,7 +227,7 @@ def _nullable_text(col: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _uint64(col: pa.ChunkedArray) -> pd.arrays.IntegerArray:
     """DBIndex: exact unsigned 64-bit (24.11's indices pass int64 and float64 precision)."""
-    values = pc.cast(_nullable_text(col), pa.uint64())
+    values = pc.cast(_nullable_text(col) if _is_text(col) else col, pa.uint64())
     mask = values.is_null().to_numpy(zero_copy_only=False)
     return pd.arrays.IntegerArray(values.fill_null(0).to_numpy(zero_copy_only=False).astype(np.uint64),
                                   np.asarray(mask, dtype=bool))
@@ -220,7 +235,11 @@ def _uint64(col: pa.ChunkedArray) -> pd.arrays.IntegerArray:
 
 def _floats(col: pa.ChunkedArray) -> np.ndarray:
     """Numeric field: empty → NaN; anything else unparsable raises (as pandas' reader did)."""
-    return pc.cast(_nullable_text(col), pa.float64()).to_numpy(zero_copy_only=False)
+    return pc.cast(_nullable_text(col) if _is_text(col) else col, pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _is_text(col: pa.ChunkedArray) -> bool:
+    return pa.types.is_large_string(col.type) or pa.types.is_string(col.type)
 
 
 @lru_cache(maxsize=1)
@@ -232,7 +251,10 @@ def _time_unit() -> str:
 
 
 def _times(col: pa.ChunkedArray) -> pd.Series:
-    """Parsed once per distinct value (steps repeat their job's times)."""
+    """Parsed once per distinct value (steps repeat their job's times); typed ones taken as they are."""
+    if not _is_text(col):
+        values = col.to_numpy(zero_copy_only=False).astype(f"datetime64[{_time_unit()}]")
+        return pd.Series(values).dt.tz_localize("UTC")
     encoded = pc.dictionary_encode(col)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()

@@ -419,10 +419,8 @@ class LocalCluster:
         nodes: dict[str, str] = {}
         if any(d.name == "slurmctld" and d.running for d in daemons):
             try:
-                out = self.slurm.run("sinfo", ["-h", "-N", "-o", "%N %T"], retries=0, timeout=10).stdout
-                for line in out.splitlines():
-                    name, _, state = line.partition(" ")
-                    nodes[name] = state.strip()
+                for row in records.sinfo(self.slurm, ("NodeList", "StateLong"), ["-N"], retries=0, timeout=10):
+                    nodes[row["NodeList"]] = row["StateLong"]
             except SlurmError:
                 pass
         return {"state_dir": str(self.spec.state_dir), "version": str(self.version),

@@ -7,7 +7,6 @@ Its records lack requeued runs, step rows and deleted users' names; those rows s
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -77,11 +76,11 @@ def _text(value) -> str:
     return "" if value is None else str(value)
 
 
-def _when(epoch) -> str:
+def _when(epoch: Any) -> int | None:
     """pyslurm times are epoch seconds, None where Slurm has none (sacct prints Unknown)."""
     if not epoch or not isinstance(epoch, int | float):
-        return "Unknown"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return None
+    return int(epoch)
 
 
 def _duration(seconds) -> str:
@@ -138,7 +137,7 @@ def _timelimit(value) -> str:
     return str(int(value))
 
 
-def record_fields(record: dict, index: int) -> dict[str, str]:
+def record_fields(record: dict, index: int) -> dict[str, Any]:
     """One pyslurm 25.11 ``db.Job.to_dict(recursive=True)`` record → its sacct allocation row."""
     stats = record.get("stats") or {}
     elapsed = int(record.get("elapsed_time") or 0)
@@ -146,7 +145,7 @@ def record_fields(record: dict, index: int) -> dict[str, str]:
     memory = record.get("memory")
     return {
         "JobID": _job_id(record), "JobIDRaw": str(int(record["id"])),
-        "DBIndex": _text(record.get("db_index") or index), "JobName": _text(record.get("name")),
+        "DBIndex": int(record.get("db_index") or index), "JobName": _text(record.get("name")),
         "User": _text(record.get("user_name")), "Account": _text(record.get("account")),
         "Partition": _text(record.get("partition")), "QOS": _text(record.get("qos")),
         "State": _text(record.get("state")),
@@ -154,14 +153,14 @@ def record_fields(record: dict, index: int) -> dict[str, str]:
                     f"{int(record.get('exit_code_signal') or 0)}",
         "Submit": _when(record.get("submit_time")), "Eligible": _when(record.get("eligible_time")),
         "Start": _when(record.get("start_time")), "End": _when(record.get("end_time")),
-        "ElapsedRaw": str(elapsed), "TimelimitRaw": _timelimit(record.get("time_limit")),
-        "AllocCPUS": str(cpus), "NNodes": _text(record.get("num_nodes") or 0),
+        "ElapsedRaw": elapsed, "TimelimitRaw": _timelimit(record.get("time_limit")),
+        "AllocCPUS": cpus, "NNodes": int(record.get("num_nodes") or 0),
         "NodeList": _text(record.get("nodelist")),
         "ReqMem": f"{int(memory)}M" if memory else "",
         "ReqTRES": tres_string(record.get("requested_tres")),
         "AllocTRES": tres_string(record.get("allocated_tres")),
         "TotalCPU": _duration(stats.get("total_cpu_time")),
-        "CPUTimeRAW": str(int(stats.get("elapsed_cpu_time") or elapsed * cpus)),
+        "CPUTimeRAW": int(stats.get("elapsed_cpu_time") or elapsed * cpus),
         "MaxRSS": "", "TRESUsageInAve": "", "Reservation": _text(record.get("reservation")),
         "Cluster": _text(record.get("cluster")), "TRESUsageInTot": "",
     }

@@ -6,7 +6,8 @@ neither the live fair-share tree nor ``scontrol show config``."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Any
 
 import pandas as pd
 
@@ -70,11 +71,10 @@ def _num(value) -> float | None:
     return None if value is None else float(value)
 
 
-def _ts(value) -> str:
+def _ts(value) -> int | None:
+    """Epoch seconds; None where Slurm has none (0, unset: sacct's Unknown)."""
     number = _num(value)
-    if not number:
-        return "Unknown"
-    return datetime.fromtimestamp(number, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return int(number) if number else None
 
 
 def _tres(items) -> str:
@@ -119,7 +119,7 @@ def _exit(value) -> str:
     return "0:0"
 
 
-def record_fields(job: dict, index: int) -> dict[str, str]:
+def record_fields(job: dict, index: int) -> dict[str, Any]:
     """One slurmdbd job record → the sacct field values of its allocation row."""
     tm = job.get("time", {})
     array = job.get("array", {}) or {}
@@ -140,20 +140,20 @@ def record_fields(job: dict, index: int) -> dict[str, str]:
     limit = _num(tm.get("limit"))
     mem = _num((job.get("required", {}) or {}).get("memory"))
     return {
-        "JobID": display, "JobIDRaw": str(job_id), "DBIndex": str(index), "JobName": job.get("name", ""),
+        "JobID": display, "JobIDRaw": str(job_id), "DBIndex": index, "JobName": job.get("name", ""),
         "User": job.get("user", "") or "", "Account": job.get("account", "") or "",
         "Partition": job.get("partition", "") or "", "QOS": job.get("qos", "") or "",
         "State": _state(job.get("state")), "ExitCode": _exit(job.get("exit_code")),
         "Submit": _ts(tm.get("submission")), "Eligible": _ts(tm.get("eligible")),
         "Start": _ts(tm.get("start")), "End": _ts(tm.get("end")),
-        "ElapsedRaw": str(int(elapsed)),
+        "ElapsedRaw": int(elapsed),
         "TimelimitRaw": "UNLIMITED" if limit is None else str(int(limit)),
-        "AllocCPUS": str(cpus), "NNodes": str(int(_num(job.get("allocation_nodes")) or 0)),
+        "AllocCPUS": cpus, "NNodes": int(_num(job.get("allocation_nodes")) or 0),
         "NodeList": job.get("nodes", "") or "",
         "ReqMem": f"{int(mem)}M" if mem else "",
         "ReqTRES": _tres((job.get("tres", {}) or {}).get("requested")),
         "AllocTRES": _tres((job.get("tres", {}) or {}).get("allocated")),
-        "TotalCPU": _cpu_time(tm), "CPUTimeRAW": str(int(elapsed * cpus)), "MaxRSS": "",
+        "TotalCPU": _cpu_time(tm), "CPUTimeRAW": int(elapsed * cpus), "MaxRSS": "",
         "TRESUsageInAve": "", "TRESUsageInTot": "", "Reservation": "", "Cluster": job.get("cluster", "") or "",
     }
 
