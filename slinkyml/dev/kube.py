@@ -84,9 +84,9 @@ def default_ports() -> Ports:
 
 def binaries_dir() -> Path:
     """The built binaries: ``$SLINKYML_KUBE_BIN``, else the cache folder ``kube/build.sh`` keys by version."""
-    env = os.environ.get("SLINKYML_KUBE_BIN")
-    if env:
-        return Path(env)
+    given = os.environ.get("SLINKYML_KUBE_BIN")
+    if given:
+        return Path(given)
     if not BUILD_SCRIPT.is_file():
         raise SlinkyError(f"{BUILD_SCRIPT} not found: set SLINKYML_KUBE_BIN to the folder of the built binaries")
     env = dict(os.environ)
