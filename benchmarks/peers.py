@@ -5,7 +5,7 @@
 
 Fair to every side: each measurement is a fresh process started by the clock (the tool's import,
 submission and waiting count for all: CLIs as they are, the Python tools through
-``benchmarks/peers_driver.py``), in a fresh directory of its own (nothing of an earlier round is
+``benchmarks/drivers/peers.py``), in a fresh directory of its own (nothing of an earlier round is
 in its workspace), with the same job shapes and the same handling of slurmctld's requeue hold.
 Measured (medians over ``--rounds``; every round runs each tool once, in a shuffled order):
 
@@ -55,7 +55,8 @@ from pathlib import Path
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
-DRIVER = Path(__file__).resolve().parent / "peers_driver.py"
+#: the measured process of the Python tools (not under benchmarks/ itself: `make bench` runs every file there)
+DRIVER = Path(__file__).resolve().parent / "drivers" / "peers.py"
 
 #: the trainer every CLI tool runs: rank 0 writes the wall clock of its first step to argv[1]
 PROBE = """\
@@ -114,12 +115,12 @@ class Bench:
         return run
 
     def driver(self, *argv: str) -> list[str]:
-        """Run benchmarks/peers_driver.py (a fresh process); the job ids it submitted."""
+        """Run the driver (a fresh process); the job ids it submitted."""
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         proc = subprocess.run([PY, str(DRIVER), *argv], capture_output=True, text=True, check=False,
                               env=dict(os.environ, PYTHONPATH=path))
         if proc.returncode:
-            raise RuntimeError(f"peers_driver {' '.join(argv[:2])}: {proc.stderr.strip()[-600:]}")
+            raise RuntimeError(f"peers driver {' '.join(argv[:2])}: {proc.stderr.strip()[-600:]}")
         return [word for line in proc.stdout.splitlines() if line.startswith("JOB ") for word in line.split()[1:]]
 
     # -- time to first step ---------------------------------------------------------------------------

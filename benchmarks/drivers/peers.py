@@ -1,9 +1,9 @@
 """One measured submission of benchmarks/peers.py, as a fresh process (as a user's script or notebook
 kernel starts): the tool's import, its submission and, for ``map``, its wait for results all count.
 
-    python benchmarks/peers_driver.py ttfs    slinkyml|submitit DIR OUT
-    python benchmarks/peers_driver.py map     slinkyml|submitit DIR ITEMS CHUNK_SIZE
-    python benchmarks/peers_driver.py requeue slinkyml|submitit DIR STARTED RESUMED
+    python benchmarks/drivers/peers.py ttfs    slinkyml|submitit DIR OUT
+    python benchmarks/drivers/peers.py map     slinkyml|submitit DIR ITEMS CHUNK_SIZE
+    python benchmarks/drivers/peers.py requeue slinkyml|submitit DIR STARTED RESUMED
 
 Prints ``JOB <id> ...`` (every job id it submitted). The functions live in this ``__main__``, so
 both tools pickle them by value; only the tool a run measures is imported.
