@@ -58,6 +58,7 @@ from slinkyml.dispatch import Executor  # noqa: E402
 from slinkyml.dispatch.tracking import Tracker  # noqa: E402
 from slinkyml.plan import Settings, gpu_hardware, plan, shape_from_params  # noqa: E402
 from slinkyml.slurm import SlurmError  # noqa: E402
+from slinkyml.slurm import records as slurm_records  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = dict(nodes=2, bridge="slkbs0", node_prefix="bs", subnet="10.227.0.0/24", slurmctld_port=7927,
@@ -81,9 +82,7 @@ def live_cluster() -> LocalCluster:
 # -- tracker ---------------------------------------------------------------------------------------
 def _sdiag_total(slurm) -> int:
     """All RPCs slurmctld has served since its statistics were last reset (sdiag -r)."""
-    out = slurm.run("sdiag", []).stdout
-    section = out.split("Remote Procedure Call statistics by message type", 1)[1].split("Remote Procedure Call", 1)[0]
-    return sum(int(part.split("count:")[1].split()[0]) for part in section.splitlines() if "count:" in part)
+    return sum(slurm_records.sdiag(slurm).values())
 
 
 def tracker(sizes: list[int], minute: float) -> None:

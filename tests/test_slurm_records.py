@@ -177,3 +177,36 @@ def test_version_branches_live_in_version_py():
     found = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py") if path.name != "version.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if branch.search(line)]
     assert found == []
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("via", ["sbatch", "restapi"])
+def test_a_spec_named_with_pipes_tabs_and_quotes_round_trips_through_both_submit_backends(
+        via, slurm, local_cluster, restapi, shared_tmp, own, cli, monkeypatch):
+    """A JobSpec's name (one line: the schema allows `|`, tabs and quotes) through sbatch and slurmrestd,
+    then back from scontrol, squeue, sacct and `jobs status --json`."""
+    from slinkyml.jobs.restapi import RestApiBackend
+    from slinkyml.jobs.spec import JobSpec
+    from slinkyml.jobs.submit import SbatchBackend, submit
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    name = f"{via}|v2\tq\"d'q x=y"
+    spec = JobSpec.from_dict({"name": name, "launcher": "srun", "mem_per_node": "64M", "time_limit": "2",
+                              "entry": {"script": "/bin/true"}, "log_dir": str(shared_tmp / "logs")})
+    backend = (SbatchBackend(slurm) if via == "sbatch" else
+               RestApiBackend.from_config(slurm=slurm, url=restapi["url"], token=restapi["token"], user=restapi["user"]))
+    job = submit(spec, backend=backend, slurm=slurm, cwd=shared_tmp).job_id
+    own.append(str(job))
+    assert job_state(slurm, job).name == name
+    final = wait(slurm, job, timeout=90, poll=0.5, name=name)
+    assert final.state.startswith("COMPLETED") and final.name == name
+    deadline = time.monotonic() + 30
+    # slurmdbd may first hold the job as "allocation" without a WorkDir (its end came before its start)
+    while not (rows := records.sacct(slurm, ("JobName", "State", "WorkDir"), ["-X", "-j", str(job)])) or \
+            rows[-1]["State"] != "COMPLETED" or not rows[-1]["WorkDir"]:
+        assert time.monotonic() < deadline, "the job never reached accounting"
+        time.sleep(0.5)
+    assert records.same_job_name(name, rows[-1]["JobName"])
+    code, out, err = cli("jobs", "status", "--json", str(job))
+    assert code == 0 and json.loads(out)[0]["name"] == name, err
