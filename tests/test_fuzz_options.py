@@ -92,7 +92,8 @@ STRINGS = ["", " ", "x", "a" * 300, "ü", "名前", "a\nb", "a b", "-", "--", "'
            "physics=-5", "physics=nan", "a=b", "KEY=", "12_[5-1]", "12+200", "USR2", "SIGKILL", "9",
            "http://[::1:6820", "http://127.0.0.1:99999", "http://127.0.0.1:1", "unix:/nonexistent.sock",
            "unix:rel", "ftp://x", "1.32", "abc", "v9.99", "10.213.0.0/24", "10.0.0.0/33", "bogus",
-           "gpu:h100:8", "p5.48xlarge", "efa", "tcp", "h100", "fair_tree", "torchrun", "srun"]
+           "gpu:h100:8", "p5.48xlarge", "efa", "tcp", "h100", "fair_tree", "torchrun", "srun",
+           "\udcff\udcfe", "x\udcff.yaml"]  # the last two: non-UTF-8 bytes in argv, as Python decodes them
 
 
 def _paths(tmp: Path) -> list[str]:

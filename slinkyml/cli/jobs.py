@@ -199,14 +199,18 @@ class _NotCancelled(SlinkyError):
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from slinkyml.slurm import InvalidRequest, JobNotFound, Slurm
+    from slinkyml.slurm import Slurm, SlurmCommandNotFound, SlurmControllerDown, SlurmError, SlurmTimeout
 
     slurm = Slurm()
     extra = [f"--signal={args.signal}", "--batch"] if args.signal else []
     ids = [str(job_id) for job_id in args.job_ids]
     try:  # -v: every refusal gets its line (else scancel keeps quiet about an unknown job)
         stderr = slurm.run("scancel", ["-v", *extra, *ids], retries=1).stderr
-    except (JobNotFound, InvalidRequest) as exc:
+    except (SlurmControllerDown, SlurmTimeout, SlurmCommandNotFound):
+        raise  # Slurm unreachable: exit 3, not "refused"
+    except SlurmError as exc:  # an unknown job, permission denied...: Slurm's reason per job, exit 1
+        if not _SCANCEL_REFUSED.search(exc.stderr):
+            raise
         stderr = exc.stderr
     refused = [(job, reason.strip()) for job, reason in _SCANCEL_REFUSED.findall(stderr)]
     done = [job for job in ids if job not in {job for job, _ in refused}]
