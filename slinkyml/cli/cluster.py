@@ -212,6 +212,12 @@ def _apply(args: argparse.Namespace) -> int:
         return 1
     api = api_client(args.kubeconfig, args.context)
     objs = rendered.objects  # type: ignore[attr-defined]
+    if args.dry_run:  # nothing is stored, so no Secrets either; one pass over every object
+        result = apply_objects(objs, api, skip_missing_kinds=args.skip_missing_kinds, dry_run=True)
+        unchecked = (f", {len(result['unchecked'])} not checked (they need objects this apply creates first)"
+                     if result["unchecked"] else "")
+        print(f"{len(result['applied'])} would apply, {len(result['skipped'])} skipped{unchecked}")
+        return 0
     # the Namespace must exist before Secrets go into it
     apply_objects(objs[:1], api, skip_missing_kinds=args.skip_missing_kinds, dry_run=args.dry_run)
     if not args.no_secrets and not args.dry_run:

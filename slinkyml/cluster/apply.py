@@ -146,19 +146,24 @@ def ensure_secrets(cluster: SlurmCluster, api: Any, log: Callable[[str], None] =
 
 def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: bool = False,
                   dry_run: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Server-side apply, in order. Kinds whose CRD is not installed fail, or are skipped."""
+    """Server-side apply, in order. Kinds whose CRD is not installed fail, or are skipped.
+
+    A dry run stores nothing, so an object that needs one created earlier in the same apply (its
+    Namespace; a ConfigMap the operator's webhook looks up) cannot be checked: the server answers
+    '"NAME" not found' for it. Such objects are listed as ``unchecked`` instead of failing the run."""
     # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
     from kubernetes.client.exceptions import ApiException
 
     dyn = _dynamic(api)
-    result: dict[str, list[str]] = {"applied": [], "skipped": []}
+    result: dict[str, list[str]] = {"applied": [], "skipped": [], "unchecked": []}
     missing = sorted({f"{o['apiVersion']} {o['kind']}" for o in objs if _resource(dyn, o) is None})
     if missing and not skip_missing_kinds:
         raise SlinkyError(f"the API server does not serve: {', '.join(missing)} (install the Slinky/Karpenter/"
                           "mariadb-operator CRDs first, or pass --skip-missing-kinds)")
+    would_create: list[tuple[str, str]] = []  # (name, "Kind name") of what this dry run would create
     for obj in objs:
-        what = f"{obj['kind']} {obj['metadata'].get('namespace', '') + '/' if obj['metadata'].get('namespace') else ''}" \
-               f"{obj['metadata']['name']}"
+        meta = obj["metadata"]
+        what = f"{obj['kind']} {meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta['name']}"
         res = _resource(dyn, obj)
         if res is None:
             result["skipped"].append(what)
@@ -167,14 +172,36 @@ def apply_objects(objs: list[dict[str, Any]], api: Any, *, skip_missing_kinds: b
         kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
         if dry_run:
             kwargs["dry_run"] = "All"
+            absent = _absent(dyn, res, obj)
         try:
-            dyn.server_side_apply(res, body=obj, name=obj["metadata"]["name"],
-                                  namespace=obj["metadata"].get("namespace"), **kwargs)
+            dyn.server_side_apply(res, body=obj, name=meta["name"], namespace=meta.get("namespace"), **kwargs)
         except ApiException as exc:
-            raise SlinkyError(f"{what}: apply failed: {_reason(exc)}") from None
+            reason = _reason(exc)
+            needs = [label for name, label in would_create if f'"{name}" not found' in reason] if dry_run else []
+            if not needs:
+                raise SlinkyError(f"{what}: apply failed: {reason}") from None
+            result["unchecked"].append(what)
+            log(f"{what}: not checked (dry run: it needs {needs[0]}, which this apply would create first)")
+            continue
+        if dry_run and absent:
+            would_create.append((meta["name"], f"{obj['kind']} {meta['name']}"))
         result["applied"].append(what)
         log(f"{what}: {'would apply (dry run)' if dry_run else 'applied'}")
     return result
+
+
+def _absent(dyn: Any, res: Any, obj: dict[str, Any]) -> bool:
+    """The object is not on the server yet."""
+    # lazy: the kubernetes client is the optional [k8s] extra (apply, diff, status only)
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        dyn.get(res, name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise SlinkyError(f"{object_label(obj)}: {_reason(exc)}") from None
+    return False
 
 
 def dropped_by_server(objs: list[dict[str, Any]], api: Any) -> str:
