@@ -94,7 +94,7 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                                 ("env", _kube_env, "print `export KUBECONFIG=...` for this control plane")):
         p = ksub.add_parser(name, help=text)
         p.add_argument("--state-dir", help="all state lives here (default: $SLINKYML_KUBE_STATE_DIR, "
-                       "else /var/lib/slinkyml/kube-dev)")
+                       "/var/lib/slinkyml/kube-dev for root, else ~/.local/state/slinkyml/kube-dev)")
         if name == "status":
             p.add_argument("--json", action="store_true")
         p.set_defaults(handler=handler)

@@ -70,8 +70,15 @@ class Ports:
 
 
 def default_state_dir() -> Path:
+    """``$SLINKYML_KUBE_STATE_DIR``; for root ``/var/lib/slinkyml/kube-dev``, else under
+    ``$XDG_STATE_HOME`` (``~/.local/state``), as ``dev up`` chooses its own."""
     env = os.environ.get("SLINKYML_KUBE_STATE_DIR")
-    return Path(env).expanduser().absolute() if env else SHARED_STATE_DIR
+    if env:
+        return Path(env).expanduser().absolute()
+    if os.geteuid() == 0:
+        return SHARED_STATE_DIR
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "slinkyml" / "kube-dev"
 
 
 def default_ports() -> Ports:
