@@ -135,6 +135,21 @@ def _dev_restapi_url(state: Path) -> str | None:
     return f"http://127.0.0.1:{port}" if isinstance(port, int) else None
 
 
+def _serves(state: Path, url: str) -> bool:
+    """Whether ``url`` (already checked) is a slurmrestd of the dev cluster in ``state``: its JWT port on
+    loopback (it listens nowhere else); a unix socket outside its state dir is not."""
+    from urllib.parse import urlsplit  # lazy: as in check_restapi_url
+
+    if url.startswith("unix:"):
+        return False  # a socket outside its state dir (url_state would be set otherwise)
+    parts = urlsplit(url)
+    try:
+        port = json.loads((state / "cluster.json").read_text()).get("slurmrestd_port")
+    except (OSError, ValueError, AttributeError):
+        return True  # nothing saved to compare with
+    return parts.hostname in ("127.0.0.1", "localhost", "::1") and parts.port == port
+
+
 def _env_restapi_url() -> tuple[str | None, str]:
     found = os.environ.get(RESTAPI_URL_ENV)
     if found:
@@ -222,6 +237,9 @@ def _resolve(conf: str | None, url: str | None, conf_source: str, url_source: st
         if conf_state and url_state and conf_state != url_state:
             raise SlinkyError(f"{conf_source} is the dev cluster in {conf_state} but {url_source} is the one in "
                               f"{url_state}: name one cluster")
+        if conf_state and not url_state and not _serves(conf_state, url):
+            raise SlinkyError(f"{conf_source} is the dev cluster in {conf_state}, whose slurmrestd is "
+                              f"{_dev_restapi_url(conf_state)}, but {url_source} is {url}: name one cluster")
         return ClusterTarget(conf, url, f"{conf_source} and {url_source}")
     if conf:
         return ClusterTarget(conf, _dev_restapi_url(conf_state) if conf_state else None, conf_source)

@@ -73,6 +73,17 @@ def test_two_clusters_named_at_one_level_are_refused(clusters, monkeypatch):
         config.cluster_target()
 
 
+def test_a_tcp_url_of_another_cluster_is_refused_beside_a_dev_conf(clusters, monkeypatch):
+    """A URL left in the environment (the default cluster's JWT port) beside `dev env`'s $SLURM_CONF."""
+    a, b = clusters
+    monkeypatch.setenv("SLURM_CONF", str(b / "etc" / "slurm.conf"))
+    monkeypatch.setenv("SLINKYML_RESTAPI_URL", "http://127.0.0.1:6820")
+    with pytest.raises(SlinkyError, match="whose slurmrestd is http://127.0.0.1:9420, but \\$SLINKYML_RESTAPI_URL"):
+        config.cluster_target()
+    monkeypatch.setenv("SLINKYML_RESTAPI_URL", "http://localhost:9420")
+    assert config.restapi_target() == "http://localhost:9420"
+
+
 def test_a_conf_of_no_dev_cluster_has_no_guessed_restapi(clusters, tmp_path, monkeypatch):
     """A real cluster's slurm.conf and no URL anywhere: refused, not the dev cluster's slurmrestd."""
     conf = tmp_path / "prod.conf"
