@@ -8,12 +8,13 @@ offline (Kubernetes' own validation, the operator's webhooks) refuses with the u
 from __future__ import annotations
 
 import copy
+import secrets
 from typing import Any
 
 import pytest
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
-from slinkyml.cluster.agreement import OFFLINE_ONLY, offline
+from slinkyml.cluster.agreement import OFFLINE_ONLY, confusion, offline, run
 from slinkyml.cluster.corpus import SERVED, cases
 from slinkyml.cluster.render import render
 from slinkyml.cluster.validate import core_issues, go_duration_seconds, label_problems, webhook_issues
@@ -94,3 +95,23 @@ def test_offline_only_findings_are_tagged_with_a_reason(h100: Any) -> None:
     nodeset["spec"]["template"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"] = "us-east-1b"
     stages = offline(objs, h100.plugin_values).offline_only()
     assert stages == {"embedded", "runtime"} and stages <= set(OFFLINE_ONLY)
+
+
+# ---------------------------------------------------------------- live: the API server and the webhooks
+
+
+@pytest.mark.slow
+def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, corpus: list[Any]) -> None:
+    """0 misses; every server rejection shares its field or words with ours; every finding only
+    offline has a run-time reason. Prints the confusion table (benchmarks/cluster_agreement.py too)."""
+    rows = run(kube_plane.api(), corpus, prefix=f"agree-{secrets.token_hex(3)}")
+    print(confusion(rows))
+    misses = [f"{r.case.name}: {r.verdicts[0][0]}: {r.verdicts[0][1].message}" for r in rows if r.miss]
+    assert misses == [], "\n".join(misses)
+    unshared = [f"{r.case.name}: server: {r.verdicts[0][1].message} | ours: {r.offline.issues[0][1]}"
+                for r in rows if r.server_rejected and not r.reason_shared()]
+    assert unshared == [], "\n".join(unshared)
+    unexplained = [f"{r.case.name}: {[str(i) for s, i in r.offline.issues if s == 'admission']}"
+                   for r in rows if r.unexplained]
+    assert unexplained == [], "\n".join(unexplained)
+    assert sum(r.server_rejected for r in rows) > 60  # the server had plenty to refuse

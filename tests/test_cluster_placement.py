@@ -7,6 +7,7 @@ breaking case is exactly one ``cluster validate`` finding.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
@@ -17,8 +18,11 @@ from slinkyml.cluster.placement import (
     advertised,
     break_scenario,
     example_scenarios,
+    expected_pods,
+    place,
     plugin_daemonset,
     pool_nodes,
+    scheduling_table,
     storage_objects,
 )
 from slinkyml.cluster.validate import validate_objects
@@ -68,3 +72,22 @@ def test_each_breaking_case_is_one_offline_finding(rule: Any) -> None:
     s = break_scenario(rule, "t-")
     issues = [str(i) for i in validate_objects(s.objects, plugin_values=s.plugin_values)]
     assert len(issues) == 1 and rule.validate_says in issues[0], issues
+
+
+# ---------------------------------------------------------------- live: kube-scheduler places the pods
+
+
+@pytest.mark.slow
+def test_scheduler_places_every_example_and_refuses_each_break(kube_plane: Any) -> None:
+    prefix = f"sched-{secrets.token_hex(2)}-"
+    scenarios = [*example_scenarios(prefix), *(break_scenario(b, prefix) for b in BREAKS)]
+    rows = place(kube_plane.api(), scenarios, prefix)
+    print(scheduling_table(rows))
+    by = {s.name: [r for r in rows if r.scenario == s.name] for s in scenarios}
+    for s in scenarios[:3]:
+        assert len(by[s.name]) == expected_pods(s.objects) and all(r.node for r in by[s.name]), \
+            scheduling_table(by[s.name])
+    for b in BREAKS:
+        pending = [r for r in by[f"break: {b.rule}"] if r.node is None]
+        assert pending and all(b.scheduler_says in r.reason for r in pending), scheduling_table(by[f"break: {b.rule}"])
+        assert all("NodeSet" in r.owner or r.owner.startswith("StatefulSet") for r in pending)

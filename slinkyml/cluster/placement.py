@@ -474,3 +474,10 @@ def break_scenario(b: Break, prefix: str) -> Scenario:
         zone = nodeset["spec"]["template"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"]
         nodeset["spec"]["template"]["spec"]["nodeSelector"]["topology.kubernetes.io/zone"] = zone[:-1] + "a"
     return s
+
+
+def scheduling_table(rows: list[PodRow]) -> str:
+    """Markdown: scenario, pod, owner, node or the scheduler's reason."""
+    lines = ["| scenario | pod | owner | node / scheduler's reason |", "| --- | --- | --- | --- |"]
+    lines += [f"| {r.scenario} | {r.pod} | {r.owner} | {r.node or 'Pending: ' + r.reason} |" for r in rows]
+    return "\n".join(lines)

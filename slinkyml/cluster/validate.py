@@ -241,7 +241,7 @@ def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
     if not isinstance(meta, dict):
         return [Issue(name, "metadata", "required field missing" if meta is None else
                       f"expected object, got {_json_type(meta)}")]
-    out = []
+    out = [Issue(name, f"metadata.{key}", "unknown field") for key in meta if key not in OBJECT_META]
     n = meta.get("name")
     kind = obj.get("kind")
     if not isinstance(n, str) or not n:
@@ -271,6 +271,10 @@ def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
     return out
 
 
+#: metav1.ObjectMeta's fields (a strict server-side apply refuses any other under metadata)
+OBJECT_META = frozenset({"name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+                         "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+                         "annotations", "ownerReferences", "finalizers", "managedFields"})
 QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

@@ -1,0 +1,55 @@
+"""`cluster validate` against the live API server and the slurm-operator's webhooks, and the real
+kube-scheduler's placement of every example (slinkyml/cluster/agreement.py, placement.py).
+
+Prints the confusion table of the mutated corpus (offline accept/reject x server accept/reject),
+the reasons where offline is stricter, the misses (must be none) and, per case, offline time as a
+ratio to the server's round trip measured in the same process; then the scheduling table of the
+three examples and of one breaking case per rule.
+Needs the local control plane: `slinkyml dev kube up` (brought up here if it is not running).
+Usage: .venv/bin/python benchmarks/cluster_agreement.py [--seed N] [--no-placement]
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import statistics
+import time
+
+from slinkyml.cluster.agreement import confusion, run
+from slinkyml.cluster.corpus import SEED, cases
+from slinkyml.cluster.placement import BREAKS, break_scenario, example_scenarios, place, scheduling_table
+from slinkyml.dev.kube import KubeControlPlane
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--no-placement", action="store_true", help="only the agreement corpus")
+    args = parser.parse_args()
+    api = KubeControlPlane().up().api()
+    corpus = cases(args.seed)
+    start = time.perf_counter()
+    rows = run(api, corpus, prefix=f"agree-{secrets.token_hex(3)}")
+    print(f"## agreement ({time.perf_counter() - start:.0f} s, seed {args.seed})\n")
+    print(confusion(rows))
+    misses = [r for r in rows if r.miss]
+    print(f"\nmisses: {len(misses)}")
+    for r in misses:
+        print(f"- {r.case.name}: {r.verdicts[0][1].message}")
+    ratio = statistics.median(r.offline_seconds / r.server_seconds for r in rows if r.server_seconds)
+    print(f"offline validate / server judgement per case (median): {ratio:.3f}x "
+          f"({statistics.median(r.offline_seconds for r in rows) * 1000:.1f} ms vs "
+          f"{statistics.median(r.server_seconds for r in rows) * 1000:.1f} ms)")
+    if args.no_placement:
+        return
+    prefix = f"sched-{secrets.token_hex(2)}-"
+    scenarios = [*example_scenarios(prefix), *(break_scenario(b, prefix) for b in BREAKS)]
+    start = time.perf_counter()
+    placed = place(api, scenarios, prefix)
+    print(f"\n## placement ({time.perf_counter() - start:.0f} s)\n")
+    print(scheduling_table(placed))
+
+
+if __name__ == "__main__":
+    main()
