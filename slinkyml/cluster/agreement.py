@@ -5,6 +5,7 @@ accepts: must be none) and, where offline is stricter, the reason the server can
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -92,18 +93,22 @@ class Row:
         return not self.server_rejected and "admission" in self.offline.offline_only()
 
     def reason_shared(self) -> bool:
-        """Our findings name the field or carry the words the server's rejection gave."""
-        ours = [(i.path, i.reason) for stage, i in self.offline.issues]
+        """One of our findings names a field the server's rejection names, or shares at least three
+        of its words (the webhooks' messages are quoted offline)."""
+        ours = [(i.path, i.reason) for _, i in self.offline.issues]
         for _, verdict in self.verdicts:
-            fields = [f for f, _ in verdict.causes if f]
+            fields = [f for f, _ in verdict.causes if f] + FIELD_IN_MESSAGE.findall(verdict.message)
             if any(_same_field(f, p) for f in fields for p, _ in ours):
                 return True
-            said = verdict.message.split("denied the request: ")[-1]
-            if any(_words(r) and _words(r) <= _words(said) | _words(verdict.message) for _, r in ours):
-                return True
-            if any(_key_words(said) and _key_words(said) <= _words(r) | _words(p) for p, r in ours):
+            said = _words(verdict.message + " " + " ".join(m for _, m in verdict.causes))
+            if any(len(_words(r) & said) >= min(3, len(_words(r))) for _, r in ours):
                 return True
         return False
+
+
+#: a field path quoted in a server message: ``.spec.unknownField``, ``spec.replicas``, ``data[k]``
+FIELD_IN_MESSAGE = re.compile(r"(?<![\w/])\.?((?:spec|metadata|data|stringData|binaryData|reclaimPolicy|"
+                              r"volumeBindingMode|provisioner|parameters)(?:[.\[][\w./\[\]-]*)?)")
 
 
 def _same_field(server: str, ours: str) -> bool:
@@ -113,10 +118,6 @@ def _same_field(server: str, ours: str) -> bool:
 
 def _words(text: str) -> set[str]:
     return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) > 3}
-
-
-def _key_words(text: str) -> set[str]:
-    return set(list(sorted(_words(text), key=len, reverse=True))[:3])
 
 
 def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:

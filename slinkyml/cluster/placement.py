@@ -27,7 +27,9 @@ from slinkyml.instances import get_instance_type
 from slinkyml.kube import dig
 
 MANAGED = "slinkyml.io/simulated-node"
-SYSTEM_NODE = {"cpu": "16", "memory": "64Gi", "pods": "110"}  # the EKS nodes system pods run on
+#: the existing EKS nodes the system pods (slurmctld, slurmrestd, login, slurmdbd) run on: two of these
+SYSTEM_NODE = {"cpu": "64", "memory": "256Gi", "pods": "250"}
+SYSTEM_NODES = 2
 ROOT_VOLUME = "200Gi"
 
 
@@ -336,7 +338,8 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
     instance_of: dict[str, str] = {}
     with simulated_nodes(api) as beat:
         try:
-            beat.add(system_node(f"{prefix}system-0"))
+            for i in range(SYSTEM_NODES):
+                beat.add(system_node(f"{prefix}system-{i}"))
             for s in scenarios:
                 pools = {dig(o, "metadata", "name"): o for o in s.objects if o.get("kind") == "NodePool"}
                 for o in s.objects:
@@ -454,8 +457,8 @@ BREAKS = (
 
 
 def _first(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    return next(o for o in objs if o.get("kind") == kind and (kind != "NodePool" or "cpu" not in o["metadata"]["name"]
-                                                              or len([p for p in objs if p.get("kind") == kind]) == 1))
+    """The first object of a kind: the first node set's (the accelerator one in h100-efa)."""
+    return next(o for o in objs if o.get("kind") == kind)
 
 
 def break_scenario(b: Break, prefix: str) -> Scenario:
