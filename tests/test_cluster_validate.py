@@ -38,8 +38,9 @@ CASES = [
      "NodeSet slurm/llm-h100: spec.replica: unknown field"),
     ("NodeSet", "llm-h100", lambda o: o["spec"].pop("controllerRef"),
      "NodeSet slurm/llm-h100: spec.controllerRef: required field missing"),
-    ("NodeSet", "llm-h100", lambda o: o["spec"]["partition"].pop("enabled"),
-     "NodeSet slurm/llm-h100: spec.partition.enabled: required field missing"),
+    # (partition.enabled is required but defaulted, so the server takes it missing; sssdConfRef has no default)
+    ("NodeSet", "llm-h100", lambda o: o["spec"].__setitem__("ssh", {"enabled": False}),
+     "NodeSet slurm/llm-h100: spec.ssh.sssdConfRef: required field missing"),
     ("NodeSet", "llm-h100", lambda o: o["spec"].__setitem__("scalingMode", "Deployment"),
      "NodeSet slurm/llm-h100: spec.scalingMode: 'Deployment' is not one of DaemonSet, StatefulSet"),
     ("NodeSet", "llm-h100", lambda o: o["spec"]["slurmd"].__setitem__("imagePullPolicyy", "Always"),

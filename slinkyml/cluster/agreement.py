@@ -15,7 +15,13 @@ from slinkyml.cluster.apply import Verdict, dynamic_client, judge
 from slinkyml.cluster.corpus import DEPENDENCIES, Case
 from slinkyml.cluster.issues import Issue
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
-from slinkyml.cluster.validate import core_issues, cross_check, validate_object, webhook_issues
+from slinkyml.cluster.validate import (
+    core_issues,
+    cross_check,
+    validate_object,
+    webhook_issues,
+    webhook_release,
+)
 from slinkyml.kube import dig, mapping
 
 #: why an offline rule rejects what admission accepts: a problem only the run time shows
@@ -61,14 +67,16 @@ def _stage(kind: str, issue: Issue, default: str) -> str:
     return "admission"
 
 
-def offline(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | None) -> Offline:
-    """The same checks as :func:`.validate.validate_objects`, kept apart by stage."""
+def offline(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | None,
+            operator_version: str | None = None) -> Offline:
+    """The same checks as :func:`.validate.validate_objects`, kept apart by stage; the webhook
+    rules of ``operator_version`` (the running operator's)."""
     ok = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
     kinds = {id(o): str(o.get("kind")) for o in ok}
     tagged: list[tuple[str, Issue]] = []
     for o in ok:
         tagged += [(_stage(kinds[id(o)], i, "admission"), i) for i in validate_object(o) + core_issues(o)]
-    tagged += [("admission", i) for i in webhook_issues(ok)]
+    tagged += [("admission", i) for i in webhook_issues(ok, webhook_release(operator_version))]
     tagged += [("references", i) for i in cross_check(ok)]
     tagged += [("runtime", i) for i in runtime_issues(ok, plugin_values)]
     return Offline(tuple(tagged))
@@ -122,8 +130,8 @@ def _words(text: str) -> set[str]:
 
 def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
     """The case's objects in a namespace of its own (the Namespace object renamed with them)."""
-    old = next((o["metadata"]["name"] for o in objs if o.get("kind") == "Namespace"
-                and isinstance(dig(o, "metadata", "name"), str)), None)
+    spaces = Counter(dig(o, "metadata", "namespace") for o in objs if isinstance(dig(o, "metadata", "namespace"), str))
+    old = spaces.most_common(1)[0][0] if spaces else None
     out = []
     for o in objs:
         o = {**o, "metadata": dict(o["metadata"])} if isinstance(o.get("metadata"), dict) else o
@@ -153,8 +161,9 @@ def server(api: Any, dyn: Any, objs: list[dict[str, Any]], namespace: str) -> li
     return rejected
 
 
-def run(api: Any, cases: list[Case], prefix: str) -> list[Row]:
-    """Every case offline and on the server (namespaces ``<prefix>-<n>``, deleted afterwards)."""
+def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None = None) -> list[Row]:
+    """Every case offline and on the server (namespaces ``<prefix>-<n>``, deleted afterwards);
+    ``operator_version``: the running operator's, whose webhook rules the offline side applies."""
     dyn = dynamic_client(api)
     rows = []
     try:
@@ -162,7 +171,7 @@ def run(api: Any, cases: list[Case], prefix: str) -> list[Row]:
             namespace = f"{prefix}-{n:03d}"
             objs = _rename(case.objects, namespace)
             start = time.perf_counter()
-            found = offline(objs, case.plugin_values)
+            found = offline(objs, case.plugin_values, operator_version)
             middle = time.perf_counter()
             rejected = server(api, dyn, objs, namespace)
             rows.append(Row(case, found, bool(rejected), rejected, middle - start, time.perf_counter() - middle))

@@ -70,6 +70,11 @@ def _to_json_schema(node: Any) -> Any:
     if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields") \
             and "additionalProperties" not in node:
         out["additionalProperties"] = False
+    if isinstance(node.get("required"), list):  # the server defaults a field before it checks required
+        props = node.get("properties") or {}
+        out["required"] = [r for r in node["required"] if "default" not in (props.get(r) or {})]
+        if not out["required"]:
+            del out["required"]
     return out
 
 
@@ -85,7 +90,8 @@ def _cel_rules(node: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, .
 
 @lru_cache(maxsize=4)
 def crd_schemas(operator_version: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) -> {"schema": JSON Schema, "cel": [(path, rule, message)], "source": file}."""
+    """(apiVersion, kind) -> {"schema": JSON Schema, "cel": [(path, rule, message)], "source": file,
+    "replicas_path": the scale subresource's spec replicas path, () without one}."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for f in crd_files(operator_version):
         crd = specload.load_data(f.read_text())
@@ -94,9 +100,12 @@ def crd_schemas(operator_version: str | None = None) -> dict[tuple[str, str], di
             if not ver.get("served", True):
                 continue
             raw = ver["schema"]["openAPIV3Schema"]
+            scale = (ver.get("subresources") or {}).get("scale") or {}
             out[(f"{group}/{ver['name']}", kind)] = {
                 "schema": _to_json_schema(copy.deepcopy(raw)),
                 "cel": _cel_rules(raw),
                 "source": str(f),
+                # the scale subresource's replicas path: the server refuses a negative value there
+                "replicas_path": tuple(p for p in str(scale.get("specReplicasPath", "")).split(".") if p),
             }
     return out

@@ -22,6 +22,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from slinkyml import DATA_DIR
+from slinkyml.cluster import addons
 from slinkyml.cluster.crds import crd_schemas
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
@@ -152,7 +153,7 @@ def subset_validator(filename: str) -> Any:
 
 @lru_cache(maxsize=8)
 def _crd_validators(operator_version: str | None) -> dict[tuple[str, str], Any]:
-    return {key: (jsonschema.Draft7Validator(entry["schema"]), entry["cel"])
+    return {key: (jsonschema.Draft7Validator(entry["schema"]), entry["cel"], entry["replicas_path"])
             for key, entry in crd_schemas(operator_version).items()}
 
 
@@ -215,8 +216,12 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
             known = sorted({a for a, _ in validators})
             return issues + [Issue(name, "apiVersion", f"no CRD for {api} {kind} in this operator version "
                                    f"(served: {', '.join(known)})")]
-        validator, cel = validators[(api, kind)]
+        validator, cel, replicas_path = validators[(api, kind)]
         issues += _schema_issues(name, validator, obj)
+        replicas = dig(obj, *replicas_path) if replicas_path else None
+        if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+            issues.append(Issue(name, ".".join(replicas_path), f"Invalid value: {replicas}: should be a non-negative "
+                                "integer (the scale subresource's replicas)"))
         for path, rule, message in cel:
             target = dig(obj, *path)
             if target is None:
@@ -330,7 +335,7 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
         return {(o["metadata"].get("namespace"), o["metadata"].get("name")): o for o in ok if o.get("kind") == kind}
 
     controllers, accountings = index("Controller"), index("Accounting")
-    configmaps, pvcs = index("ConfigMap"), index("PersistentVolumeClaim")
+    pvcs = index("PersistentVolumeClaim")
     pools = {o["metadata"].get("name"): o for o in ok if o.get("kind") == "NodePool"}
     classes = {o["metadata"].get("name"): o for o in ok if o.get("kind") == "EC2NodeClass"}
     types = load_instance_types()
@@ -347,10 +352,6 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
             acc = dig(spec, "accountingRef", "name")
             if isinstance(acc, str) and (ns, acc) not in accountings:
                 out.append(Issue(name, "spec.accountingRef.name", f"no Accounting '{acc}' in namespace {ns}"))
-            for i, cref in enumerate(spec.get("configFileRefs") or []):
-                cm = cref.get("name") if isinstance(cref, dict) else None
-                if isinstance(cm, str) and (ns, cm) not in configmaps:
-                    out.append(Issue(name, f"spec.configFileRefs[{i}].name", f"no ConfigMap '{cm}' in namespace {ns}"))
         pod = dig(spec, "template", "spec") or {}
         for i, vol in enumerate(pod.get("volumes") or [] if isinstance(pod, dict) else []):
             claim = dig(vol, "persistentVolumeClaim", "claimName")
@@ -531,9 +532,25 @@ def _dns_subdomain_prefix(name: str) -> bool:
     return len(masked) <= 253 and bool(DNS1123_SUBDOMAIN.match(masked))
 
 
-def webhook_issues(objs: list[dict[str, Any]]) -> list[Issue]:
-    """What the slurm-operator's validating webhooks (internal/webhook/*_webhook.go) refuse on
-    create, with their messages."""
+def webhook_release(version: str | None = None) -> str:
+    """The webhook rule set of an operator release: ``v1.0.1`` -> "1.0"; None -> the default ("1.3")."""
+    data = addons.addons()["slurm_operator"]["webhook"]
+    if not version:
+        return str(data["default"])
+    m = re.match(r"v?(\d+)\.(\d+)", version)
+    want = (int(m.group(1)), int(m.group(2))) if m else (99, 0)
+    known = sorted({r for releases in data["rules"].values() for r in releases},
+                   key=lambda r: tuple(int(x) for x in r.split(".")))
+    older = [r for r in known if tuple(int(x) for x in r.split(".")) <= want]
+    return older[-1] if older else known[0]
+
+
+def webhook_issues(objs: list[dict[str, Any]], release: str | None = None) -> list[Issue]:
+    """What the slurm-operator's validating webhooks (internal/webhook/*_webhook.go) of ``release``
+    (:func:`webhook_release`) refuse on create, with their messages."""
+    release = release or webhook_release()
+    rules = {name for name, releases in addons.addons()["slurm_operator"]["webhook"]["rules"].items()
+             if release in releases}
     out: list[Issue] = []
     configmaps = {(dig(o, "metadata", "namespace"), dig(o, "metadata", "name")): o
                   for o in objs if o.get("kind") == "ConfigMap"}
@@ -542,46 +559,63 @@ def webhook_issues(objs: list[dict[str, Any]]) -> list[Issue]:
         spec = mapping(o.get("spec"))
         if kind == "Controller":
             cluster = spec.get("clusterName") or f"{dig(o, 'metadata', 'namespace')}_{dig(o, 'metadata', 'name')}"
-            if isinstance(cluster, str) and len(cluster) > 40:
+            if "cluster_name_length" in rules and isinstance(cluster, str) and len(cluster) > 40:
                 out.append(Issue(name, "spec.clusterName", f"ClusterName exceeds 40 characters ({len(cluster)}): "
                                  f"{cluster} (Slurm's ClusterName limit)"))
             refs = spec.get("configFileRefs")
-            for i, ref in enumerate(refs if isinstance(refs, list) else []):
-                cm = configmaps.get((dig(o, "metadata", "namespace"), dig(ref, "name")))
-                data = dig(cm, "data") if cm is not None else None
+            for i, ref in enumerate(refs if isinstance(refs, list) and "config_files" in rules else []):
+                ref_name = dig(ref, "name") if isinstance(ref, dict) else None
+                cm = configmaps.get((dig(o, "metadata", "namespace"), ref_name))
+                if cm is None:
+                    out.append(Issue(name, f"spec.configFileRefs[{i}].name", f"ConfigMap \"{ref_name or ''}\" not "
+                                     "found (the webhook reads every configFileRefs ConfigMap)"))
+                    continue
+                data = dig(cm, "data")
                 for key in data if isinstance(data, dict) else {}:
                     if key in RESERVED_CONFIG_FILES:
                         out.append(Issue(name, f"spec.configFileRefs[{i}]", f"the configFile is reserved for "
-                                         f"slurm-operator use: {key} (in ConfigMap {dig(ref, 'name')})"))
-        if kind in ("NodeSet", "LoginSet") and dig(spec, "controllerRef", "name") == "":
+                                         f"slurm-operator use: {key} (in ConfigMap {ref_name})"))
+        if kind in ("NodeSet", "LoginSet") and "controller_ref_name" in rules \
+                and dig(spec, "controllerRef", "name") == "":
             out.append(Issue(name, "spec.controllerRef.name", "controllerRef.name must not be empty"))
-        if kind == "LoginSet" and isinstance(spec.get("sssdConfRef"), dict) and not spec["sssdConfRef"].get("name"):
+        if kind == "LoginSet" and "loginset_sssd_conf" in rules and isinstance(spec.get("sssdConfRef"), dict) \
+                and not spec["sssdConfRef"].get("name"):
             out.append(Issue(name, "spec.sssdConfRef.name", "sssdConfRef.name must not be empty"))
-        if kind != "NodeSet":
-            continue
-        unavailable = dig(spec, "updateStrategy", "rollingUpdate", "maxUnavailable")
-        if isinstance(unavailable, int) and not isinstance(unavailable, bool) and unavailable < 1:
-            out.append(Issue(name, "spec.updateStrategy.rollingUpdate.maxUnavailable",
-                             f"maxUnavailable must be > 0, got {unavailable}"))
-        elif unavailable == "0%":
-            out.append(Issue(name, "spec.updateStrategy.rollingUpdate.maxUnavailable", "maxUnavailable must not be 0%"))
-        duration = dig(spec, "updateStrategy", "scheduledUpdate", "duration")
-        seconds = go_duration_seconds(duration) if isinstance(duration, str) else None
-        if seconds is not None and seconds != 0 and seconds < 60:
-            out.append(Issue(name, "spec.updateStrategy.scheduledUpdate.duration",
-                             "UpdateStrategy.ScheduledUpdate.Duration must be at least 1 minute"))
-        if dig(spec, "ssh", "enabled") is True and not dig(spec, "ssh", "sssdConfRef", "name"):
-            out.append(Issue(name, "spec.ssh.sssdConfRef.name", "ssh.sssdConfRef.name must not be empty when ssh "
-                             "is enabled"))
-        hostname = dig(spec, "template", "spec", "hostname")
-        if isinstance(hostname, str) and hostname and not _dns_subdomain_prefix(hostname):
-            out.append(Issue(name, "spec.template.spec.hostname", f"template.spec.hostname: {hostname!r}: a lowercase "
-                             "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"))
-        extra = spec.get("extraConf")
-        for item in extra.split() if isinstance(extra, str) else []:
-            if "=" not in item:
-                out.append(Issue(name, "spec.extraConf", f"invalid extraConf: malformed --conf item {item!r}: "
-                                 "expected Key=Value"))
+        if kind == "NodeSet":
+            out += _nodeset_webhook(name, spec, rules)
+    return out
+
+
+def _nodeset_webhook(name: str, spec: dict[str, Any], rules: set[str]) -> list[Issue]:
+    out = []
+    strategy = dig(spec, "updateStrategy", "type") or "RollingUpdate"
+    if "update_strategy_type" in rules and strategy not in ("RollingUpdate", "OnDelete"):
+        out.append(Issue(name, "spec.updateStrategy.type", f"`NodeSet.Spec.UpdateStrategy.Type` is not valid. Got: "
+                         f"{strategy}. Expected of: RollingUpdate; OnDelete (this operator release)"))
+    unavailable = dig(spec, "updateStrategy", "rollingUpdate", "maxUnavailable")
+    if "max_unavailable" in rules and isinstance(unavailable, int) and not isinstance(unavailable, bool) \
+            and unavailable < 1:
+        out.append(Issue(name, "spec.updateStrategy.rollingUpdate.maxUnavailable",
+                         f"maxUnavailable must be > 0, got {unavailable}"))
+    elif "max_unavailable" in rules and unavailable == "0%":
+        out.append(Issue(name, "spec.updateStrategy.rollingUpdate.maxUnavailable", "maxUnavailable must not be 0%"))
+    duration = dig(spec, "updateStrategy", "scheduledUpdate", "duration")
+    seconds = go_duration_seconds(duration) if isinstance(duration, str) else None
+    if "scheduled_update_duration" in rules and seconds is not None and seconds != 0 and seconds < 60:
+        out.append(Issue(name, "spec.updateStrategy.scheduledUpdate.duration",
+                         "UpdateStrategy.ScheduledUpdate.Duration must be at least 1 minute"))
+    if "ssh_sssd_conf" in rules and dig(spec, "ssh", "enabled") is True and not dig(spec, "ssh", "sssdConfRef", "name"):
+        out.append(Issue(name, "spec.ssh.sssdConfRef.name", "ssh.sssdConfRef.name must not be empty when ssh "
+                         "is enabled"))
+    hostname = dig(spec, "template", "spec", "hostname")
+    if "template_hostname" in rules and isinstance(hostname, str) and hostname and not _dns_subdomain_prefix(hostname):
+        out.append(Issue(name, "spec.template.spec.hostname", f"template.spec.hostname: {hostname!r}: a lowercase "
+                         "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"))
+    extra = spec.get("extraConf")
+    for item in extra.split() if isinstance(extra, str) and "extra_conf_tokens" in rules else []:
+        if "=" not in item:
+            out.append(Issue(name, "spec.extraConf", f"invalid extraConf: malformed --conf item {item!r}: "
+                             "expected Key=Value"))
     return out
 
 
@@ -591,17 +625,20 @@ def webhook_issues(objs: list[dict[str, Any]]) -> list[Issue]:
 def validate_objects(objs: list[Any], *, operator_version: str | None = None,
                      kube_version: str = DEFAULT_KUBERNETES_VERSION,
                      notes: list[str] | None = None,
-                     plugin_values: dict[str, dict[str, Any]] | None = None) -> list[Issue]:
+                     plugin_values: dict[str, dict[str, Any]] | None = None,
+                     webhook: str | None = None) -> list[Issue]:
     """All per-object, cross-object and run-time issues; an empty list means valid.
 
     ``plugin_values``: device plugin -> the Helm values it is installed with (the render's
     ``helm/device-plugins/``); without them the charts' default tolerations are assumed.
+    ``webhook``: the operator release whose webhook rules apply (default: the documented chart's).
     """
     issues: list[Issue] = []
     for obj in objs:
         issues += validate_object(obj, operator_version=operator_version, kube_version=kube_version, notes=notes)
     issues += [i for o in objs if isinstance(o, dict) for i in core_issues(o)]
-    issues += webhook_issues([o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)])
+    issues += webhook_issues([o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)],
+                             webhook_release(webhook))
     issues += cross_check([o for o in objs if isinstance(o, dict)])
     issues += runtime_issues([o for o in objs if isinstance(o, dict)], plugin_values)
     return issues
