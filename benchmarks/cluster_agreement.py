@@ -27,10 +27,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--no-placement", action="store_true", help="only the agreement corpus")
     args = parser.parse_args()
-    api = KubeControlPlane().up().api()
+    plane = KubeControlPlane().up()
+    api = plane.api()
     corpus = cases(args.seed)
     start = time.perf_counter()
-    rows = run(api, corpus, prefix=f"agree-{secrets.token_hex(3)}")
+    rows = run(api, corpus, prefix=f"agree-{secrets.token_hex(3)}",
+               operator_version=plane.versions().get("slurm-operator"))
     print(f"## agreement ({time.perf_counter() - start:.0f} s, seed {args.seed})\n")
     print(confusion(rows))
     misses = [r for r in rows if r.miss]

@@ -20,13 +20,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from slinkyml.cluster import EXAMPLES_DIR, addons, load_spec
-from slinkyml.cluster.apply import apply_objects, ensure_secrets
+from slinkyml.cluster.apply import apply_objects, dynamic_client, ensure_secrets
 from slinkyml.cluster.render import render
-from slinkyml.cluster.runtime_checks import pool_node_labels
+from slinkyml.cluster.runtime_checks import OPERATOR_WORKER_TOLERATION, pool_node_labels
 from slinkyml.instances import get_instance_type
 from slinkyml.kube import dig
 
 MANAGED = "slinkyml.io/simulated-node"
+#: on a pod built as the operator would: the object it is built for
+OWNER = "slinkyml.io/built-for"
 #: the existing EKS nodes the system pods (slurmctld, slurmrestd, login, slurmdbd) run on: two of these
 SYSTEM_NODE = {"cpu": "64", "memory": "256Gi", "pods": "250"}
 SYSTEM_NODES = 2
@@ -208,6 +210,59 @@ class Heartbeat:
                 continue
 
 
+def remove_stale_nodes(api: Any, older_than: float = 120.0) -> list[str]:
+    """Delete simulated nodes whose Lease nobody renewed for ``older_than`` seconds (a run that died
+    before its clean-up); another run's live nodes are left alone."""
+    # lazy: the kubernetes client is the optional [k8s] extra
+    from kubernetes import client
+
+    core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
+    removed = []
+    now = datetime.now(UTC)
+    for node in core.list_node(label_selector=MANAGED).items:
+        name = node.metadata.name
+        try:
+            renewed = coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+        except client.ApiException:
+            renewed = None
+        if renewed is None or (now - renewed).total_seconds() > older_than:
+            try:
+                core.delete_node(name)
+                removed.append(name)
+            except client.ApiException:
+                continue
+    return removed
+
+
+def delete_cluster_scoped(api: Any, objs: list[dict[str, Any]]) -> None:
+    """Delete the cluster-scoped objects of a render (StorageClass, NodePool, EC2NodeClass), which
+    deleting its namespace leaves behind."""
+    # lazy: the kubernetes client is the optional [k8s] extra
+    from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+    dyn = dynamic_client(api)
+    for o in objs:
+        if dig(o, "metadata", "namespace") is None and o.get("kind") != "Namespace":
+            try:
+                dyn.resources.get(api_version=o["apiVersion"], kind=o["kind"]).delete(name=o["metadata"]["name"])
+            except (DynamicApiError, ResourceNotFoundError):
+                continue
+
+
+def remove_stale_storage(api: Any, keep_prefix: str) -> None:
+    """Delete the StorageClasses and PersistentVolumes an earlier run left (ours carry MANAGED)."""
+    # lazy: the kubernetes client is the optional [k8s] extra
+    from kubernetes import client
+
+    core, storage = client.CoreV1Api(api), client.StorageV1Api(api)
+    for pv in core.list_persistent_volume(label_selector=MANAGED).items:
+        if not pv.metadata.name.startswith(keep_prefix):
+            core.delete_persistent_volume(pv.metadata.name)
+    for sc in storage.list_storage_class(label_selector=MANAGED).items:
+        if not sc.metadata.name.startswith(keep_prefix):
+            storage.delete_storage_class(sc.metadata.name)
+
+
 @contextmanager
 def simulated_nodes(api: Any, period: float = 10.0) -> Iterator[Heartbeat]:
     beat = Heartbeat(api, period).start()
@@ -309,8 +364,68 @@ def storage_objects(scenarios: list[Scenario], prefix: str) -> list[dict[str, An
     return out
 
 
+#: the main container of each kind's pods (slurm-operator f2ed3fc internal/builder/*builder)
+MAIN_CONTAINER = {"Controller": "slurmctld", "NodeSet": "slurmd", "LoginSet": "login", "RestApi": "slurmrestd",
+                  "Accounting": "slurmdbd"}
+SIDECAR = {"Controller": "logfile", "NodeSet": "logfile"}
+#: pod names: the operator's workload names (<name>-controller StatefulSet, <name>-restapi...)
+POD_SUFFIX = {"Controller": "-controller", "RestApi": "-restapi", "Accounting": "-accounting"}
+
+
+def operator_pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods the slurm-operator (f2ed3fc) makes for these objects, with every field the scheduler
+    reads: the template's pod spec merged over the main container (the spec's image, resources and
+    volume mounts) and the logfile sidecar (a restartable init container), the operator's worker
+    toleration on slurmd pods (pkg/taints), and the Controller's state-save claim as its
+    StatefulSet's volumeClaimTemplates name it (``statesave-<controller>-0``); plus those claims.
+
+    Built here because the newest operator the Go module proxy serves (v1.0.1) cannot reconcile
+    f2ed3fc objects (its controllerRef needs a namespace that the f2ed3fc CRD prunes)."""
+    out: list[dict[str, Any]] = []
+    for o in objs:
+        kind = o.get("kind")
+        if kind not in MAIN_CONTAINER:
+            continue
+        spec, meta = o.get("spec") or {}, o["metadata"]
+        template = dig(spec, "template", "spec") or {}
+        main = dict(spec.get(MAIN_CONTAINER[kind]) or {})
+        pod_spec: dict[str, Any] = {k: v for k, v in template.items() if k != "volumes"}
+        pod_spec["containers"] = [{"name": MAIN_CONTAINER[kind], "image": main.get("image"),
+                                   **{k: main[k] for k in ("resources", "volumeMounts") if k in main}}]
+        if kind in SIDECAR:
+            side = spec.get(SIDECAR[kind]) or {}
+            pod_spec["initContainers"] = [{"name": SIDECAR[kind], "image": side.get("image"),
+                                           "restartPolicy": "Always"}]
+        volumes = list(template.get("volumes") or [])
+        if kind == "NodeSet":
+            pod_spec["tolerations"] = [*(template.get("tolerations") or []), dict(OPERATOR_WORKER_TOLERATION)]
+        replicas = 1 if kind in ("Controller", "Accounting") else spec.get("replicas", 1)
+        claim = None
+        if kind == "Controller" and dig(spec, "persistence", "enabled"):
+            claim = f"statesave-{meta['name']}-0"
+            volumes.append({"name": "statesave", "persistentVolumeClaim": {"claimName": claim}})
+            pvc_spec = {"accessModes": dig(spec, "persistence", "accessModes") or ["ReadWriteOnce"],
+                        "resources": dig(spec, "persistence", "resources") or {"requests": {"storage": "1Gi"}}}
+            if dig(spec, "persistence", "storageClassName"):
+                pvc_spec["storageClassName"] = spec["persistence"]["storageClassName"]
+            out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim, "namespace": meta["namespace"]}, "spec": pvc_spec})
+        if volumes:
+            pod_spec["volumes"] = volumes
+        labels = {**(dig(spec, "template", "metadata", "labels") or {}), MANAGED: "true"}
+        for i in range(replicas if isinstance(replicas, int) else 1):
+            name = f"{meta['name']}{POD_SUFFIX.get(kind, '')}-{i}"
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                                "annotations": {OWNER: f"{kind} {meta['name']}"}},
+                   "spec": {**pod_spec, **({"hostname": name} if "hostname" not in pod_spec else {})}}
+            out.append(pod)
+    return out
+
+
 def _pod_row(scenario: str, pod: Any) -> PodRow:
-    owner = ", ".join(f"{r.kind} {r.name}" for r in pod.metadata.owner_references or []) or "-"
+    owner = ", ".join(f"{r.kind} {r.name}" for r in pod.metadata.owner_references or []) \
+        or (pod.metadata.annotations or {}).get(OWNER, "-")
     if pod.spec.node_name:
         return PodRow(scenario, pod.metadata.name, owner, pod.spec.node_name)
     cond = next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)
@@ -336,6 +451,8 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
     for ds in daemonsets:
         ds["metadata"]["name"] = f"{prefix}{ds['metadata']['name']}"
     instance_of: dict[str, str] = {}
+    remove_stale_nodes(api)
+    remove_stale_storage(api, prefix)
     with simulated_nodes(api) as beat:
         try:
             for i in range(SYSTEM_NODES):
@@ -356,35 +473,41 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
             log(f"{len(beat.nodes)} nodes Ready")
             apply_objects([*extra, *daemonsets], api, log=log)
             _advertise(api, beat, daemonsets, plugins, instance_of)
-            for s in scenarios:
+            pods: dict[str, list[tuple[str, str]]] = {}
+            for s in scenarios:  # as `cluster apply`: the namespace, the credentials, the objects
+                apply_objects([o for o in s.objects if o["kind"] == "Namespace"], api, log=log)
                 ensure_secrets(s.cluster, api, log=log)
-                apply_objects(s.objects, api, skip_missing_kinds=True, log=log)
-            namespaces = {s.name: s.cluster.namespace for s in scenarios}
+                apply_objects([o for o in s.objects if o["kind"] != "Namespace"], api, skip_missing_kinds=True,
+                              log=log)
+                built = operator_pods(s.objects)
+                for o in built:  # an object the operator made already is the one judged
+                    try:
+                        (core.create_namespaced_pod if o["kind"] == "Pod" else
+                         core.create_namespaced_persistent_volume_claim)(o["metadata"]["namespace"], o)
+                    except client.ApiException as exc:
+                        if exc.status != 409:
+                            raise
+                pods[s.name] = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in built if o["kind"] == "Pod"]
 
             def judged() -> list[PodRow] | None:
-                rows = []
-                for s in scenarios:
-                    pods = core.list_namespaced_pod(namespaces[s.name]).items
-                    if len(pods) < expected_pods(s.objects):
-                        return None
-                    rows += [_pod_row(s.name, p) for p in sorted(pods, key=lambda p: p.metadata.name)]
+                rows = [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
+                        for ns, name in pods[s.name]]
                 return None if any(r.reason == "not yet judged" for r in rows) else rows
 
             rows = wait(judged, timeout, step=2.0)
-            if rows is None:  # report what there is
-                rows = [_pod_row(s.name, p) for s in scenarios
-                        for p in core.list_namespaced_pod(namespaces[s.name]).items]
-            return rows
+            return rows or [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
+                            for ns, name in pods[s.name]]
         finally:
             for s in scenarios:
+                delete_cluster_scoped(api, s.objects)
                 try:
                     core.delete_namespace(s.cluster.namespace, propagation_policy="Background")
-                except client.ApiException:
+                except Exception:  # noqa: BLE001 - best-effort clean-up of our own objects
                     pass
             for ds in daemonsets:
                 try:
                     apps.delete_namespaced_daemon_set(ds["metadata"]["name"], "kube-system")
-                except client.ApiException:
+                except Exception:  # noqa: BLE001 - best-effort clean-up of our own objects
                     pass
             for o in extra:
                 try:
@@ -392,33 +515,41 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
                         core.delete_persistent_volume(o["metadata"]["name"])
                     else:
                         storage.delete_storage_class(o["metadata"]["name"])
-                except client.ApiException:
+                except Exception:  # noqa: BLE001 - best-effort clean-up of our own objects
                     pass
 
 
 def _advertise(api: Any, beat: Heartbeat, daemonsets: list[dict[str, Any]], plugins: dict[str, Any],
-               instance_of: dict[str, str], timeout: float = 90.0) -> None:
-    """Wait for each plugin DaemonSet's pods to be bound, and advertise its resources on those nodes."""
+               instance_of: dict[str, str], timeout: float = 120.0, settle: float = 10.0) -> None:
+    """Advertise each plugin's resources on every node a pod of its DaemonSet is bound to, until
+    every DaemonSet has all its pods bound and nothing changed for ``settle`` seconds."""
     # lazy: the kubernetes client is the optional [k8s] extra
     from kubernetes import client
 
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    for ds, name in zip(daemonsets, plugins, strict=True):
-        ds_name = ds["metadata"]["name"]
-
-        selector = ",".join(f"{k}={v}" for k, v in ds["spec"]["selector"]["matchLabels"].items())
-
-        def bound(ds_name: str = ds_name, selector: str = selector) -> list[str] | None:
+    done: set[tuple[str, str]] = set()
+    last, since = None, time.monotonic()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = []
+        for ds, name in zip(daemonsets, plugins, strict=True):
+            ds_name = ds["metadata"]["name"]
+            selector = ",".join(f"{k}={v}" for k, v in ds["spec"]["selector"]["matchLabels"].items())
             status = apps.read_namespaced_daemon_set(ds_name, "kube-system").status
-            pods = core.list_namespaced_pod("kube-system", label_selector=selector).items
-            nodes = [p.spec.node_name for p in pods if p.spec.node_name and p.metadata.owner_references
-                     and p.metadata.owner_references[0].name == ds_name]
-            desired = status.desired_number_scheduled if status is not None else None
-            return nodes if desired is not None and len(nodes) >= desired else None
-
-        for node in wait(bound, timeout) or []:
-            if node in instance_of:
-                beat.advertise(node, advertised(name, instance_of[node]))
+            nodes = sorted(p.spec.node_name for p in core.list_namespaced_pod("kube-system", label_selector=selector).items
+                           if p.spec.node_name and p.metadata.owner_references
+                           and p.metadata.owner_references[0].name == ds_name)
+            for node in nodes:
+                if node in instance_of and (name, node) not in done:
+                    beat.advertise(node, advertised(name, instance_of[node]))
+                    done.add((name, node))
+            state.append((ds_name, status.desired_number_scheduled if status else None, tuple(nodes)))
+        complete = all(desired is not None and len(nodes) >= desired for _, desired, nodes in state)
+        if state != last:
+            last, since = state, time.monotonic()
+        elif complete and time.monotonic() - since >= settle:
+            return
+        time.sleep(2.0)
 
 
 # ---------------------------------------------------------------- the examples, and one breaking case per rule
@@ -435,7 +566,10 @@ def _scenario(name: str, example: str, namespace: str, cluster_name: str | None 
 
 
 def example_scenarios(prefix: str) -> list[Scenario]:
-    return [_scenario(example, example, f"{prefix}{example}") for example in ("cpu-small", "h100-efa", "trn1")]
+    """The examples, each in a namespace and under a cluster name of this run (its NodePools, and so
+    its nodes, are its own)."""
+    return [_scenario(example, example, f"{prefix}{example}", cluster_name=f"{prefix}{name}")
+            for example, name in (("cpu-small", "cpu-small"), ("h100-efa", "llm"), ("trn1", "trn1"))]
 
 
 @dataclass(frozen=True)
@@ -449,7 +583,7 @@ class Break:
 
 
 BREAKS = (
-    Break("taint", "cpu-small", "untolerated taint {team: a}", "does not tolerate taint team:NoSchedule"),
+    Break("taint", "cpu-small", "had untolerated taint", "does not tolerate taint team:NoSchedule"),
     Break("affinity", "h100-efa", "Insufficient nvidia.com/gpu", "nvidia device plugin's node affinity"),
     Break("allocatable", "cpu-small", "Insufficient memory", "but Karpenter models m7i.8xlarge as"),
     Break("zone", "trn1", "didn't match Pod's node affinity/selector", "matches no node of NodePool"),
@@ -462,7 +596,8 @@ def _first(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def break_scenario(b: Break, prefix: str) -> Scenario:
-    s = _scenario(f"break: {b.rule}", b.example, f"{prefix}break-{b.rule}", cluster_name=f"brk-{b.rule}", count=1)
+    s = _scenario(f"break: {b.rule}", b.example, f"{prefix}break-{b.rule}", cluster_name=f"{prefix}{b.rule}",
+                  count=1)
     pool, nodeset = _first(s.objects, "NodePool"), _first(s.objects, "NodeSet")
     if b.rule == "taint":
         pool["spec"]["template"]["spec"]["taints"].append({"key": "team", "value": "a", "effect": "NoSchedule"})
