@@ -32,7 +32,8 @@ from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import SlurmCluster, to_dict
 from slinkyml.dev.kube import BUILD_SCRIPT, WEBHOOK_PORT, KubeControlPlane
 from slinkyml.errors import SlinkyError
-from slinkyml.slurm.conf import SlurmConf, SlurmConfBuilder
+from slinkyml.jobs.shapecheck import render_slurm_conf as check_conf
+from slinkyml.slurm.conf import SlurmConf, SlurmConfBuilder, pairs
 
 EXAMPLES = sorted(p.parent.name for p in EXAMPLES_DIR.glob("*/cluster.yaml"))
 #: how long the operator may take to create what a Controller, NodeSet... asks for, on a loaded 2-core VM
@@ -202,6 +203,7 @@ def _check_reconciled(cluster: SlurmCluster, api: Any) -> None:
     config = _wait_for(f"the operator's ConfigMap {ns}/{c}-config",
                        lambda: _get(core.read_namespaced_config_map, f"{c}-config", ns))
     _check_slurm_conf(cluster, SlurmConfBuilder().extra(config.data["slurm.conf"]).build())
+    _check_node_gres(cluster, api)
 
 
 def _get(read: Callable[..., Any], name: str, namespace: str) -> Any:
@@ -226,6 +228,32 @@ def _check_slurm_conf(cluster: SlurmCluster, conf: SlurmConf) -> None:
     assert got == {p.value: p.text() for p in predicted.partitions()}, conf.text()
     members = {m for p in conf.partitions() for m in (p.param("Nodes") or "").split(",")}
     assert members == {names.nodeset(cluster, n) for n in cluster.node_sets}
+
+    # the slurm.conf `sbatch check` judges jobs by (its throw-away slurmctld's) has the operator's
+    # partitions, word for word, and the operator's value for every scheduling setting both set
+    judged = SlurmConfBuilder().extra(check_conf(
+        cluster, state_dir=Path("/nonexistent"), port=1, slurmd_port=2, munge_socket=Path("/nonexistent/munge"),
+        user="slurm", host="check")).build()
+    assert {p.value: p.text() for p in judged.partitions()} == got
+    for key in ("GresTypes", "SelectTypeParameters", "ReturnToService"):
+        if key in judged.settings() and key in settings:
+            assert judged.settings()[key] == settings[key], key
+
+
+def _check_node_gres(cluster: SlurmCluster, api: Any) -> None:
+    """Each NodeSet's extraConf as the server stored it (what the operator hands slurmd as --conf) gives
+    its nodes the GRES and features `sbatch check` gives the same nodes."""
+    judged = SlurmConfBuilder().extra(check_conf(
+        cluster, state_dir=Path("/nonexistent"), port=1, slurmd_port=2, munge_socket=Path("/nonexistent/munge"),
+        user="slurm", host="check")).build()
+    dyn = DynamicClient(api)
+    res = dyn.resources.get(api_version="slinky.slurm.net/v1beta1", kind="NodeSet")
+    for ns in cluster.node_sets:
+        live = dyn.get(res, name=names.nodeset(cluster, ns), namespace=cluster.namespace).to_dict()
+        slurmd = dict(pairs(live["spec"].get("extraConf") or ""))
+        node = next(line for line in judged.records("NodeName") if line.value.startswith(f"{names.nodeset(cluster, ns)}-"))
+        for key in ("Gres", "Features"):
+            assert slurmd.get(key) == node.param(key), (ns.name, key, slurmd, node.text())
 
 
 #: how long the test below waits for what the v1.0.1 operator never makes (it has reconciled the
