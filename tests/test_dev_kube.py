@@ -113,3 +113,14 @@ def test_status_exit_code_and_json(kube_plane: KubeControlPlane) -> None:
     assert done.returncode == 0, done.stderr
     status = json.loads(done.stdout)
     assert status["running"] and status["server"] == kube_plane.server
+
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["up", "--state-dir", "/proc/slinkyml-no"], {}, "state dir /proc/slinkyml-no: cannot write"),
+    (["status"], {"SLINKYML_KUBE_PORT_BASE": "99999"}, "SLINKYML_KUBE_PORT_BASE=99999: not a port number"),
+])
+def test_bad_input_is_one_line(argv: list[str], env: dict[str, str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "slinkyml", "dev", "kube", *argv], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"slinkyml: error: {message}") and done.stderr.count("\n") == 1, done.stderr

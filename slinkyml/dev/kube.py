@@ -84,9 +84,12 @@ def default_state_dir() -> Path:
 def default_ports() -> Ports:
     raw = os.environ.get("SLINKYML_KUBE_PORT_BASE", "")
     try:
-        return Ports.from_base(int(raw) if raw else DEFAULT_PORT_BASE)
+        base = int(raw) if raw else DEFAULT_PORT_BASE
     except ValueError:
-        raise SlinkyError(f"SLINKYML_KUBE_PORT_BASE={raw}: not a port number") from None
+        base = -1
+    if not 1024 <= base <= 65535 - 100:  # every port is base + 1..82
+        raise SlinkyError(f"SLINKYML_KUBE_PORT_BASE={raw}: not a port number from 1024 to 65435")
+    return Ports.from_base(base)
 
 
 def binaries_dir() -> Path:
@@ -205,7 +208,11 @@ class KubeControlPlane:
         missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
         if missing:
             raise SlinkyError(f"not built: {', '.join(missing)} (run `make kube`)")
-        self._write_files()
+        try:
+            self._write_files()
+        except OSError as exc:
+            raise SlinkyError(f"state dir {self.state_dir}: cannot write {exc.filename or ''}: "
+                              f"{exc.strerror or exc}") from None
         already = {name for name, d in daemons.items() if d.running}
         busy = [f"{port} ({name})" for name, ports in self._listen_ports().items() if name not in already
                 for port in ports if port_in_use(port)]
