@@ -228,3 +228,13 @@ def test_dry_run_prints_the_warning(tmp_path, cli):
     job.write_text("name: short\nentry: {module: m}\ntime_limit: '1'\n")
     code, out, err = cli("sbatch", "submit", "--dry-run", "--no-check", str(job))
     assert code == 0 and "# warning: time limit 1 (60 s) is not above the stop signal's grace" in err, err
+
+
+def test_a_warning_only_the_ranks_got_is_timed_by_their_marker(tmp_path, slurm_says):
+    """Slurm 22.05's REST API sends --signal to the steps only: the batch shell never traps it, so
+    the marker the ranks wrote after their checkpoint says when it came (at the latest)."""
+    slurm_says(end=time.time() + 30)
+    decision = _decide(tmp_path, status=0, stop_signal="SIGUSR2", marker="USR2\n", max_restarts=0)
+    assert (decision.cause, decision.action) == ("time_limit", "failed")
+    slurm_says(end=time.time() + 3000)
+    assert _decide(tmp_path, status=0, stop_signal="SIGUSR2", marker="USR2\n").cause == "preemption"

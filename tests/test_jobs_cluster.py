@@ -154,10 +154,11 @@ def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp
     assert job["StdOut"] == str(shared_tmp / "logs" / f"rest-options-{job_id}.out")
 
     # The warning is due 60 s before the 2-minute limit; slurmctld sends it at its first 30-s limit
-    # check inside [due - 30 s, due], i.e. 30-60 s into the run. The tasks stop on it, so the run
-    # ends FAILED ("no restarts left"), not TIMEOUT.
+    # check inside [due - 30 s, due], i.e. 30-60 s into the run. The tasks stop on it: the time
+    # limit's warning (not a preemption), no restarts left, so the allocation is held to its end and
+    # Slurm records TIMEOUT.
     state = wait(slurm, job_id, timeout=200, poll=1.0)
-    assert state.state == "FAILED", state
+    assert state.state == "TIMEOUT", state
     tasks = [json.loads((shared_tmp / f"task{rank}.json").read_text()) for rank in (0, 1)]
     assert len({t["host"] for t in tasks}) == 2
     for t in tasks:
@@ -169,19 +170,20 @@ def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp
     task_logs = "".join(p.read_text() for p in sorted(logs.glob(f"rest-options-{job_id}-r0-task*.log")))
     assert task_logs.count("task got SIGUSR2") == 2 and "no signal came" not in task_logs
     batch = (logs / f"rest-options-{job_id}.out").read_text()
-    assert "preemption with no restarts left (0)" in batch
+    assert "reached its time limit: SIGUSR2; not requeued (requeue.on: time_limit preemption node_failure, " \
+           "restarts 0 of 0)" in batch
     if backend.version != "v0.0.38":  # kill_warning_flags BATCH_JOB (= sbatch's "B:"): the batch shell traps it
         assert "SIGUSR2 received; forwarding to the training processes" in batch
 
     fields = ("JobName", "State", "Timelimit", "NNodes", "WorkDir")
     acct: dict[str, str] = {}
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and acct.get("State") != "FAILED":  # slurmdbd lags a little
+    while time.monotonic() < deadline and acct.get("State") != "TIMEOUT":  # slurmdbd lags a little
         out = slurm.run("sacct", ["-X", "-n", "-P", "-j", str(job_id), "-o", ",".join(fields)],
                         check=False).stdout.strip().splitlines()
         acct = dict(zip(fields, out[0].split("|"), strict=True)) if out else {}
         time.sleep(1)
-    assert acct == {"JobName": "rest-options", "State": "FAILED", "Timelimit": "00:02:00", "NNodes": "2",
+    assert acct == {"JobName": "rest-options", "State": "TIMEOUT", "Timelimit": "00:02:00", "NNodes": "2",
                     "WorkDir": str(shared_tmp)}
 
 

@@ -23,6 +23,10 @@ slinkyml_decide() {
   decided_cause="" decided_detail="" decided_action="" decided_message=""
   slurm_now="$(squeue -h -j "$SLURM_JOB_ID" -o '%T %r' 2>/dev/null | head -n 1 || true)"
   # the job's own --signal within its grace (+ slurmctld's 30 s check period) of the end: the time limit
+  # (when only the ranks got it, the marker they wrote after their checkpoint is the latest it came)
+  if [[ -z $signal_at && -e $preempted_marker ]]; then
+    signal_at="$(stat -c %Y -- "$preempted_marker" 2>/dev/null || true)"
+  fi
   if [[ -n $stop_signal && $stop_signal == "SIG${warn_signal#SIG}" && -n $signal_at ]]; then
     end="$(squeue -h -j "$SLURM_JOB_ID" -o %e 2>/dev/null | head -n 1 || true)"
     if [[ $end == [0-9]*T* ]] && end="$(date -d "$end" +%s 2>/dev/null)" && [[ $end =~ ^[0-9]+$ ]]; then
