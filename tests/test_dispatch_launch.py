@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 
 import pytest
 
@@ -74,3 +75,16 @@ def test_the_launcher_decides_as_the_batch_script_does(slurm, shared_tmp):
         slurm.run("scancel", [job.job_id], check=False, retries=0)
     (line,) = protocol.read_events(bad.log_dir, job.job_id)
     assert line.startswith("r0 failed user_error: user rank ") and "unknown --model 'no-such-model'" in line, line
+
+    good = _spec(shared_tmp, "nb-preempt", ["--steps", "24", "--checkpoint-every", "4", "--step-sleep", "0.3"])
+    job = launch(good, folder=shared_tmp / "submitit", slurm=slurm)
+    try:
+        deadline = time.monotonic() + 240
+        while len(job.metrics()) < 6 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        slurm.run("scancel", ["--signal=USR2", job.job_id])  # to the steps, long before the time limit
+        final = job.result(timeout=300)
+    finally:
+        slurm.run("scancel", [job.job_id], check=False, retries=0)
+    assert final["steps"] == 24 and final["restart"] == 1
+    assert protocol.read_events(good.log_dir, job.job_id) == ["r0 requeue preemption: SIGUSR2"]

@@ -128,22 +128,33 @@ class NodeLauncher:
             preempted_marker=marker, checkpoint_dir=self.env.get(ENV_CHECKPOINT_DIR, ""), run_started=started,
             requeue_on=self.spec.requeue.on, restart=restart, max_restarts=self.spec.requeue.max_restarts)
         what = f"{decision.cause}: {decision.detail}"
-        if node != 0:  # node 0 decides for the job; the others only end
-            if decision.action == causes.FAILED:
-                raise RuntimeError(f"{decision.message}: {decision.detail}")
-            sys.exit(0)
+        # the first node to decide acts for the job (the others may be killed by then: srun ends a step
+        # when one task fails); its one event line and one requeue per restart
         if decision.action == causes.SLURM_DECIDES:
-            _record_event(self.spec.log_dir, job_id, f"r{restart} slurm {what}")
+            _record_event_once(self.spec.log_dir, job_id, restart, f"r{restart} slurm {what}")
             sys.exit(0)  # no result: Slurm requeues or ends the job
         if decision.action == causes.REQUEUE:
-            _record_event(self.spec.log_dir, job_id, f"r{restart} requeue {what}")
-            checkpointable._requeue_once()
+            if _record_event_once(self.spec.log_dir, job_id, restart, f"r{restart} requeue {what}"):
+                checkpointable._requeue_once()
             sys.exit(0)
-        _record_event(self.spec.log_dir, job_id, f"r{restart} failed {what}")
+        _record_event_once(self.spec.log_dir, job_id, restart, f"r{restart} failed {what}")
         if decision.cause == causes.TIME_LIMIT:  # held to its end: Slurm records the job TIMEOUT
             while True:
                 time.sleep(1)
         raise RuntimeError(f"{decision.message}: {decision.detail}")
+
+
+def _record_event_once(log_dir: str, job_id: str, restart: int, line: str) -> bool:
+    """Append the run's decision line unless another node already did; True if this one did."""
+    try:
+        os.close(os.open(Path(log_dir) / f".decided-{job_id}-r{restart}", os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+                         0o644))
+    except FileExistsError:
+        return False
+    except OSError:
+        pass
+    _record_event(log_dir, job_id, line)
+    return True
 
 
 def _record_event(log_dir: str, job_id: str, line: str) -> None:
