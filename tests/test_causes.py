@@ -22,6 +22,8 @@ SHELLCHECK = shutil.which("shellcheck")
 #: what Slurm 22.05 wrote into srun's stderr on the local cluster (tests/test_faults_live.py)
 CGROUP_OOM = ("srun: error: c3: task 0: Out Of Memory\nslurmstepd-c3: error: Detected 1 oom-kill event(s) in "
               "StepId=9.0. Some of your processes may have been killed by the cgroup out-of-memory handler.")
+#: Slurm 26.05.5's slurmstepd words it differently (seen on the local 26.05 cluster)
+CGROUP_OOM_2605 = "[2026-12-01T14:31:24.951] error: Detected 1 oom_kill event in StepId=2.0. Some of the step tasks have been OOM Killed."
 OVER_MEMORY_KILL = "slurmstepd-c1: error: Exceeded job memory limit"
 TIME_LIMIT_LINE = "slurmstepd-c1: error: *** STEP 5.0 ON c1 CANCELLED AT 2026-12-01T13:45:17 DUE TO TIME LIMIT ***"
 SCANCEL_LINE = "slurmstepd-c1: error: *** STEP 3.0 ON c1 CANCELLED AT 2026-12-01T13:44:14 ***"
@@ -110,9 +112,10 @@ def test_grace_time_preemption_while_running_requeues(tmp_path, slurm_says):
     assert (decision.cause, decision.action) == ("preemption", "slurm")
 
 
-@pytest.mark.parametrize("evidence", [{"step_errors": CGROUP_OOM}, {"step_errors": OVER_MEMORY_KILL},
+@pytest.mark.parametrize("evidence", [{"step_errors": CGROUP_OOM}, {"step_errors": CGROUP_OOM_2605},
+                                      {"step_errors": OVER_MEMORY_KILL},
                                       {"rank_failure": "user rank 0 on c1: MemoryError: \n"}],
-                         ids=["cgroup", "OverMemoryKill", "MemoryError"])
+                         ids=["cgroup", "cgroup-26.05", "OverMemoryKill", "MemoryError"])
 def test_out_of_memory_is_its_own_cause_and_never_requeues_by_default(tmp_path, slurm_says, evidence):
     decision = _decide(tmp_path, status=1, **evidence)
     assert (decision.cause, decision.action) == ("oom", "failed")
