@@ -121,7 +121,9 @@ class NodeLauncher:
             time.sleep(0.5)  # let the marker land on a shared filesystem
         if status == 0 and not got and not marker.exists():
             return read_final(self.spec) if node == 0 else None
-        stop = f"SIG{marker.read_text().strip()}" if marker.exists() else (signal.Signals(got[0]).name if got else "")
+        stop = signal.Signals(got[0]).name if got else ""
+        if not stop and marker.exists():  # what reached the ranks (an empty marker: the job's signal)
+            stop = f"SIG{marker.read_text().strip() or self.spec.requeue.signal}"
         decision = causes.decide(
             status=status, job_id=job_id, stop_signal=stop, signal_at=self.signalled_at, warn_signal=sig.name,
             grace_s=self.spec.requeue.grace_seconds, failure_marker=failure_marker(self.spec.log_dir, job_id, restart),

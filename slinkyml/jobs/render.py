@@ -264,7 +264,9 @@ def render_sbatch(spec: JobSpec) -> str:
         f"events={protocol.SH_EVENTS_FILE}",
         "# the signal the batch shell itself got is the first fact; the ranks' marker says which reached",
         "# them (torchrun's agent, signalled twice, may stop them with SIGTERM), used when the shell got none",
-        'if [[ -z $stop_signal && -e "$preempted_marker" ]]; then stop_signal="SIG$(cat -- "$preempted_marker")"; fi',
+        'if [[ -z $stop_signal && -e "$preempted_marker" ]]; then',
+        f'  stop_signal="$(cat -- "$preempted_marker" 2>/dev/null || true)" stop_signal="SIG${{stop_signal:-{sig}}}"',
+        "fi",
         f"warn_signal={sig} grace_s={spec.requeue.grace_seconds} "
         f"warning_slack_s={causes.table()['warning_slack_s']}",
         f"checkpoint_dir={quote(spec.checkpoint_dir or '')}",
