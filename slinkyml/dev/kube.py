@@ -10,6 +10,7 @@ There is no kubelet: pods the operator creates are scheduled (a node must exist 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from slinkyml.cluster.apply import api_client, apply_objects
 from slinkyml.cluster.crds import crd_files
 from slinkyml.dev.pki import Identity, Pki
-from slinkyml.dev.process import Daemon, port_in_use, port_open
+from slinkyml.dev.process import Daemon, exclusive_lock, port_in_use, port_open
 from slinkyml.errors import SlinkyError
 from slinkyml.secretfile import write_secret
 from slinkyml.specload import load_data_all
@@ -203,7 +204,22 @@ class KubeControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def up(self, log: Callable[[str], None] = lambda _: None) -> KubeControlPlane:
-        """Start whatever is not running; idempotent. On failure stop what this call started and raise."""
+        """Start whatever is not running; idempotent. On failure stop what this call started and raise.
+        Concurrent ``up``/``down`` of one state dir (``make test`` and a test session's fixture) take turns."""
+        with self._lock():
+            return self._up(log)
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SlinkyError(f"state dir {self.state_dir}: cannot write {exc.filename or ''}: "
+                              f"{exc.strerror or exc}") from None
+        with exclusive_lock(self.state_dir / ".lock"):
+            yield
+
+    def _up(self, log: Callable[[str], None]) -> KubeControlPlane:
         daemons = {d.name: d for d in self.daemons()}
         missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
         if missing:
@@ -242,7 +258,10 @@ class KubeControlPlane:
 
     def down(self) -> list[str]:
         """Stop every daemon by PID, last started first. State (etcd's data, certificates) is kept."""
-        return [d.name for d in reversed(self.daemons()) if d.stop()]
+        if not self.state_dir.is_dir():
+            return []
+        with self._lock():
+            return [d.name for d in reversed(self.daemons()) if d.stop()]
 
     def reset(self) -> None:
         """Stop everything and delete the state folder."""
