@@ -290,13 +290,14 @@ def shown(value: Any) -> str:
 
 
 def _problems(data: Any, kind: str, key: str, node: dict[str, Any], path: str) -> list[Problem]:
+    node_text = json.dumps(node, sort_keys=True)
     if _plain(data):
         try:
-            _fast(kind, key, json.dumps(node, sort_keys=True))(data)
+            _fast(kind, key, node_text)(data)
             return []
         except _Invalid:
             pass
-    return _explain(data, _validator(kind, json.dumps(node, sort_keys=True)), path)
+    return _explain(data, _validator(kind, node_text), path)
 
 
 def _plain(value: Any) -> bool:
@@ -367,7 +368,7 @@ class _LazyPattern:
 def _fast(kind: str, key: str, node_text: str) -> Callable[[Any], Any]:
     """fastjsonschema's validator, its generated code cached on disk (generating it costs ~25 ms per
     schema; loading the cached code ~0.3 ms, without importing the library)."""
-    name = re.sub(r"[^A-Za-z0-9]+", "-", f"{kind}-{key}")[:60]
+    name = "".join(c if c.isascii() and c.isalnum() else "-" for c in f"{kind}-{key}")[:60]
     tag = zlib.crc32(f"{_GENERATED_VERSION}{node_text}".encode(), zlib.crc32(_schema_bytes(kind)))
     cached = cache_dir() / f"schema-{name}-{tag:08x}-{sys.implementation.cache_tag}.marshal"
     try:
