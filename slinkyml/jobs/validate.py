@@ -23,7 +23,7 @@ class JobCheckError(SlinkyError):
 def expand_nodes(slurm: Slurm, nodelist: str) -> list[str]:
     if not nodelist or nodelist == "(null)":
         return []
-    return slurm.run("scontrol", ["show", "hostnames", nodelist]).stdout.split()
+    return records.hostnames(slurm, nodelist)
 
 
 def gres_count(gres: str, kind: str) -> int:

@@ -223,6 +223,11 @@ def split_scontrol(text: str) -> list[Record]:
     return [parse_scontrol_record(chunk) for chunk in chunks]
 
 
+def hostnames(slurm: Slurm, nodelist: str) -> list[str]:
+    """``scontrol show hostnames``: a host list as the controller expands it, one name per host."""
+    return slurm.run("scontrol", ["show", "hostnames", nodelist]).stdout.split()
+
+
 def scontrol_config(text: str) -> Record:
     """``scontrol show config`` → ``{key: value}`` (keys as Slurm prints them)."""
     config: Record = {}
@@ -279,7 +284,7 @@ def reason(text: str) -> str:
     return "" if text in ("None", "(null)") else text
 
 
-__all__ = ["SEP", "SREPORT_ACCOUNT_USER", "SSHARE_FIELDS", "Record", "Records", "exit_status",
+__all__ = ["SEP", "SREPORT_ACCOUNT_USER", "SSHARE_FIELDS", "Record", "Records", "exit_status", "hostnames",
            "parse_scontrol_record", "parse_sshare", "reason", "sacct", "sacct_args", "sacctmgr",
            "same_job_name", "scontrol_config", "sdiag", "sdiag_rpc_counts", "sinfo", "split_pipes",
            "split_records", "split_scontrol", "sreport_account_user", "squeue", "squeue_args",
