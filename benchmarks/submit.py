@@ -5,7 +5,8 @@
 Figures (medians; the cluster is shared, so expect noise):
 * raw ``sbatch --parsable`` of a rendered script vs ``submit()`` in-process (render + sbatch of
   the script on stdin) → ratio of medians with a 95 % bootstrap interval, and the median of
-  per-round ratios; the goal is ≤ 1.05×. Also with the live-cluster checks;
+  per-round ratios; the goal is ≤ 1.02×. This process's own CPU time per submission beside it (raw
+  vs ``submit()``: what a loaded machine stretches). Also with the live-cluster checks;
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
 * the same submission through slurmrestd's unix socket (the ``restapi`` backend: no ``sbatch``
   process per job) → ratio to raw ``sbatch``;
@@ -47,18 +48,21 @@ srun {py} -m torch.distributed.run --nnodes 2 --nproc-per-node 1 --rdzv-id "$SLU
 """
 
 
-def interleaved(fns: dict, repeats: int, seed: int = 0) -> dict[str, list[float]]:
+def interleaved(fns: dict, repeats: int, seed: int = 0, cpu: dict[str, list[float]] | None = None
+                ) -> dict[str, list[float]]:
     """Times of each function over ``repeats`` rounds, each round running all of them once in a
-    shuffled order."""
+    shuffled order; ``cpu`` collects this process's own CPU time per call (not the children's)."""
     rng = random.Random(seed)
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         order = list(fns)
         rng.shuffle(order)
         for name in order:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fns[name]()
             times[name].append(time.perf_counter() - t0)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - c0)
     return times
 
 
@@ -160,7 +164,8 @@ def main() -> int:
         ours()
         # each comparison in its own interleaved rounds (shuffled order), so that controller and
         # machine noise hits both alike and the slower variants do not disturb the closest one
-        rounds = interleaved({"raw": raw, "ours": ours}, args.repeats)
+        cpu: dict[str, list[float]] = {}
+        rounds = interleaved({"raw": raw, "ours": ours}, args.repeats, cpu=cpu)
         t_raw, t_ours = statistics.median(rounds["raw"]), statistics.median(rounds["ours"])
         in_process = ratio_stats(rounds, "ours")
         checked_rounds = interleaved({"raw": raw, "checked": ours_checked}, max(args.repeats // 4, 5))
@@ -184,6 +189,10 @@ def main() -> int:
         "ratio_in_process": in_process["ratio"],
         "ratio_in_process_ci95": [round(in_process["ratio_ci95_low"], 4), round(in_process["ratio_ci95_high"], 4)],
         "ratio_in_process_paired_median": in_process["paired_median"],
+        # what this process itself spends per submission (render, record, spawning sbatch): the part
+        # of submit() that a loaded machine stretches (on an idle core it overlaps sbatch's own time)
+        "parent_cpu_raw_ms": statistics.median(cpu["raw"]) * 1e3,
+        "parent_cpu_submit_ms": statistics.median(cpu["ours"]) * 1e3,
         "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw_checked,
         "submit_restapi_unix_s": t_rest, "ratio_restapi_unix": t_rest / t_raw_rest,
         "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
