@@ -105,7 +105,8 @@ class Row:
         of its words (the webhooks' messages are quoted offline)."""
         ours = [(i.path, i.reason) for _, i in self.offline.issues]
         for _, verdict in self.verdicts:
-            fields = [f for f, _ in verdict.causes if f] + FIELD_IN_MESSAGE.findall(verdict.message)
+            fields = [f for f, _ in verdict.causes if f] + FIELD_IN_MESSAGE.findall(verdict.message) \
+                + DOTTED_FIELD.findall(verdict.message)
             if any(_same_field(f, p) for f in fields for p, _ in ours):
                 return True
             said = _words(verdict.message + " " + " ".join(m for _, m in verdict.causes))
@@ -117,6 +118,10 @@ class Row:
 #: a field path quoted in a server message: ``.spec.unknownField``, ``spec.replicas``, ``data[k]``
 FIELD_IN_MESSAGE = re.compile(r"(?<![\w/])\.?((?:spec|metadata|data|stringData|binaryData|reclaimPolicy|"
                               r"volumeBindingMode|provisioner|parameters)(?:[.\[][\w./\[\]-]*)?)")
+
+
+#: any field path the structured-merge decoder names: ``.slinkymlExtra: field not declared in schema``
+DOTTED_FIELD = re.compile(r"\s\.([A-Za-z][\w./\[\]-]*):")
 
 
 def _same_field(server: str, ours: str) -> bool:

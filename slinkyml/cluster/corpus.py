@@ -22,9 +22,10 @@ from slinkyml.cluster.spec import from_dict, to_dict
 
 SEED = 20261201
 EXAMPLES = ("cpu-small", "h100-efa", "trn1")
-#: kinds a bare API server with the Slinky CRDs serves (the others have no upstream judge here)
+#: kinds `dev kube` serves: core, the Slinky CRDs, and Karpenter's and mariadb-operator's CRDs from
+#: their Go modules (no Karpenter or mariadb-operator runs: their objects are judged by admission only)
 SERVED = frozenset({"Namespace", "Secret", "ConfigMap", "StorageClass", "PersistentVolumeClaim", "Controller",
-                    "NodeSet", "LoginSet", "Accounting", "RestApi", "Token"})
+                    "NodeSet", "LoginSet", "Accounting", "RestApi", "Token", "NodePool", "EC2NodeClass", "MariaDB"})
 #: objects that must really exist for the webhooks to judge the others (the Controller webhook
 #: reads its configFileRefs); applied for real in the case's namespace, the rest as dry runs
 DEPENDENCIES = frozenset({"Namespace", "Secret", "ConfigMap"})
@@ -148,6 +149,16 @@ TARGETED: list[tuple[str, str, Mutation]] = [
     ("PersistentVolumeClaim", "storage='lots'", _set("spec", "resources", "requests", "storage", value="lots")),
     ("PersistentVolumeClaim", "storage removed", _drop("spec", "resources")),
     ("Namespace", "label value too long", _set("metadata", "labels", "x", value="v" * 64)),
+    # Karpenter and mariadb-operator CRDs (offline: slinkyml's subset schemas)
+    ("NodePool", "taint effect NoRun", _set("spec", "template", "spec", "taints", value=[
+        {"key": "a", "value": "b", "effect": "NoRun"}])),
+    ("NodePool", "requirement operator Maybe", _set("spec", "template", "spec", "requirements", value=[
+        {"key": "node.kubernetes.io/instance-type", "operator": "Maybe", "values": ["m7i.8xlarge"]}])),
+    ("NodePool", "consolidationPolicy WhenIdle", _set("spec", "disruption", "consolidationPolicy", value="WhenIdle")),
+    ("EC2NodeClass", "amiSelectorTerms removed", _drop("spec", "amiSelectorTerms")),
+    ("EC2NodeClass", "volumeType gp9", _set("spec", "blockDeviceMappings", value=[
+        {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi", "volumeType": "gp9"}}])),
+    ("MariaDB", "port 'x'", _set("spec", "port", value="x")),
 ]
 
 
