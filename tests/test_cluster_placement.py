@@ -15,6 +15,7 @@ import pytest
 from slinkyml.cluster import addons
 from slinkyml.cluster.placement import (
     BREAKS,
+    PLUGINS,
     advertised,
     break_scenario,
     example_scenarios,
@@ -84,6 +85,12 @@ def test_scheduler_places_every_example_and_refuses_each_break(kube_plane: Any) 
     rows = place(kube_plane.api(), scenarios, prefix)
     print(scheduling_table(rows))
     by = {s.name: [r for r in rows if r.scenario == s.name] for s in scenarios}
+    plugins = {(r.owner.split("-", 2)[-1].split("-")[0], r.node) for r in rows if r.scenario == PLUGINS}
+    # the charts' affinity and tolerations with our values put each plugin on its pools' nodes only
+    gpu = {n for _, n in plugins if n and "-h100-" in n}
+    assert {n for p, n in plugins if p == "nvdp"} == gpu - {n for n in gpu if "affinity-h100" in n}, plugins
+    assert {n for p, n in plugins if p == "neuron"} == {n for _, n in plugins if n and "-trn1-" in n}, plugins
+    assert all("-cpu-" not in n and "system" not in n for _, n in plugins if n), plugins
     for s in scenarios[:3]:
         assert len(by[s.name]) == expected_pods(s.objects) and all(r.node for r in by[s.name]), \
             scheduling_table(by[s.name])

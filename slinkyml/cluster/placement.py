@@ -296,6 +296,10 @@ class Scenario:
     default_zone: str
 
 
+#: the scenario name of the device plugins' own pods in :func:`place`'s rows
+PLUGINS = "device plugins"
+
+
 @dataclass(frozen=True)
 class PodRow:
     """Where the scheduler put one pod, or why it could not."""
@@ -435,9 +439,10 @@ def _pod_row(scenario: str, pod: Any) -> PodRow:
 
 def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240.0,
           log: Any = lambda _: None) -> list[PodRow]:
-    """Nodes for every scenario's NodePools and one system node, the device plugins' DaemonSets,
-    storage, then the objects; returns where the scheduler put each pod once every expected pod is
-    judged (bound, or Unschedulable with the scheduler's message)."""
+    """Nodes for every scenario's NodePools and two system nodes, the device plugins' DaemonSets,
+    storage, then the objects; returns where the scheduler put each plugin pod (scenario
+    :data:`PLUGINS`) and each cluster pod once all are judged (bound, or Unschedulable with the
+    scheduler's message)."""
     # lazy: the kubernetes client is the optional [k8s] extra
     from kubernetes import client
 
@@ -473,6 +478,13 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
             log(f"{len(beat.nodes)} nodes Ready")
             apply_objects([*extra, *daemonsets], api, log=log)
             _advertise(api, beat, daemonsets, plugins, instance_of)
+            plugin_rows = [
+                PodRow(PLUGINS, p.metadata.name, f"DaemonSet {ds['metadata']['name']}", p.spec.node_name)
+                for ds in daemonsets for p in core.list_namespaced_pod(
+                    "kube-system", label_selector=",".join(f"{k}={v}" for k, v in
+                                                           ds["spec"]["selector"]["matchLabels"].items())).items
+                if p.spec.node_name and p.metadata.owner_references
+                and p.metadata.owner_references[0].name == ds["metadata"]["name"]]
             pods: dict[str, list[tuple[str, str]]] = {}
             for s in scenarios:  # as `cluster apply`: the namespace, the credentials, the objects
                 apply_objects([o for o in s.objects if o["kind"] == "Namespace"], api, log=log)
@@ -495,8 +507,8 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
                 return None if any(r.reason == "not yet judged" for r in rows) else rows
 
             rows = wait(judged, timeout, step=2.0)
-            return rows or [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
-                            for ns, name in pods[s.name]]
+            return plugin_rows + (rows or [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
+                                           for ns, name in pods[s.name]])
         finally:
             for s in scenarios:
                 delete_cluster_scoped(api, s.objects)
