@@ -134,6 +134,7 @@ def test_connections_past_the_limit_get_a_503_at_once(running):
     (("--port", "99999"), "argument --port: '99999': a port is 0 to 65535"),
     (("--port", "-1"), "argument --port: '-1': a port is 0 to 65535"),
     (("--refresh", "0"), "argument --refresh: '0': seconds from 5 to 86400"),
+    (("--allow-host", "localhost"), "argument --allow-host: 'localhost': give HOST:PORT"),
 ])
 def test_bad_serve_options_are_one_line(cli, argv, needle):
     code, out, err = cli("report", "--serve", *argv)

@@ -35,6 +35,15 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _host_port(text: str) -> str:
+    """A ``Host`` header value the server also answers: a name or address and its port."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536 \
+            or any(c.isspace() or c in "/@?#" for c in host):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: give HOST:PORT, e.g. localhost:9000")
+    return text
+
+
 def _refresh(text: str) -> int:
     """Seconds between page builds: at least 5 (each build reads slurmdbd), at most a day."""
     if not (text.isascii() and text.isdigit()) or not 5 <= int(text) <= 86400:
@@ -97,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=_port, default=8765, help="port for --serve (default 8765; 0: any free one)")
     p.add_argument("--refresh", type=_refresh, default=300, metavar="SECONDS",
                    help="--serve rebuilds the page this often (default 300, at least 5)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST:PORT",
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST:PORT", type=_host_port,
                    help="--serve also answers this Host header (e.g. localhost:9000 behind kubectl "
                    "port-forward 9000:8765); others get 400 (DNS rebinding)")
     p.set_defaults(handler=_report)
