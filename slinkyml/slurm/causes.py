@@ -59,24 +59,28 @@ def message(cause: str) -> str:
     return table()["causes"].get(cause, {}).get("message", "")
 
 
+@cache
 def cause_rules() -> str:
     """The rules as decide.sh reads them: ``CAUSE<TAB>FACT<TAB>ERE...`` per line, first match first."""
     return "\n".join("\t".join([rule["cause"], *(w for pair in rule["when"].items() for w in pair)])
                      for rule in table()["rules"])
 
 
+@cache
 def requeue_rules() -> str:
     """``CAUSE<TAB>HOW<TAB>yes|no<TAB>MESSAGE`` per cause (yes: ``any_failure`` covers it)."""
     return "\n".join(f"{c}\t{rule['requeue']}\t{'yes' if rule['any_failure'] else 'no'}\t{rule['message']}"
                      for c, rule in table()["causes"].items())
 
 
+@cache
 def infra_regex() -> str:
     """srun's and slurmstepd's lines that name a node that failed (the rules marked ``names_nodes``):
     the batch script excludes those nodes from the next run."""
     return "|".join(rule["when"]["step_errors"] for rule in table()["rules"] if rule.get("names_nodes"))
 
 
+@cache  # rendered into every batch script: computed once, not per submission
 def shell_function() -> str:
     """decide.sh's functions, for a batch script to carry (without its run-as-a-program lines)."""
     return DECIDE_SH.read_text().partition(_PROGRAM_PART)[0].rstrip("\n") + "\n"
