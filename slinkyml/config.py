@@ -256,10 +256,10 @@ def slurm_conf() -> str | None:
 
 
 def restapi_target(explicit: str | None = None, *, slurm_conf: str | None = None) -> str:
-    """Where slurmrestd is for the cluster :func:`cluster_target` selects (``explicit``:
-    ``--restapi-url``), or for ``slurm_conf`` when a caller's :class:`Slurm` was given another cluster's;
-    refused in one line when that cluster's slurmrestd is unknown."""
+    """Where slurmrestd is: ``explicit`` (``--restapi-url``, which wins whole), else for the cluster
+    :func:`cluster_target` selects, or for ``slurm_conf`` when a caller's :class:`Slurm` was given
+    another cluster's; refused in one line when that cluster's slurmrestd is unknown."""
     target = cluster_target(restapi_url=explicit)
-    if slurm_conf is not None and slurm_conf != target.slurm_conf:
-        target = cluster_target(slurm_conf=slurm_conf, restapi_url=explicit)
+    if explicit is None and slurm_conf is not None and slurm_conf != target.slurm_conf:
+        target = cluster_target(slurm_conf=slurm_conf)
     return target.require_restapi_url()

@@ -115,3 +115,22 @@ def test_a_slurm_given_another_cluster_takes_its_restapi(clusters, monkeypatch):
     assert client.url == "http://127.0.0.1:9420"
     assert RestClient.from_config(slurm_conf=str(a / "etc" / "slurm.conf")).url == \
         f"unix:{a / 'run' / 'slurmrestd.sock'}"
+
+
+def test_an_explicit_url_wins_over_the_slurm_it_comes_with(clusters, monkeypatch):
+    """`--restapi-url` beside a Slurm built from the environment (another cluster): the flag wins whole,
+    and a job sent there gets that cluster's slurm.conf as $SLURM_CONF."""
+    from slinkyml.jobs.restapi import RestApiBackend
+    from slinkyml.slurm.version import SlurmVersion
+
+    a, b = clusters
+
+    class _Slurm:
+        version = SlurmVersion(22, 5, 8)
+        conf = str(b / "etc" / "slurm.conf")
+
+    url = f"unix:{a / 'run' / 'slurmrestd.sock'}"
+    assert RestClient.from_config(url, slurm_conf=_Slurm.conf).url == url
+    backend = RestApiBackend.from_config(slurm=_Slurm(), url=url)
+    assert (backend.client.url, backend.slurm_conf) == (url, str(a / "etc" / "slurm.conf"))
+    assert RestApiBackend.from_config(slurm=_Slurm(), url="http://prod:6820").slurm_conf == _Slurm.conf

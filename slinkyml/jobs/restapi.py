@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slinkyml import config
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm.rest import RestApiError, RestClient, api_version
@@ -31,8 +32,10 @@ class RestApiBackend:
     @classmethod
     def from_config(cls, *, slurm: Slurm, url: str | None = None, token: str | None = None,
                     user: str | None = None) -> RestApiBackend:
-        return cls(RestClient.from_config(url, token, user, slurm_conf=slurm.conf), api_version(slurm.version),
-                   slurm_conf=slurm.conf)
+        client = RestClient.from_config(url, token, user, slurm_conf=slurm.conf)
+        # the job's $SLURM_CONF: that of the cluster the URL is (a dev cluster's), else the caller's
+        conf = config.cluster_target(restapi_url=url).slurm_conf if url else None
+        return cls(client, api_version(slurm.version), slurm_conf=conf or slurm.conf)
 
     def submit(self, spec: JobSpec, script: str | Callable[[], str], *, cwd: str | os.PathLike[str],
                while_waiting: Callable[[], object] | None = None) -> int:
