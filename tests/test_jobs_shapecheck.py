@@ -173,8 +173,11 @@ def test_own_munged_when_none_answers(spy, tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_stops_the_controller_and_removes_its_directory(sig):
+    # Ctrl-C's disposition in a terminal: a test run started from a background job inherits SIGINT
+    # ignored (POSIX), and Python then installs no KeyboardInterrupt handler, so [SIGINT] never arrived
     code = textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from slinkyml.cluster import load_spec
         from slinkyml.jobs.shapecheck import ThrowawayController
         with ThrowawayController(load_spec({str(H100)!r})) as ctl:
