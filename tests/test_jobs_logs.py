@@ -195,3 +195,21 @@ def test_the_run_protocols_marker_and_events_come_first(tmp_path):
     found = diagnose(None, 8, state=JobState(8, "FAILED", exit_code="1:0", stdout=str(out), name="t"),
                      logs=locate(8, stdout=str(out), name="t"), steps=[])
     assert found.kind == "node_fail"
+
+
+def test_a_time_limit_is_never_called_a_preemption(tmp_path):
+    """The issue's `slinkyml run -N 1 -t 2 --max-restarts 0 sleeper.py` was 'FAILED (preempted): ... a
+    higher-priority job took the nodes'. The run's own decision and Slurm's TIMEOUT both say time limit."""
+    from slinkyml.slurm import protocol
+
+    out = tmp_path / "sleeper-20.out"
+    out.write_text("slinkyml: SIGUSR2 received; forwarding to the training processes\n"
+                   "srun: error: c1: task 0: Exited with exit code 1\n")
+    protocol.events_file(tmp_path, 20).write_text("r0 failed time_limit: SIGUSR2 (no checkpoint since the run started)\n")
+    for state in ("TIMEOUT", "FAILED"):
+        found = diagnose(None, 20, state=JobState(20, state, exit_code="0:0", run_time="00:02:08",
+                                                  stdout=str(out), name="sleeper"),
+                         logs=locate(20, stdout=str(out), name="sleeper"), steps=[])
+        assert found.kind == "timeout", found
+        assert found.summary == (f"job 20 {state} (time limit): reached its time limit (00:02:08); not requeued: "
+                                 "no checkpoint since the run started")

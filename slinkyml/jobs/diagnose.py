@@ -79,6 +79,8 @@ class Diagnosis:
         if self.kind in ("running", "completed"):
             return head + (f" exit={self.exit_code}" if self.exit_code else "")
         where = []
+        if self.kind in _NO_CULPRIT:  # Slurm ended every rank alike: no rank or exit status to name
+            return f"{head} ({_KIND_WORDS[self.kind]}): " + ": ".join(x for x in (self.exception, self.detail) if x)
         if self.rank is not None:
             where.append(f"rank {self.rank}")
         if self.host:
@@ -95,6 +97,8 @@ class Diagnosis:
         return text
 
 
+#: endings where Slurm stopped every rank: a rank's exit status is the stop's, not a cause
+_NO_CULPRIT = ("timeout", "preempted", "cancelled")
 _KIND_WORDS = {"oom": "out of memory", "node_fail": "node failure", "timeout": "time limit",
                "preempted": "preempted", "launch": "launch failure", "exception": "exception",
                "cancelled": "cancelled", "failed": "failed", "running": "running", "completed": "completed"}
