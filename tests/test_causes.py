@@ -241,3 +241,15 @@ def test_a_warning_only_the_ranks_got_is_timed_by_their_marker(tmp_path, slurm_s
     assert (decision.cause, decision.action) == ("time_limit", "failed")
     slurm_says(end=time.time() + 3000)
     assert _decide(tmp_path, status=0, stop_signal="SIGUSR2", marker="USR2\n").cause == "preemption"
+
+
+def test_scancel_is_read_from_the_batch_logs_own_part(tmp_path, slurm_says):
+    """slurmstepd writes the batch step's "*** JOB … CANCELLED AT … ***" into the batch log, not into
+    srun's stderr; only what this run added counts (the log is appended across restarts)."""
+    log = tmp_path / "job.out"
+    earlier = "srun: error: Node failure on c2\n"
+    log.write_text(earlier + "slinkyml: requeueing after node_failure\n" + SCANCEL_LINE.replace("STEP 3.0", "JOB 3") + "\n")
+    slurm_says("COMPLETING None")
+    decision = _decide(tmp_path, status=143, stop_signal="SIGTERM", job_output=str(log), job_output_from=len(earlier),
+                       requeue_on=("any_failure",))
+    assert (decision.cause, decision.action) == ("cancelled", "failed")

@@ -245,6 +245,9 @@ def render_sbatch(spec: JobSpec) -> str:
         "echo \"slinkyml: SIGTERM received; forwarding to the training processes\"; "
         f"{forward.replace(f'-{sig}', '-TERM').replace(f'-s {sig}', '-s TERM')} 2>/dev/null || true' TERM",
         f"step_errors={protocol.SH_STEP_ERRORS}",
+        "# the batch log (this shell's stderr) and where this run's part of it begins",
+        'job_output="$(readlink -f /proc/$$/fd/2 2>/dev/null || true)"',
+        'job_output_from="$(stat -c %s -- "$job_output" 2>/dev/null || echo 0)"',
         '"${launch[@]}" 2>>"$step_errors" &',
         "launcher_pid=$!",
         "status=0",

@@ -101,7 +101,8 @@ class Decision:
 
 def decide(*, status: int, job_id: str, stop_signal: str = "", signal_at: float | None = None,
            warn_signal: str = "USR2", grace_s: int = 60, step_errors: str | Path = "",
-           failure_marker: str | Path = "", preempted_marker: str | Path = "", checkpoint_dir: str = "",
+           failure_marker: str | Path = "", preempted_marker: str | Path = "", job_output: str = "",
+           job_output_from: int = 0, checkpoint_dir: str = "",
            run_started: float | None = None, requeue_on: tuple[str, ...] = (), restart: int = 0,
            max_restarts: int = 0, timeout: float = 60) -> Decision:
     """The decision of decide.sh for a launcher in Python. ``status`` as ``subprocess`` reports
@@ -116,6 +117,7 @@ def decide(*, status: int, job_id: str, stop_signal: str = "", signal_at: float 
            "stop_signal": stop_signal, "signal_at": "" if signal_at is None else str(int(signal_at)),
            "warn_signal": warn_signal, "grace_s": str(grace_s), "step_errors": str(step_errors),
            "failure_marker": str(failure_marker), "preempted_marker": str(preempted_marker),
+           "job_output": job_output, "job_output_from": str(job_output_from),
            "checkpoint_dir": checkpoint_dir, "run_started": str(int(run_started or time.time())),
            "requeue_on": " ".join(requeue_on), "restart_count": str(restart), "max_restarts": str(max_restarts)}
     out = subprocess.run(["bash", str(DECIDE_SH)], env=env, capture_output=True, text=True, timeout=timeout,

@@ -6,7 +6,9 @@
 #      rule, whether requeue.on: [any_failure] covers it, the cause's one line), warning_slack_s,
 #      status (the launcher's exit status as bash reports it), stop_signal ("SIGUSR2", "" if none)
 #      and signal_at (epoch seconds), warn_signal ("USR2") and grace_s (the job's --signal),
-#      step_errors, failure_marker, preempted_marker (files), checkpoint_dir, run_started (epoch),
+#      step_errors, failure_marker, preempted_marker (files), job_output and job_output_from (the
+#      batch log and its size when this run began: slurmstepd writes the batch step's "*** JOB …
+#      CANCELLED AT … ***" there; "" for none), checkpoint_dir, run_started (epoch),
 #      requeue_on, restart_count, max_restarts, SLURM_JOB_ID.
 # Out: decided_cause, decided_message (the cause's line), decided_detail (the fact, one line) and
 #      decided_action (requeue: scontrol requeue it; slurm: Slurm is already ending or requeueing
@@ -14,6 +16,15 @@
 # prints LABEL when VALUE matches the extended regex
 slinkyml_match() {
   if [[ $1 =~ $2 ]]; then printf '%s\n' "$3"; fi
+}
+
+# srun's and slurmstepd's lines of this run: its steps' stderr, then what the batch log got since it began
+# shellcheck disable=SC2154  # step_errors: set by the batch script, or the launcher's environment
+slinkyml_step_lines() {
+  cat -- "$step_errors" 2>/dev/null || true
+  if [[ -n ${job_output:-} && -f $job_output ]]; then
+    tail -c "+$((${job_output_from:-0} + 1))" -- "$job_output" 2>/dev/null | grep -v '^slinkyml: ' || true
+  fi
 }
 
 # shellcheck disable=SC2154  # the inputs above: set by the batch script, or the launcher's environment
@@ -60,7 +71,7 @@ slinkyml_decide() {
       regex="${rest%%$'\t'*}"
       if [[ $rest == *$'\t'* ]]; then rest="${rest#*$'\t'}"; else rest=""; fi
       case $fact in
-        step_errors) matched="$(grep -E -m 1 -- "$regex" "$step_errors" 2>/dev/null || true)" ;;
+        step_errors) matched="$(slinkyml_step_lines | grep -E -m 1 -- "$regex" || true)" ;;
         rank_failure) matched="$(grep -E -m 1 -- "$regex" "$failure_marker" 2>/dev/null || true)" ;;
         signal) matched="$(slinkyml_match "$stop_signal" "$regex" "$stop_signal")" ;;
         warning) matched="$(slinkyml_match "$warning" "$regex" "$warning")" ;;
