@@ -47,7 +47,9 @@ def failed_job(slurm, records_dir, tmp_path_factory):
     repo = str(Path(__file__).resolve().parent.parent)  # this checkout's slinkyml, from any cwd
     env = dict(os.environ, SLURM_CONF=slurm.conf or "",
                PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    proc = subprocess.run([sys.executable, "-m", "slinkyml", "run", "-N", "2", "--mem", "400M", "-t", "3",
+    # 1G: the node's torchrun agent and rank each import torch (PyPI's CUDA build: ~530 MB RSS alone), and
+    # the local cluster enforces --mem (task/cgroup): with 400M rank 0 was OOM-killed
+    proc = subprocess.run([sys.executable, "-m", "slinkyml", "run", "-N", "2", "--mem", "1G", "-t", "3",
                            "--python", sys.executable, "--wait", "train.py", "--lr", "3"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=170)
     assert "Submitted batch job" in proc.stdout, proc.stderr
