@@ -160,8 +160,8 @@ def test_each_kind_of_ending_is_recognised(tmp_path, state, steps, batch, kind):
 
 
 def test_oom_kill_by_slurms_memory_limit():
-    """Recorded on the local cluster with JobAcctGatherParams=OverMemoryKill (the dev cluster does not
-    enforce memory by default: task/none, no cgroup), --mem 200M, a task allocating 2 GB."""
+    """Recorded on the local cluster with JobAcctGatherParams=OverMemoryKill (before it enforced memory
+    with cgroups: task/none), --mem 200M, a task allocating 2 GB: slurmstepd's kill, not the kernel's."""
     state, logs = _recorded("srun-oom-overmemorykill", 481, "hog", "9:0")
     found = diagnose(None, 481, state=state, logs=logs,
                      steps=[{"JobID": "481.0", "State": "CANCELLED by 0", "NodeList": "dl1"}])
