@@ -167,6 +167,7 @@ def test_oom_kill_by_slurms_memory_limit():
                      steps=[{"JobID": "481.0", "State": "CANCELLED by 0", "NodeList": "dl1"}])
     assert (found.kind, found.rank, found.host) == ("oom", 0, "dl1"), found
     assert found.summary.startswith("job 481 FAILED (out of memory): rank 0 on dl1")
+    assert "slurmstepd killed it over its memory limit" in found.detail and "not the kernel's" in found.detail
     assert "exceeded memory limit" in found.evidence[0].context[found.evidence[0].line - found.evidence[0].first] or \
         "Exceeded job memory limit" in found.evidence[0].context[found.evidence[0].line - found.evidence[0].first]
 
