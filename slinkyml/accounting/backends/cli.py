@@ -77,3 +77,19 @@ def parse_sreport_account_user(text: str) -> pd.DataFrame:
     rows = [dict(cluster=row["Cluster"], account=row["Account"], user=row["Login"] or None, used=int(row["Used"]))
             for row in records.sreport_account_user(text) if row["Used"].strip().isdigit()]
     return pd.DataFrame(rows, columns=["cluster", "account", "user", "used"])
+
+
+class SlurmctldShares:
+    """Fair share and settings from slurmctld's own commands, for backends whose job source has no
+    fair-share API (slurmrestd on 22.05, pyslurm 25.11): one delegation instead of one per backend."""
+
+    slurm: Slurm
+
+    def shares(self) -> pd.DataFrame:
+        return CliBackend(self.slurm).shares()
+
+    def shares_snapshot(self) -> tuple[pd.DataFrame, dict[str, float]]:
+        return CliBackend(self.slurm).shares_snapshot()
+
+    def config(self) -> dict[str, str]:
+        return self.slurm.show_config()

@@ -9,9 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pandas as pd
-
-from slinkyml.accounting.backends.cli import CliBackend
+from slinkyml.accounting.backends.cli import SlurmctldShares
 from slinkyml.accounting.sacct import SacctTable
 from slinkyml.accounting.sacct_arrow import rows_to_table
 from slinkyml.errors import SlinkyError
@@ -35,7 +33,7 @@ def available(slurm: Slurm | None = None) -> str | None:
     return None
 
 
-class PyslurmBackend:
+class PyslurmBackend(SlurmctldShares):
     name = "pyslurm"
 
     def __init__(self, slurm: Slurm | None = None):
@@ -55,15 +53,6 @@ class PyslurmBackend:
         return records_to_table([job.to_dict(recursive=True)
                                  for job in pyslurm.db.Jobs.load(flt).values()])
 
-    def shares(self) -> pd.DataFrame:
-        """sshare's tree: pyslurm 25.11 has no fair-share API."""
-        return CliBackend(self.slurm).shares()
-
-    def shares_snapshot(self) -> tuple[pd.DataFrame, dict[str, float]]:
-        return CliBackend(self.slurm).shares_snapshot()
-
-    def config(self) -> dict[str, str]:
-        return self.slurm.show_config()
 
 
 def records_to_table(records: list[dict]) -> SacctTable:

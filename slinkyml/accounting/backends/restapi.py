@@ -9,9 +9,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-import pandas as pd
-
-from slinkyml.accounting.backends.cli import CliBackend
+from slinkyml.accounting.backends.cli import SlurmctldShares
 from slinkyml.accounting.sacct import SacctTable
 from slinkyml.accounting.sacct_arrow import rows_to_table
 from slinkyml.slurm import states
@@ -19,7 +17,7 @@ from slinkyml.slurm.rest import RestClient, api_version
 from slinkyml.slurm.runner import Slurm
 
 
-class RestBackend:
+class RestBackend(SlurmctldShares):
     name = "restapi"
 
     def __init__(self, slurm: Slurm | None = None, *, url: str | None = None, token: str | None = None,
@@ -52,14 +50,6 @@ class RestBackend:
             keep.append(job)
         return records_to_table(keep)
 
-    def shares(self) -> pd.DataFrame:
-        return CliBackend(self.slurm).shares()
-
-    def shares_snapshot(self) -> tuple[pd.DataFrame, dict[str, float]]:
-        return CliBackend(self.slurm).shares_snapshot()
-
-    def config(self) -> dict[str, str]:
-        return self.slurm.show_config()
 
 
 def _num(value) -> float | None:
