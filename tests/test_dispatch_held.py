@@ -44,13 +44,15 @@ def test_held_reasons_are_recognised():
 @pytest.mark.timeout(240)
 def test_a_task_slurm_holds_is_released_and_finishes(slurm, shared_tmp, own):
     ex = Executor(shared_tmp, slurm=slurm, time=5)
-    arr = ex.map_array(nap, [4.0, 4.0, 4.0], chunk_size=1)
+    # longer than the cluster's KillWait (10 s): submitit bypasses the requeue's SIGTERM, so a shorter
+    # nap finished and wrote its result before the SIGKILL, and results() never saw the task held
+    arr = ex.map_array(nap, [15.0, 15.0, 15.0], chunk_size=1)
     own.extend(arr.array_ids)
     arr.held.release_after = 1.0
     _wait_running(slurm, arr.task_ids[1])
     # Slurm's own requeue-and-hold, as after a failed launch ("job requeued in held state")
     slurm.run("scontrol", ["requeuehold", arr.task_ids[1]])
-    assert arr.results(timeout=200) == [4.0, 4.0, 4.0]
+    assert arr.results(timeout=200) == [15.0, 15.0, 15.0]
     assert arr.held.releases >= 1
 
 
