@@ -38,7 +38,7 @@ def test_validation_says_what_is_wrong_in_one_line(slurm, shared_tmp):
         check_job(bad, slurm)
     text = err.value.one_line()
     assert "\n" not in text
-    for needle in ("exceeds partition short's MaxTime 00:30:00", "gpu:1 each", "the job needs 9",
+    for needle in ("exceeds partition short's MaxTime 00:30:00", "with 1 CPUs, gpu:1", "the job needs 9",
                    "no association with account 'physics'"):
         assert needle in text
     with pytest.raises(JobCheckError, match="partition 'nope' does not exist"):
