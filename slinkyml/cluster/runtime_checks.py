@@ -5,6 +5,7 @@ which a schema cannot say; each names the upstream file it mirrors.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -159,30 +160,39 @@ def fit_issues(objs: list[dict[str, Any]]) -> list[Issue]:
             for r in fit_table(objs) if not r.fits]
 
 
+def _nodesets_with_pools(objs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each NodeSet with the NodePool its nodes come from (NodeSets without one are left out)."""
+    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
+    for o in objs:
+        if o.get("kind") == "NodeSet":
+            pool, _ = _nodeset_pool_and_type(o, pools, {})
+            if pool is not None:
+                yield o, pool
+
+
+def _requested_plugins(nodeset: dict[str, Any], plugin_values: dict[str, dict[str, Any]] | None
+                       ) -> Iterator[tuple[str, str, dict[str, Any] | None]]:
+    """(extended resource, its device plugin, that plugin's values or None) per resource the slurmd requests."""
+    requests = dig(nodeset, "spec", "slurmd", "resources", "requests")
+    for resource in requests if isinstance(requests, dict) else {}:
+        plugin = addons.plugin_for_resource(resource)
+        if plugin is not None:
+            yield resource, plugin, (plugin_values or {}).get(plugin)
+
+
 def taint_issues(objs: list[dict[str, Any]], plugin_values: dict[str, dict[str, Any]] | None) -> list[Issue]:
     """What runs on a NodePool's nodes must tolerate its taints: the slurmd pods (their own
     tolerations plus the operator's, pkg/taints/taints.go) and the device plugin of every extended
     resource they request (NVIDIA deployments/helm/nvidia-device-plugin/values.yaml, eks-charts
     stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml, neuron-helm-charts values.yaml)."""
-    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
     out = []
-    for o in objs:
-        if o.get("kind") != "NodeSet":
-            continue
-        pool, _ = _nodeset_pool_and_type(o, pools, {})
-        if pool is None:
-            continue
+    for o, pool in _nodesets_with_pools(objs):
         taints = _dicts(dig(pool, "spec", "template", "spec", "taints"))
         pod_tolerations = [*_dicts(dig(o, "spec", "template", "spec", "tolerations")), OPERATOR_WORKER_TOLERATION]
         for t in addons.untolerated(taints, pod_tolerations):
             out.append(Issue(describe(o), "spec.template.spec.tolerations",
                              f"does not tolerate taint {t.get('key')}:{t.get('effect')} of {describe(pool)}"))
-        requests = dig(o, "spec", "slurmd", "resources", "requests")
-        for resource in requests if isinstance(requests, dict) else {}:
-            plugin = addons.plugin_for_resource(resource)
-            if plugin is None:
-                continue
-            given = (plugin_values or {}).get(plugin)
+        for resource, plugin, given in _requested_plugins(o, plugin_values):
             tolerations = addons.plugin_tolerations(plugin, given)
             for t in addons.untolerated(taints, tolerations):
                 where = "its values in helm/device-plugins/" if given is not None else "the chart's default values"
@@ -223,21 +233,10 @@ def plugin_placement_issues(objs: list[dict[str, Any]],
     NodePool's nodes by the chart's nodeAffinity and nodeSelector (NVIDIA: NFD labels or
     nvidia.com/gpu.present=true; EFA: the instance types of supportedInstanceLabels; Neuron:
     neuronInstances, not Fargate/hybrid/auto nodes), or the resource is never advertised."""
-    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
     out = []
-    for o in objs:
-        if o.get("kind") != "NodeSet":
-            continue
-        pool, _ = _nodeset_pool_and_type(o, pools, {})
-        if pool is None:
-            continue
+    for o, pool in _nodesets_with_pools(objs):
         labels = pool_node_labels(pool)
-        requests = dig(o, "spec", "slurmd", "resources", "requests")
-        for resource in requests if isinstance(requests, dict) else {}:
-            plugin = addons.plugin_for_resource(resource)
-            if plugin is None:
-                continue
-            given = (plugin_values or {}).get(plugin)
+        for resource, plugin, given in _requested_plugins(o, plugin_values):
             terms = addons.plugin_node_selector_terms(plugin, given)
             selector = addons.plugin_node_selector(plugin, given)
             if addons.node_affinity_matches(terms, selector, labels):
@@ -255,14 +254,10 @@ def selector_issues(objs: list[dict[str, Any]]) -> list[Issue]:
     """A NodeSet's nodeSelector must match its NodePool's nodes: a label the pool pins (zone,
     instance type, capacity type, its own labels) to other values leaves the pod Pending
     (kube-scheduler NodeAffinity: "didn't match Pod's node affinity/selector")."""
-    pools = {dig(o, "metadata", "name"): o for o in objs if o.get("kind") == "NodePool"}
     out = []
-    for o in objs:
-        if o.get("kind") != "NodeSet":
-            continue
-        pool, _ = _nodeset_pool_and_type(o, pools, {})
+    for o, pool in _nodesets_with_pools(objs):
         selector = dig(o, "spec", "template", "spec", "nodeSelector")
-        if pool is None or not isinstance(selector, dict):
+        if not isinstance(selector, dict):
             continue
         labels = pool_node_labels(pool)
         for key, value in selector.items():
