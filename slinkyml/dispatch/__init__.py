@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _executor_options() -> frozenset[str]:
-    from slinkyml.dispatch.executor import RESOURCE_KEYWORDS, Executor
+    from slinkyml.dispatch.executor import RESOURCE_KEYWORDS, Executor  # lazy: see _LAZY
 
     return frozenset(inspect.signature(Executor.__init__).parameters) - {"self", "resources"} | set(RESOURCE_KEYWORDS)
 
@@ -56,7 +56,7 @@ def submit(fn: Any, *args: Any, **kwargs: Any) -> Job:
     Options: every :class:`Executor` argument (``nodes``, ``tasks_per_node``, ``gpus_per_node``,
     ``mem``, ``time``, ``partition``, ``folder``...) and ``afterok``/``afterany``/``singleton``.
     """
-    from slinkyml.dispatch.executor import Executor
+    from slinkyml.dispatch.executor import Executor  # lazy: see _LAZY
 
     exec_opts, submit_opts, fn_kwargs = _split(dict(kwargs))
     return Executor(**exec_opts).submit(fn, *args, **submit_opts, **fn_kwargs)
@@ -66,7 +66,7 @@ def map_array(fn: Any, *iterables: Any, **kwargs: Any) -> ArrayJob:
     """``fn(*item)`` for every item, chunked into array tasks (see :meth:`Executor.map_array`)."""
     array_opts = {k: kwargs.pop(k) for k in ("chunk_size", "max_parallel", "target_tasks", "afterok",
                                               "afterany", "singleton", "name") if k in kwargs}
-    from slinkyml.dispatch.executor import Executor
+    from slinkyml.dispatch.executor import Executor  # lazy: see _LAZY
 
     return Executor(**kwargs).map_array(fn, *iterables, **array_opts)
 
