@@ -8,13 +8,11 @@ On a cluster of this module's own: a readdress ends everything that ran on the n
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
+from private_cluster import cancel_at_end, kept_workdir, private_cluster
 from test_train_cluster import _logs, _metrics, _submit, _train_spec, _wait_done, _wait_steps, needs_torch
 
 from slinkyml.dev import LocalCluster, network
@@ -29,22 +27,7 @@ STEPS = 20
 
 @pytest.fixture(scope="module")
 def local_cluster():
-    state = Path(tempfile.mkdtemp(prefix="slinkyml-readdress-cluster-", dir="/var/tmp"))
-    cluster = LocalCluster(state, nodes=4, bridge="slkrdr0", node_prefix="rdr", subnet="10.206.0.0/24",
-                           slurmctld_port=7967, slurmd_port=7968, slurmdbd_port=7969, slurmrestd_port=7970,
-                           mariadb_port=14967)
-    saved = os.environ.get("SLURM_CONF")
-    try:
-        cluster.up()
-        os.environ["SLURM_CONF"] = str(cluster.spec.slurm_conf)
-        yield cluster
-    finally:
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
-        cluster.reset()
-        shutil.rmtree(state, ignore_errors=True)
+    yield from private_cluster("rdr", subnet="10.206.0.0/24", port_base=7967)
 
 
 @pytest.fixture(scope="module")
@@ -54,21 +37,13 @@ def slurm(local_cluster):
 
 @pytest.fixture(scope="module")
 def workdir(request):
-    """Logs and checkpoints of every run; kept when a test failed (for its logs)."""
-    path = Path(tempfile.mkdtemp(prefix="slinkyml-readdress-", dir="/tmp"))
-    path.chmod(0o777)
-    failed = request.session.testsfailed
-    yield path
-    if request.session.testsfailed == failed:
-        shutil.rmtree(path, ignore_errors=True)
+    """Logs and checkpoints of every run."""
+    yield from kept_workdir(request, "readdress")
 
 
 @pytest.fixture(scope="module")
 def own_jobs(slurm):
-    ids: list[int] = []
-    yield ids
-    for job_id in ids:
-        slurm.run("scancel", [str(job_id)], check=False, retries=0)
+    yield from cancel_at_end(slurm)
 
 
 def agreed_address(cluster: LocalCluster, node: str) -> str:

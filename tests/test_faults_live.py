@@ -14,17 +14,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import cloudpickle
 import pytest
+from private_cluster import cancel_at_end, kept_workdir, private_cluster
 from test_train_cluster import (
     _logs,
     _metrics,
@@ -36,7 +35,6 @@ from test_train_cluster import (
     needs_torch,
 )
 
-from slinkyml.dev import LocalCluster
 from slinkyml.dev.cluster import ClusterUnhealthy
 from slinkyml.dev.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
 from slinkyml.dispatch import Executor, JobFailed
@@ -58,23 +56,8 @@ def local_cluster():
     """A cluster of this module's own: these tests kill slurmctld and slurmd with -9, and Slurm 22.05
     restarting from older state can reuse job ids and drain nodes ("Duplicate jobid"); the session's
     cluster, which every other test uses, must never see that. With real preemption (GraceTime) and
-    proctrack/cgroup. Removed afterwards."""
-    state = Path(tempfile.mkdtemp(prefix="slinkyml-faults-cluster-", dir="/var/tmp"))
-    cluster = LocalCluster(state, nodes=4, bridge="slkflt0", node_prefix="flt", subnet="10.205.0.0/24",
-                           slurmctld_port=7947, slurmd_port=7948, slurmdbd_port=7949, slurmrestd_port=7950,
-                           mariadb_port=14947, preempt_grace_s=PREEMPT_GRACE_S)
-    saved = os.environ.get("SLURM_CONF")
-    try:
-        cluster.up()
-        os.environ["SLURM_CONF"] = str(cluster.spec.slurm_conf)  # the CLI and Slurm() of these tests
-        yield cluster
-    finally:
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
-        cluster.reset()
-        shutil.rmtree(state, ignore_errors=True)
+    proctrack/cgroup."""
+    yield from private_cluster("flt", subnet="10.205.0.0/24", port_base=7947, preempt_grace_s=PREEMPT_GRACE_S)
 
 
 @pytest.fixture(scope="module")
@@ -84,21 +67,13 @@ def slurm(local_cluster):
 
 @pytest.fixture(scope="module")
 def workdir(request):
-    """Logs, checkpoints and metrics of every run; kept when a test failed (for its logs)."""
-    path = Path(tempfile.mkdtemp(prefix="slinkyml-faults-", dir="/tmp"))
-    path.chmod(0o777)
-    failed = request.session.testsfailed
-    yield path
-    if request.session.testsfailed == failed:
-        shutil.rmtree(path, ignore_errors=True)
+    """Logs, checkpoints and metrics of every run."""
+    yield from kept_workdir(request, "faults")
 
 
 @pytest.fixture(scope="module")
 def own_jobs(slurm):
-    ids: list[int] = []
-    yield ids
-    for job_id in ids:
-        slurm.run("scancel", [str(job_id)], check=False, retries=0)
+    yield from cancel_at_end(slurm)
 
 
 @pytest.fixture

@@ -1,0 +1,59 @@
+"""A Slurm cluster of one test module's own, for tests that kill daemons or re-address nodes: the
+session's cluster, which every other test uses, must never see that. Ports are fixed per module so two
+modules never collide; ``$SLINKYML_TEST_PORT_SHIFT`` moves them all (a second test run beside CI's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from slinkyml.dev import LocalCluster
+
+
+def port_shift() -> int:
+    return int(os.environ.get("SLINKYML_TEST_PORT_SHIFT", "0") or 0)
+
+
+def private_cluster(name: str, *, subnet: str, port_base: int, **options: Any) -> Iterator[LocalCluster]:
+    """Up a 4-node cluster named ``name`` (bridge ``slk{name}0``, nodes ``{name}N``) on ``port_base`` to
+    ``port_base + 3`` and MariaDB on ``port_base + 7000``; point ``SLURM_CONF`` at it while it runs, then
+    reset and remove it."""
+    base = port_base + port_shift()
+    state = Path(tempfile.mkdtemp(prefix=f"slinkyml-{name}-cluster-", dir="/var/tmp"))
+    cluster = LocalCluster(state, nodes=4, bridge=f"slk{name}0", node_prefix=name, subnet=subnet,
+                           slurmctld_port=base, slurmd_port=base + 1, slurmdbd_port=base + 2,
+                           slurmrestd_port=base + 3, mariadb_port=base + 7000, **options)
+    saved = os.environ.get("SLURM_CONF")
+    try:
+        cluster.up()
+        os.environ["SLURM_CONF"] = str(cluster.spec.slurm_conf)  # the CLI and Slurm() of the tests
+        yield cluster
+    finally:
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+        cluster.reset()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def kept_workdir(request: Any, name: str) -> Iterator[Path]:
+    """A world-writable folder for a module's logs and checkpoints, kept when one of its tests failed."""
+    path = Path(tempfile.mkdtemp(prefix=f"slinkyml-{name}-", dir="/tmp"))
+    path.chmod(0o777)
+    failed = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def cancel_at_end(slurm: Any) -> Iterator[list[int]]:
+    """A list the module's tests append their job ids to; every one is cancelled afterwards."""
+    ids: list[int] = []
+    yield ids
+    for job_id in ids:
+        slurm.run("scancel", [str(job_id)], check=False, retries=0)
