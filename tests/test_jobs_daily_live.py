@@ -86,8 +86,9 @@ def test_logs_from_accounting_with_or_without_the_record(slurm, failed_job, reco
     assert find_logs(slurm, state).batch_log == work / "logs" / f"train-{job_id}.out"
     saved = records_dir / "saved"
     saved.mkdir()
-    for path in records_dir.glob("*/*.json"):
-        path.rename(saved / path.name)  # no record: sacct's WorkDir and the rendered layout
+    for path in records_dir.glob("*/*"):  # the journal of sbatch jobs and any job's own file
+        if path.is_file():
+            path.rename(saved / path.name)  # no record: sacct's WorkDir and the rendered layout
     try:
         logs = find_logs(slurm, state)
         assert [r.name for r in logs.rank_logs()] == ["node0", "node1"]

@@ -4,6 +4,7 @@ and the failure diagnosis on recorded logs of real 2-node torchrun jobs from the
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,25 +72,41 @@ def test_logs_found_from_the_record_then_from_workdir(tmp_path):
     assert locate(5, name="other job").kind == "unknown"
 
 
-def test_a_record_written_before_its_job_id_loads_with_it(tmp_path, monkeypatch):
-    """submit() writes the record while sbatch waits (no job id yet: %j in the batch log), then names
-    it after the job id; a record whose sbatch failed is removed; without a write beforehand the
-    commit writes it whole."""
+def test_a_record_serialised_before_its_job_id_loads_with_it(tmp_path, monkeypatch):
+    """submit() serialises the record before sbatch answers (no job id yet: %j in the batch log) and
+    appends it to this host's journal under the job id; the newest submission of a reused id wins,
+    a job's own file (submitit) beside the journal too, and a torn line is skipped."""
     monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(tmp_path))
     template = records.sbatch_record("", name="run", cwd="/w", log_dir="/w/logs", batch_log="/w/logs/run-%j.out")
-    pending = records.PendingRecord(None, template)
-    pending.open()
-    assert [p.name.startswith(".pending.") for p in records.records_dir(None).iterdir()] == [True]
-    pending.commit(4242)
+    records.PendingRecord(None, template).commit(4242)
     loaded = records.load("4242_3", None)
     assert loaded is not None and (loaded.job_id, loaded.batch_log) == ("4242", "/w/logs/run-4242.out")
-    failed = records.PendingRecord(None, template)
-    failed.open()
-    failed.discard()
-    unopened = records.PendingRecord(None, template)
-    unopened.commit(77)
-    assert sorted(p.name for p in records.records_dir(None).iterdir()) == ["4242.json", "77.json"]
-    assert records.load(77, None).batch_log == "/w/logs/run-77.out"
+    folder = records.records_dir(None)
+    assert [p.name for p in folder.iterdir()] == [records.journal_path(folder).name]  # nothing per job
+    assert records.load(424, None) is None and records.load(42420, None) is None  # ids are whole words
+    later = replace(template, name="again", batch_log="/v/again-%j.out", submitted_at=template.submitted_at + 5)
+    records.PendingRecord(None, later).commit(4242)  # a reset cluster hands 4242 out again
+    records.PendingRecord(None, template).commit(77)
+    assert records.load(4242, None).name == "again" and records.load(77, None).batch_log == "/w/logs/run-77.out"
+    with open(records.journal_path(folder), "ab") as journal:  # a writer killed mid-line, then a new line
+        journal.write(b'4242\t{"name": "tor')
+    records.PendingRecord(None, replace(template, submitted_at=0.0)).commit(5)
+    assert records.load(4242, None).name == "again" and records.load(5, None) is not None
+    records.save(replace(template, job_id="77", kind="submitit", submitted_at=template.submitted_at + 9), None)
+    assert records.load(77, None).kind == "submitit"  # the newer of its file and its journal line
+    assert [(r.job_id, r.name, r.kind) for r in records.all_records(None)] == [
+        ("5", "run", "sbatch"), ("77", "run", "submitit"), ("4242", "again", "sbatch")]
+
+
+def test_the_journal_follows_a_removed_records_dir(tmp_path, monkeypatch):
+    """The journal's descriptor is kept open; a state dir cleaned meanwhile gets a new journal
+    (not lines appended to a removed file)."""
+    monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(tmp_path / "records"))
+    template = records.sbatch_record("", name="run", cwd="/w", log_dir="/w/logs", batch_log="/w/logs/run-%j.out")
+    records.PendingRecord(None, template).commit(1)
+    shutil.rmtree(tmp_path / "records")
+    records.PendingRecord(None, template).commit(2)
+    assert records.load(2, None) is not None and records.load(1, None) is None
 
 
 def test_gone_files_say_where_they_were_looked_for(tmp_path):

@@ -159,18 +159,8 @@ def _same_job(record: records.SubmissionRecord, job: ListedJob) -> bool:
 
 
 def saved_records(conf: str | None) -> list[records.SubmissionRecord]:
-    """Every submission record of this cluster (one JSON file per job)."""
-    found = []
-    folder = records.records_dir(conf)
-    try:
-        paths = sorted(folder.glob("*.json"))
-    except OSError:
-        return []
-    for path in paths:
-        record = records.load(path.stem, conf)
-        if record is not None:
-            found.append(record)
-    return found
+    """Every submission record of this cluster (the journal's and the files')."""
+    return records.all_records(conf)
 
 
 def list_jobs(slurm: Slurm, *, since: datetime, user: str | None = "", states_wanted: Iterable[str] = ()

@@ -47,16 +47,24 @@ class SubmissionRecord:
         return cls(**data)
 
 
+#: (records base, slurm.conf) -> that cluster's folder: realpath + SHA-1 once per process (a
+#: submission's ~20 us of path walking otherwise)
+_DIRS: dict[tuple[str, str | None], Path] = {}
+
+
 def records_dir(conf: str | None) -> Path:
     """The folder of one cluster's records (the cluster is told apart by its slurm.conf path)."""
     base = os.environ.get("SLINKYML_RECORDS_DIR")
     if not base:
         state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
         base = os.path.join(state, "slinkyml", "jobs")
-    import hashlib  # lazy: OpenSSL's hashlib costs `sbatch submit --dry-run` ~2.5 ms; only records need it
+    found = _DIRS.get((base, conf))
+    if found is None:
+        import hashlib  # lazy: OpenSSL's hashlib costs `sbatch submit --dry-run` ~2.5 ms; only records need it
 
-    cluster = hashlib.sha1(os.path.realpath(conf or "/etc/slurm/slurm.conf").encode()).hexdigest()[:10]
-    return Path(base) / cluster
+        cluster = hashlib.sha1(os.path.realpath(conf or "/etc/slurm/slurm.conf").encode()).hexdigest()[:10]
+        found = _DIRS[(base, conf)] = Path(base) / cluster
+    return found
 
 
 def save(record: SubmissionRecord, conf: str | None) -> None:
@@ -71,60 +79,160 @@ def save(record: SubmissionRecord, conf: str | None) -> None:
         pass
 
 
+#: the journal of ``sbatch`` submissions: one line per job, ``JOBID<TAB>record JSON``, appended by
+#: one ``write`` to a file opened ``O_APPEND``, newline first (a line torn by a writer killed
+#: mid-write then never swallows the next one: its JSON does not parse, and it alone is skipped) (a file per job cost a create, a write and a rename:
+#: ~0.3 ms of a 6 ms submission). One file per host: appends from one host never interleave, and
+#: hosts sharing a home over NFS (where ``O_APPEND`` is not atomic between clients) never share one.
+JOURNAL_GLOB = "submissions-*.log"
+_JOURNALS: dict[str, int] = {}  # journal path -> this process's descriptor
+
+
+def journal_path(folder: Path) -> Path:
+    return folder / f"submissions-{os.uname().nodename}.log"
+
+
+def _journal_fd(folder: Path) -> int:
+    path = str(journal_path(folder))
+    fd = _JOURNALS.get(path)
+    if fd is not None:
+        try:
+            if os.fstat(fd).st_nlink:  # not removed behind our back (a cleaned state dir)
+                return fd
+        except OSError:
+            pass
+        _JOURNALS.pop(path, None)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    _JOURNALS[path] = fd
+    return fd
+
+
 class PendingRecord:
-    """A record written around a submission: :meth:`open` writes it, all but its job id, while
-    sbatch waits for slurmctld (creating and writing a file is most of a record's cost, ~0.2 ms
-    here); :meth:`commit` names it after the job id (a rename). Its ``job_id`` is empty and its
-    ``batch_log`` holds ``%j``: :func:`load` fills both from the file's name. Best effort, as :func:`save`."""
+    """A submission's record, serialised by :meth:`open` while sbatch waits for slurmctld (so that
+    one ``write`` is all that is left once it answers) and appended to the journal by :meth:`commit`:
+    its ``job_id`` is empty and its ``batch_log`` holds ``%j``, which :func:`load` fills from the
+    line's id. Best effort, as :func:`save`."""
 
     def __init__(self, conf: str | None, record: SubmissionRecord) -> None:
         self.conf = conf
         self.record = record
-        self.tmp: Path | None = None
+        self.line = b""
 
     def open(self) -> None:
-        try:
-            folder = records_dir(self.conf)
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".pending.{os.getpid()}.{id(self)}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, self.record.to_json().encode())
-            finally:
-                os.close(fd)
-            self.tmp = tmp
-        except OSError:
-            self.tmp = None
+        self.line = ("\t" + self.record.to_json()).encode()
 
     def commit(self, job_id: int | str) -> None:
-        if self.tmp is None:  # not opened (another backend), or it could not be written then
-            save(_with_id(self.record, str(job_id)), self.conf)
-            return
+        if not self.line:  # not opened (a backend that does not wait)
+            self.open()
+        line = b"\n" + str(job_id).encode() + self.line
         try:
-            os.replace(self.tmp, self.tmp.with_name(f"{job_id}.json"))
+            if os.write(_journal_fd(records_dir(self.conf)), line) == len(line):
+                return
         except OSError:
-            self.discard()
-
-    def discard(self) -> None:
-        """Nothing was submitted: remove the file."""
-        if self.tmp is not None:
-            self.tmp.unlink(missing_ok=True)
-            self.tmp = None
+            pass
+        save(_with_id(self.record, str(job_id)), self.conf)  # a short or failed append: a file of its own
 
 
 def _with_id(record: SubmissionRecord, job_id: str) -> SubmissionRecord:
-    """A :class:`PendingRecord`'s record with its job id (``%j`` in the batch log's name)."""
+    """A journal record with its job id (``%j`` in the batch log's name)."""
     return replace(record, job_id=job_id, batch_log=record.batch_log.replace("%j", job_id))
 
 
-def load(job_id: str | int, conf: str | None) -> SubmissionRecord | None:
-    base = str(job_id).split("_")[0]
-    path = records_dir(conf) / f"{base}.json"
+def _journal_entries(folder: Path) -> list[bytes]:
+    """The journals' bytes, one per host (oldest first within each)."""
+    found = []
     try:
-        record = SubmissionRecord.from_json(path.read_text())
-    except (OSError, ValueError, TypeError):
+        paths = sorted(folder.glob(JOURNAL_GLOB))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            found.append(path.read_bytes())
+        except OSError:
+            pass
+    return found
+
+
+def _parse_line(job_id: str, payload: bytes) -> SubmissionRecord | None:
+    try:
+        record = SubmissionRecord.from_json(payload.decode())
+    except (ValueError, TypeError):  # a torn line (a writer killed mid-write)
         return None
-    return record if record.job_id else _with_id(record, base)  # written before its id was known
+    return record if record.job_id else _with_id(record, job_id)
+
+
+def _last_in_journal(data: bytes, job_id: str) -> SubmissionRecord | None:
+    """The last whole line of ``job_id`` in one journal (a reset cluster hands ids out again:
+    the newest submission wins)."""
+    key = job_id.encode() + b"\t"
+    end = len(data)
+    while end > 0:
+        at = data.rfind(b"\n" + key, 0, end)
+        start = at + 1 if at >= 0 else (0 if data.startswith(key) else -1)
+        if start < 0:
+            return None
+        stop = data.find(b"\n", start)
+        record = _parse_line(job_id, data[start + len(key):stop if stop >= 0 else len(data)])
+        if record is not None:
+            return record
+        end = max(at, 0)
+    return None
+
+
+def _newest(found: list[SubmissionRecord]) -> SubmissionRecord | None:
+    return max(found, key=lambda r: r.submitted_at) if found else None
+
+
+def load(job_id: str | int, conf: str | None) -> SubmissionRecord | None:
+    """The newest record of ``job_id``: its own file (submitit jobs and arrays) or a journal line."""
+    base = str(job_id).split("_")[0]
+    folder = records_dir(conf)
+    found: list[SubmissionRecord] = []
+    try:
+        record = SubmissionRecord.from_json((folder / f"{base}.json").read_text())
+        found.append(record if record.job_id else _with_id(record, base))
+    except (OSError, ValueError, TypeError):
+        pass
+    for data in _journal_entries(folder):
+        line = _last_in_journal(data, base)
+        if line is not None:
+            found.append(line)
+    return _newest(found)
+
+
+def all_records(conf: str | None) -> list[SubmissionRecord]:
+    """Every record of this cluster, the newest per job id, in job id order."""
+    folder = records_dir(conf)
+    newest: dict[str, SubmissionRecord] = {}
+
+    def keep(record: SubmissionRecord) -> None:
+        old = newest.get(record.job_id)
+        if old is None or record.submitted_at >= old.submitted_at:
+            newest[record.job_id] = record
+
+    for data in _journal_entries(folder):
+        for line in data.split(b"\n"):
+            job_id, tab, payload = line.partition(b"\t")
+            if tab and job_id.isdigit():
+                record = _parse_line(job_id.decode(), payload)
+                if record is not None:
+                    keep(record)
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError:
+        paths = []
+    for path in paths:
+        try:
+            record = SubmissionRecord.from_json(path.read_text())
+        except (OSError, ValueError, TypeError):
+            continue
+        keep(record if record.job_id else _with_id(record, path.stem))
+    return [newest[k] for k in sorted(newest, key=lambda k: (len(k), k))]
 
 
 def sbatch_record(job_id: int | str, *, name: str, cwd: str, log_dir: str, batch_log: str,
@@ -135,9 +243,9 @@ def sbatch_record(job_id: int | str, *, name: str, cwd: str, log_dir: str, batch
 
 def record_sbatch(job_id: int, *, name: str, cwd: str, log_dir: str, batch_log: str, conf: str | None,
                   num_tasks: int = 1) -> None:
-    save(sbatch_record(job_id, name=name, cwd=cwd, log_dir=log_dir, batch_log=batch_log, num_tasks=num_tasks),
-         conf)
+    PendingRecord(conf, sbatch_record("", name=name, cwd=cwd, log_dir=log_dir, batch_log=batch_log,
+                                      num_tasks=num_tasks)).commit(job_id)
 
 
-__all__ = ["KINDS", "PendingRecord", "SubmissionRecord", "load", "record_sbatch", "records_dir", "save",
+__all__ = ["KINDS", "PendingRecord", "SubmissionRecord", "all_records", "journal_path", "load", "record_sbatch", "records_dir", "save",
            "sbatch_record"]

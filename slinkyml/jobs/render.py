@@ -258,7 +258,7 @@ def render_sbatch(spec: JobSpec) -> str:
         'cat -- "$step_errors" >&2 2>/dev/null || true  # srun\'s own messages, into the batch log',
         "",
         f"infra_regex={quote(causes.infra_regex())}",
-        *EXCLUDE_FAILED_NODES_SH.rstrip("\n").splitlines(),
+        EXCLUDE_FAILED_NODES_SH.rstrip("\n"),  # whole blocks: joined below with the same "\n"
         "",
         "# -- why it ended: one cause from Slurm's facts (the rules of slinkyml/data/run_causes.json; the",
         "# submitit launcher decides with this same function) and what that cause's requeue rule says",
@@ -281,7 +281,7 @@ def render_sbatch(spec: JobSpec) -> str:
         causes.requeue_rules(),
         "SLINKYML_REQUEUE_RULES",
         ')"',
-        *causes.shell_function().rstrip("\n").split("\n"),
+        causes.shell_function().rstrip("\n"),
         "slinkyml_decide",
         'if [[ -z $decided_cause ]]; then',
         '  echo "slinkyml: training exited with status 0"',

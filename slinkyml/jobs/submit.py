@@ -74,8 +74,8 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
            slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
     """Render, check against the live cluster, submit: nothing else, so submission costs what
     ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``). sbatch starts
-    first: the script is rendered while it loads, and the submission record is written while it
-    waits for slurmctld (then named after the job id)."""
+    first: the script is rendered while it loads, the submission record serialised while it waits
+    for slurmctld, then appended to the records' journal under the job id (one ``write``)."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     if validate and slurm is not None:
         check_job(spec, slurm, user=user)
@@ -90,10 +90,6 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None), records.sbatch_record(
         "", name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
         batch_log=os.path.join(log_dir, f"{name}-%j.out")))
-    try:
-        job_id = backend.submit(spec, lambda: render_sbatch(spec), cwd=cwd, while_waiting=record.open)
-    except BaseException:
-        record.discard()
-        raise
+    job_id = backend.submit(spec, lambda: render_sbatch(spec), cwd=cwd, while_waiting=record.open)
     record.commit(job_id)
     return Submitted(job_id, Path(log_dir, f"{name}-{job_id}.sbatch"), backend.name)
