@@ -55,6 +55,15 @@ def restapi(local_cluster) -> dict[str, str | None]:
     return {"url": spec.restd_url, "token": local_cluster.token("root", lifespan=7200), "user": "root"}
 
 
+@pytest.fixture(autouse=True)
+def accounting_store_dir(tmp_path_factory, monkeypatch) -> Path:
+    """Each test's reports get an accounting store of their own (they sync it as they would the
+    user's), so records of one test's cluster or recorded data never reach another's."""
+    path = tmp_path_factory.mktemp("accounting-store")
+    monkeypatch.setenv("SLINKYML_ACCOUNTING_STORE", str(path))
+    return path
+
+
 @pytest.fixture
 def shared_tmp():
     """A world-writable temporary directory outside root's private home, for jobs run as other users."""

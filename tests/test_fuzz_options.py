@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXIT_CODES = {0, 1, 2, 3}
 #: words in an option's name or metavar that make it a path (drawn from the paths three times as often)
 PATHY = ("file", "path", "dir", "output", "-o", "workdir", "html", "png", "kubeconfig", "spec", "job", "out",
-         "yaml", "script", "config", "state", "against", "cluster", "save")
+         "yaml", "script", "config", "state", "against", "cluster", "save", "store")
 #: CI: 100 fixed argument lists per command; SLINKYML_FUZZ_EXAMPLES=N and SLINKYML_FUZZ_RANDOM=1 to hunt
 SETTINGS = settings(max_examples=int(os.environ.get("SLINKYML_FUZZ_EXAMPLES", "100")), deadline=None,
                     derandomize=not os.environ.get("SLINKYML_FUZZ_RANDOM"),
@@ -47,7 +47,7 @@ SETTINGS = settings(max_examples=int(os.environ.get("SLINKYML_FUZZ_EXAMPLES", "1
 NOT_RUN = ("dev up", "dev down", "dev reset", "dev kube up", "dev kube down", "dev kube reset", "demo",
            "sbatch check", "report")
 #: commands run whole in the sandbox: they read, render, or ask a Slurm/Kubernetes that is not there
-RUN_WHOLE = ("cluster apply", "cluster diff", "cluster render", "cluster status", "cluster validate", "dev env",
+RUN_WHOLE = ("accounting status", "accounting sync", "cluster apply", "cluster diff", "cluster render", "cluster status", "cluster validate", "dev env",
              "dev status", "efficiency", "fairshare", "import", "jobs cancel", "jobs list", "jobs logs", "jobs status",
              "jobs why", "plan", "run", "sbatch render", "sbatch submit", "schema", "usage")
 # Any other command (a new one, or one that acts on the machine such as `dev node readdress`) is only

@@ -20,12 +20,29 @@ def _common(p: argparse.ArgumentParser, window: bool = True, formats: bool = Tru
         p.add_argument("--account", action="append", help="only this account (repeatable)")
     p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"),
                    help="where to read accounting from (default: the Slurm CLIs; rest = restapi)")
+    if window:
+        _store_options(p)
     if not formats:
         return
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON records")
     fmt.add_argument("--csv", action="store_true", help="print CSV")
     p.add_argument("--png", help="also write a plot to this PNG file")
+
+
+def _store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true",
+                   help="read slurmdbd directly instead of through the incremental accounting store")
+    p.add_argument("--store", metavar="DIR", type=_store_dir,
+                   help="where the accounting store lives (default $SLINKYML_ACCOUNTING_STORE, else "
+                   "$XDG_STATE_HOME/slinkyml/accounting)")
+
+
+def _store_dir(text: str) -> str:
+    """A directory name for the store: not empty, no NUL (the OS refuses it)."""
+    if not text.strip() or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a directory")
+    return text
 
 
 def _port(text: str) -> int:
@@ -52,6 +69,30 @@ def _refresh(text: str) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    acct = subparsers.add_parser(
+        "accounting", description="The incremental accounting store every report reads by default: "
+        "the first sync ingests the window, later ones fetch only what changed in slurmdbd since the last "
+        "(new, still running or pending, late and requeued records).")
+    sub = acct.add_subparsers(dest="accounting_command", metavar="COMMAND")
+    p = sub.add_parser("sync", description="Bring the store up to date (reports do this themselves; run it "
+                       "from cron to keep reports fast).")
+    p.add_argument("--since", help="also cover records from here on (default: what the store covers, or "
+                   "30d for a new store); same syntax as the reports' --since")
+    p.add_argument("--rebuild", action="store_true", help="throw the store away and ingest the window afresh "
+                   "(a damaged store, or one of another format)")
+    p.add_argument("--margin", type=_margin, default=300, metavar="SECONDS",
+                   help="look back this far past the last sync (clock skew, slurmdbd's commit lag; default 300)")
+    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"),
+                   help="where records come from (default: the Slurm CLIs)")
+    p.add_argument("--store", metavar="DIR", type=_store_dir, help="the store's directory (as the reports')")
+    p.set_defaults(handler=_sync)
+    p = sub.add_parser("status", description="What the store covers, its last sync and size.")
+    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"))
+    p.add_argument("--store", metavar="DIR", type=_store_dir, help="the store's directory (as the reports')")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_store_status)
+    acct.set_defaults(handler=lambda args: (acct.print_help(), 2)[1])
+
     p = subparsers.add_parser("usage", description="Usage over a window from sacct, pro-rating jobs that "
                               "cross its edges. Equals sreport cluster AccountUtilizationByUser "
                               "on whole-hour windows; sreport rounds other windows to the "
@@ -139,11 +180,60 @@ def _window(args):
     return start, end
 
 
-def _load(args, start, end, job_ids=None):
+def _margin(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) > 86400:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: seconds from 0 to 86400")
+    return int(text)
+
+
+def _store(args: argparse.Namespace, margin_s: float | None = None):
+    from slinkyml.accounting import store as store_mod
+    from slinkyml.accounting.backends import get_backend
+
+    backend = get_backend(args.backend)
+    return store_mod.AccountingStore(store_mod.store_path(backend, args.store), backend,
+                                     **({"margin_s": margin_s} if margin_s is not None else {}))
+
+
+def _load(args, start, end, job_ids=None, columns=None):
+    """The window's records: through the store (synced first), or straight from slurmdbd with
+    --no-cache or for named jobs (``sacct -j`` ignores the window, a store read would not)."""
     from slinkyml.accounting import load_jobs
 
-    return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids,
-                     backend=args.backend)
+    if getattr(args, "no_cache", True) or job_ids:
+        return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids,
+                         backend=args.backend)
+    store = _store(args)
+    store.sync(since=start)
+    return store.table(start, end, users=args.user, accounts=args.account, columns=columns)
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from slinkyml.accounting import parse_when
+
+    since = parse_when(args.since, "--since") if args.since else None
+    store = _store(args, margin_s=args.margin)
+    stats = store.sync(since=since, rebuild=args.rebuild)
+    held = " (held: slurmctld still had messages for slurmdbd)" if stats.watermark_held else ""
+    print(f"{store.path}: {stats.kind} sync in {stats.seconds:.2f} s: fetched {stats.fetched_jobs:,} job and "
+          f"{stats.fetched_steps:,} step records ({stats.refetched_ids:,} unfinished jobs fetched by id); "
+          f"{stats.stored_jobs:,} jobs and {stats.stored_steps:,} steps stored; next sync looks back to "
+          f"{stats.watermark:%Y-%m-%dT%H:%M:%S}Z{held}")
+    return 0
+
+
+def _store_status(args: argparse.Namespace) -> int:
+    import json
+
+    info = _store(args).status()
+    if args.json:
+        print(json.dumps(info))
+    elif not info["exists"]:
+        print(f"{info['path']}: no store yet (the first report or `slinkyml accounting sync` creates it)")
+    else:
+        print(f"{info['path']}: {info['jobs']:,} jobs, {info['steps']:,} steps, {info['bytes'] / 1e6:.1f} MB; "
+              f"covers {info['covered_since']} on; last sync {info['last_sync']}; watermark {info['watermark']}")
+    return 0
 
 
 def _usage(args: argparse.Namespace) -> int:
@@ -156,7 +246,7 @@ def _usage(args: argparse.Namespace) -> int:
         problem = (f"unknown grouping {unknown[0][:40]!r}" if unknown else "nothing to group by" if not by
                    else "a grouping given twice")
         raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage.GROUPS)})")
-    table = _load(args, start, end)
+    table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
     report = usage.usage(table.jobs, start, end, by=by)
     if len(report):
         seconds = usage.overlap_seconds(table.jobs, start, end)
@@ -312,11 +402,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace):
-    from slinkyml.accounting import dashboard, fairshare_report, load_jobs, parse_when
+    from slinkyml.accounting import dashboard, fairshare_report, parse_when
     from slinkyml.slurm import Slurm
 
     start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
-    table = load_jobs(start, end, users=args.user, accounts=args.account, backend=args.backend)
+    table = _load(args, start, end)
     shares = fairshare_report(backend=args.backend)
     slurm = Slurm()
     return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm),

@@ -250,6 +250,12 @@ def sdiag_rpc_counts(text: str) -> dict[str, int]:
     return {name: int(count) for name, count in _RPC_RE.findall(section)}
 
 
+def dbd_agent_queue(text: str) -> int | None:
+    """sdiag's ``DBD Agent queue size``: messages slurmctld holds for slurmdbd (None if not printed)."""
+    found = re.search(r"DBD Agent queue size:\s*(\d+)", text)
+    return int(found.group(1)) if found else None
+
+
 def sdiag(slurm: Slurm, **run: Any) -> dict[str, int]:
     return sdiag_rpc_counts(slurm.run("sdiag", [], **run).stdout)
 

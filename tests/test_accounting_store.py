@@ -1,0 +1,206 @@
+"""The incremental accounting store, offline: recorded sacct output (Slurm 22.05) goes in, the frames the
+one transform gives come back out (dtypes, values, keys), a record fetched again replaces its rows, a
+requeued job's runs are numbered per window, and a damaged store is one line with its rebuild path.
+The live equality with sacct after requeues, arrays, a slurmdbd restart and state changes between
+syncs is tests/test_accounting_store_live.py."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slinkyml.accounting import sacct
+from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.accounting.store import AccountingStore, StoreError, store_path
+from slinkyml.slurm import records
+
+DATA = Path(__file__).parent / "data" / "accounting"
+RECORDED = (DATA / "sacct_2205.txt").read_text()
+START, END = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 31, tzinfo=UTC)
+
+
+class Recorded:
+    """A job source answering every fetch with recorded sacct text (offline: no Slurm here, so
+    no sdiag either, and the store keeps its watermark as it does when it cannot tell)."""
+
+    name = "recorded"
+    slurm = None
+
+    def __init__(self, text: str):
+        self.text = text
+        self.calls: list[tuple[datetime, datetime, list[str] | None]] = []
+
+    def jobs(self, start, end, *, users=None, accounts=None, job_ids=None) -> sacct.SacctTable:
+        self.calls.append((start, end, job_ids))
+        return parse_sacct(self.text)
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["job_id", "db_index", "key"], kind="stable").reset_index(drop=True)
+
+
+def _lines(text: str, keep) -> str:
+    return "".join(line + "\n" for line in text.splitlines() if keep(line.split(sacct.SEP)))
+
+
+def test_round_trip_gives_the_transforms_frames(tmp_path):
+    """Every column, dtype and value of parse_sacct's frames comes back from the store."""
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    stats = store.sync(START)
+    direct = parse_sacct(RECORDED)
+    got = store.table(START, END)
+    assert stats.kind == "cold" and stats.stored_jobs == len(direct.jobs) and stats.stored_steps == len(direct.steps)
+    pd.testing.assert_frame_equal(_sorted(got.jobs), _sorted(direct.jobs))
+    pd.testing.assert_frame_equal(_sorted(got.steps), _sorted(direct.steps))
+
+
+def test_a_record_fetched_again_replaces_its_rows(tmp_path):
+    """Two syncs of the same records store them once; a record that changed (here: job 42 still
+    running at the first sync, with no steps) is replaced by its new rows, steps included."""
+    running = RECORDED.replace("\x1fCOMPLETED\x1f", "\x1fRUNNING\x1f", 1)
+    running = _lines(running, lambda f: not f[0].startswith("42."))
+    backend = Recorded(running)
+    store = AccountingStore(tmp_path / "s.duckdb", backend)
+    store.sync(START)
+    first = store.table(START, END)
+    assert (first.jobs["job_id"] == 42).sum() == 1 and not (first.steps["job_id"] == 42).any()
+    backend.text = RECORDED
+    stats = store.sync(START)
+    got = store.table(START, END)
+    direct = parse_sacct(RECORDED)
+    assert stats.kind == "incremental" and stats.stored_jobs == len(direct.jobs)
+    pd.testing.assert_frame_equal(_sorted(got.jobs), _sorted(direct.jobs))
+    pd.testing.assert_frame_equal(_sorted(got.steps), _sorted(direct.steps))
+
+
+def test_a_requeued_jobs_runs_are_numbered_per_window(tmp_path):
+    """Job 46 ran twice (REQUEUED, then COMPLETED). A window that holds only its second run gets
+    what sacct would return for it: one run, segment 0, keys ``46#0``."""
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START)
+    whole = store.table(START, END)
+    runs = whole.jobs[whole.jobs["job_id"] == 46].sort_values("submit")
+    assert runs["segment"].tolist() == [0, 1] and runs["key"].tolist() == ["46#0", "46#1"]
+    second_end = runs["end"].iloc[1]
+    first_end = runs["end"].iloc[0]
+    later = (first_end + pd.Timedelta(seconds=1)).to_pydatetime()
+    assert later <= second_end.to_pydatetime()
+    window = store.table(later, END)
+    only = window.jobs[window.jobs["job_id"] == 46]
+    assert len(only) == 1 and only["segment"].tolist() == [0] and only["key"].tolist() == ["46#0"]
+    steps = window.steps[window.steps["job_id"] == 46]
+    assert steps["parent_key"].tolist() == ["46#0"] * len(steps) and len(steps) >= 1
+    # the same as parsing just the records sacct would have printed for that window
+    selected = set(only["db_index"].astype(int))
+    direct = parse_sacct(_lines(RECORDED, lambda f: f[1].split(".")[0] == "46" and int(f[2]) in selected))
+    pd.testing.assert_frame_equal(_sorted(only.reset_index(drop=True)), _sorted(direct.jobs))
+    pd.testing.assert_frame_equal(_sorted(steps.reset_index(drop=True)), _sorted(direct.steps))
+
+
+def test_window_selects_as_slurmdbd_does(tmp_path):
+    """A record is in [S, E) when it became eligible before E and ended at/after S (or has not ended)."""
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START)
+    jobs = store.table(START, END).jobs
+    direct = parse_sacct(RECORDED).jobs
+    for start, end in ((direct["end"].min(), direct["end"].max()), (direct["eligible"].max(), END),
+                       (START, direct["eligible"].min())):
+        got = store.table(start.to_pydatetime() if hasattr(start, "to_pydatetime") else start,
+                          end.to_pydatetime() if hasattr(end, "to_pydatetime") else end).jobs
+        want = jobs[jobs["eligible"].notna() & (jobs["eligible"] < end)
+                    & (jobs["end"].isna() | (jobs["end"] >= start))]
+        assert sorted(got["db_index"].astype(int)) == sorted(want["db_index"].astype(int))
+    users = store.table(START, END, users=["alice"]).jobs
+    assert len(users) and set(users["user"]) == {"alice"}
+
+
+def test_unfinished_records_are_fetched_again_by_id(tmp_path):
+    """A stored record without an end that the window query no longer returns (it ended while
+    slurmdbd was behind, before the watermark) is asked for by job id."""
+    running = RECORDED.replace("\x1fCOMPLETED\x1f", "\x1fRUNNING\x1f", 1)
+    fields = running.splitlines()[2].split(sacct.SEP)  # job 42's allocation
+    fields[sacct.FIELDS.index("End")] = "Unknown"
+    lines = running.splitlines()
+    lines[2] = sacct.SEP.join(fields)
+    backend = Recorded("\n".join(lines) + "\n")
+    store = AccountingStore(tmp_path / "s.duckdb", backend)
+    store.sync(START)
+    backend.text = _lines(RECORDED, lambda f: not f[0].startswith("42"))  # the window answer lacks 42 now
+    stats = store.sync(START)
+    assert stats.refetched_ids == 1 and backend.calls[-1][2] == ["42"]
+
+
+def test_damaged_store_is_one_line_with_its_rebuild(tmp_path, cli, monkeypatch):
+    path = tmp_path / "s.duckdb"
+    path.write_bytes(b"this is not a database" * 100)
+    store = AccountingStore(path, Recorded(RECORDED))
+    with pytest.raises(StoreError) as caught:
+        store.table(START, END)
+    message = caught.value.one_line()
+    assert str(path) in message and "accounting sync --rebuild" in message and "--no-cache" in message
+    assert "\n" not in str(caught.value)
+    stats = store.sync(START, rebuild=True)
+    assert stats.kind == "rebuild" and stats.stored_jobs == len(parse_sacct(RECORDED).jobs)
+
+
+def test_store_of_another_format_is_refused(tmp_path):
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START)
+    import duckdb
+
+    con = duckdb.connect(str(store.path))
+    con.execute("UPDATE meta SET value = '999' WHERE key = 'format'")
+    con.close()
+    with pytest.raises(StoreError, match="format '999'.*--rebuild"):
+        store.table(START, END)
+
+
+def test_concurrent_syncs_are_serialised(tmp_path):
+    """Four syncs at once (threads; the lock is fcntl's, per open file): none fails, nothing doubles."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED)).sync(START)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    got = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED)).table(START, END)
+    assert len(got.jobs) == len(parse_sacct(RECORDED).jobs)
+
+
+def test_store_path_is_per_cluster_and_user(tmp_path):
+    class Backend:
+        name = "cli"
+
+        class slurm:  # noqa: N801 - stands for a Slurm's conf attribute
+            conf = str(tmp_path / "slurm.conf")
+
+    (tmp_path / "slurm.conf").write_text("ClusterName=llm\n")
+    path = store_path(Backend(), tmp_path / "stores")
+    assert path.parent == tmp_path / "stores" and path.name.startswith("llm-") and path.suffix == ".duckdb"
+    Backend.slurm.conf = str(tmp_path / "other.conf")
+    assert store_path(Backend(), tmp_path / "stores") != path
+
+
+def test_dbd_agent_queue_is_read_from_sdiag():
+    assert records.dbd_agent_queue("Agent queue size:     0\nDBD Agent queue size: 17\n") == 17
+    assert records.dbd_agent_queue("nothing here") is None
+
+
+def test_cli_store_errors_are_one_line(cli, tmp_path):
+    (tmp_path / "file").write_text("")
+    code, out, err = cli("usage", "--store", str(tmp_path / "file"), "--since", "1h")
+    assert code == 2 and err.count("\n") == 1 and "cannot create the accounting store" in err
+    code, out, err = cli("usage", "--store", "", "--since", "1h")
+    assert code == 2 and "--store" in err and "Traceback" not in err
