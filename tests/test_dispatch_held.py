@@ -25,6 +25,18 @@ def nap(seconds: float) -> float:
     return seconds
 
 
+def nap_then_linger(seconds: float) -> float:
+    """Returns at once; the task's process then lingers at exit (after submitit wrote the result)."""
+    import atexit
+
+    atexit.register(time.sleep, seconds)
+    return seconds
+
+
+def _squeue_state(slurm, task: str) -> str:
+    return slurm.run("squeue", ["-h", "-r", "-t", "all", "-j", task, "-o", "%T %r"], check=False).stdout.strip()
+
+
 def _wait_running(slurm, task: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -68,6 +80,31 @@ def test_a_task_that_stays_held_fails_naming_it_within_the_bound(slurm, shared_t
         arr.results(timeout=200)
     assert time.monotonic() - started < 60
     assert f"held by Slurm: {arr.task_ids[1]} (JobHeld" in str(err.value)
+
+
+@pytest.mark.timeout(240)
+def test_a_task_requeued_held_after_its_result_is_cancelled_not_left_held(slurm, shared_tmp, own):
+    """Slurm requeues a task that has written its result (submitit lets the function finish through
+    the requeue's SIGTERM): results() returns the results and cancels the task, held in the queue,
+    instead of leaving it there (releasing it would run the function twice); the others are untouched."""
+    ex = Executor(shared_tmp, slurm=slurm, time=5)
+    arr = ex.map_array(nap_then_linger, [30.0, 0.0], chunk_size=1)
+    own.extend(arr.array_ids)
+    held_task, other = arr.task_ids
+    deadline = time.monotonic() + 120
+    while not arr._result_pickle(0).exists():  # the result is written; the process lingers at exit
+        assert time.monotonic() < deadline, f"no result from {held_task}: {_squeue_state(slurm, held_task)}"
+        time.sleep(0.3)
+    slurm.run("scontrol", ["requeuehold", held_task])
+    while not _squeue_state(slurm, held_task).startswith("PENDING"):
+        assert time.monotonic() < deadline, _squeue_state(slurm, held_task)
+        time.sleep(0.3)
+    assert "held" in _squeue_state(slurm, held_task)
+    assert arr.results(timeout=120) == [30.0, 0.0]
+    assert arr.leftovers_cancelled == [held_task] and arr.held.releases == 0
+    assert _squeue_state(slurm, held_task).split()[0] in ("CANCELLED", "")  # gone from the queue, never rerun
+    assert _squeue_state(slurm, other).split()[0] in ("COMPLETED", "")
+    assert arr.results() == [30.0, 0.0] and arr.leftovers_cancelled == [held_task]  # once
 
 
 def test_held_tasks_are_described_by_reason():

@@ -402,8 +402,16 @@ class _Submitted:
         self._outcomes: dict[int, tuple[str, Any]] = {}
         self.tracker.track(*self._tracked)
         self.held = HeldWatch(executor.slurm)
+        self.leftovers_cancelled: list[str] = []  # tasks requeued after their result (see wait)
+        self._leftovers_checked = False
 
     def _result_pickle(self, index: int) -> Path:
+        raise NotImplementedError
+
+    def _submitted_pickle(self, index: int) -> Path:
+        raise NotImplementedError
+
+    def _slurm_id(self, index: int) -> str:
         raise NotImplementedError
 
     def _check(self) -> bool:
@@ -440,7 +448,35 @@ class _Submitted:
             bar.update(self._total, Counter({"DONE": self._expected}))
         finally:
             bar.close()
+        self._cancel_leftovers()
         return self
+
+    def _cancel_leftovers(self) -> None:
+        """Every result is in, yet Slurm may have requeued a task after (or while) it wrote its
+        result: submitit lets the function finish through the requeue's SIGTERM, and the task then
+        sits PENDING — held ("job requeued in held state"), or waiting to run the function again.
+        Cancel those (our own ids only, once): releasing one would run a finished function twice.
+        A result older than the task's submission (a folder reused after the cluster handed its id
+        out again) is another job's, and its task is left alone."""
+        if self._leftovers_checked:
+            return
+        self._leftovers_checked = True
+        self.tracker.refresh(force=True)
+        leftover: dict[str, None] = {}
+        for index in range(self._expected):
+            task = self._slurm_id(index)
+            if task in leftover or self.tracker.info(task, refresh=False).state not in states.PENDING:
+                continue
+            try:
+                if self._result_pickle(index).stat().st_mtime < self._submitted_pickle(index).stat().st_mtime:
+                    continue
+            except OSError:
+                continue
+            leftover[task] = None
+        if leftover:
+            self.executor.slurm.run("scancel", list(leftover), check=False, retries=2)
+            self.tracker.hurry(*leftover)
+            self.leftovers_cancelled = list(leftover)
 
     def _label(self) -> str:
         return self.name
@@ -509,6 +545,12 @@ class Job(_Submitted):
 
     def _result_pickle(self, index: int) -> Path:
         return self._task(index).paths.result_pickle
+
+    def _submitted_pickle(self, index: int) -> Path:
+        return self._task(index).paths.submitted_pickle
+
+    def _slurm_id(self, index: int) -> str:
+        return self.job_id
 
     @property
     def info(self) -> JobInfo:
@@ -683,6 +725,12 @@ class ArrayJob(_Submitted):
 
     def _result_pickle(self, index: int) -> Path:
         return self._sjobs[index].paths.result_pickle
+
+    def _submitted_pickle(self, index: int) -> Path:
+        return self._sjobs[index].paths.submitted_pickle
+
+    def _slurm_id(self, index: int) -> str:
+        return self.task_ids[index]
 
     def states(self) -> Counter:
         """How many array tasks are in each state (result files count as done)."""
