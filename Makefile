@@ -5,7 +5,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
-                libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time
+                libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time \
+                containerd runc containernetworking-plugins busybox-static
 PYTEST_ARGS ?=
 # Go where its official archive installs it, for shells whose PATH lacks it (make kube, the tests' `go` calls)
 export PATH := $(PATH):/usr/local/go/bin
@@ -55,7 +56,8 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	touch $@
 
 # Kubernetes from Go modules (README: a local Kubernetes control plane): kube-apiserver, -controller-manager,
-# -scheduler, etcd and the slurm-operator, built once per pinned version into /var/lib/slinkyml/kube/<key>
+# -scheduler, kubelet, etcd, the slurm-operator and our pause program, built once per pinned version into
+# /var/lib/slinkyml/kube/<key>
 # (kube/build.sh; nothing to do when that cache is complete).
 kube:
 	@bash kube/build.sh >/dev/null

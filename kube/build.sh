@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes parts of `slinkyml dev kube` from Go modules with the ordinary go client:
-# kube-apiserver, kube-controller-manager, kube-scheduler (controlplane/), etcd (etcd/) and the
-# slurm-operator's manager and webhook (operator/), into a cache keyed by every pinned version:
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (controlplane/), etcd (etcd/), the
+# slurm-operator's manager and webhook (operator/) and the pod sandbox's pause program (pause/, our own),
+# into a cache keyed by every pinned version:
 #   ${SLINKYML_KUBE_CACHE:-/var/lib/slinkyml/kube}/<key>/bin
 # A complete cache (bin/.complete) is reused as it is; a build goes to a temporary folder that is
 # renamed into place, so an interrupted build leaves nothing that looks complete. build.log records
@@ -25,7 +26,7 @@ etcd_version=$(pinned etcd go.etcd.io/etcd/server/v3)
 operator_version=$(pinned operator github.com/SlinkyProject/slurm-operator)
 go_version=$(go env GOVERSION)
 sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,operator}/go.{mod,sum} etcd/main.go \
-    | sha256sum | cut -c1-12)
+    pause/go.mod pause/main.go | sha256sum | cut -c1-12)
 key="k8s-${k8s_version}_etcd-${etcd_version}_slurm-operator-${operator_version}_${go_version}_${sources_hash}"
 dest="$cache_root/$key"
 
@@ -71,7 +72,8 @@ step() {  # step NAME MODULE_DIR LDFLAGS PACKAGE...
 
 step etcd etcd "-s -w" .
 step control-plane controlplane "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet
+step pause pause "-s -w" .
 step slurm-operator operator "-s -w" github.com/SlinkyProject/slurm-operator/cmd/manager \
     github.com/SlinkyProject/slurm-operator/cmd/webhook
 mv "$work/bin/manager" "$work/bin/slurm-operator-manager"

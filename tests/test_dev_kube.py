@@ -62,7 +62,7 @@ def test_cache_key_names_every_version(kube_plane: KubeControlPlane) -> None:
     for part in ("kubernetes", "etcd", "slurm-operator", "go"):
         assert versions[part] in key
     assert kube_plane.bin_dir.parent.name == key == versions["key"]
-    for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+    for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause",
                    "slurm-operator-manager", "slurm-operator-webhook"):
         assert os.access(kube_plane.bin_dir / binary, os.X_OK)
 

@@ -85,7 +85,8 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                           description="etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the "
                           "slurm-operator's manager and webhook, built from Go modules (`make kube`), on "
                           "127.0.0.1 with generated certificates; the Slinky, Karpenter and MariaDB CRDs "
-                          "installed. No kubelet: pods are scheduled, never run. Needs root.")
+                          "installed. With `up --kubelet`, a real node too (containerd, runc, the bridge CNI, "
+                          "the kubelet), so pods run. Needs root.")
     ksub = kube.add_subparsers(dest="kube_command", metavar="ACTION", required=True)
     for name, handler, text in (("up", _kube_up, "start the control plane (idempotent)"),
                                 ("down", _kube_down, "stop every process (state is kept)"),
@@ -97,6 +98,14 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                        "/var/lib/slinkyml/kube-dev for root, else ~/.local/state/slinkyml/kube-dev)")
         if name == "status":
             p.add_argument("--json", action="store_true")
+        if name == "up":
+            p.add_argument("--kubelet", action="store_true",
+                           help="also start a node: Debian's containerd and runc, the bridge CNI and the kubelet, "
+                           "and wait until it is Ready (name, bridge and pod subnet: $SLINKYML_KUBE_NODE_NAME, "
+                           "$SLINKYML_KUBE_BRIDGE, $SLINKYML_KUBE_POD_SUBNET; default slinkyml-dev-node, slkk0, "
+                           "10.244.0.0/24)")
+            p.add_argument("--no-operator", dest="operator", action="store_false",
+                           help="without the slurm-operator's manager and webhook")
         p.set_defaults(handler=handler)
 
 
@@ -110,10 +119,13 @@ def _kube_up(args: argparse.Namespace) -> int:
     import time
 
     start = time.monotonic()
-    plane = _kube(args).up()
+    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator)
     versions = plane.versions()
     print(f"local Kubernetes {versions.get('kubernetes', '?')} control plane up in {time.monotonic() - start:.1f} s "
           f"at {plane.server} (slurm-operator {versions.get('slurm-operator', '?')}), state in {plane.state_dir}")
+    if args.kubelet:
+        node = plane.node().settings
+        print(f"  node {node.name} Ready at {node.node_ip} (bridge {node.bridge}, pods in {node.subnet})")
     print(f"  eval $(slinkyml dev kube env --state-dir {plane.state_dir})")
     return 0
 
@@ -144,7 +156,7 @@ def _kube_status(args: argparse.Namespace) -> int:
         v = status["versions"]
         print(f"Kubernetes {v.get('kubernetes', '?')}, etcd {v.get('etcd', '?')}, slurm-operator "
               f"{v.get('slurm-operator', '?')} at {status['server']}, state in {status['state_dir']}")
-        for name, pid in status["daemons"].items():
+        for name, pid in {**status["daemons"], **status.get("node", {}).get("daemons", {})}.items():
             print(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'stopped'}")
     return 0 if status["running"] else 1
 

@@ -5,7 +5,8 @@ etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built from Go 
 examples' other kinds, and the slurm-operator's manager and webhook as processes, the webhook
 registered with the API server at ``https://127.0.0.1:PORT`` with a ``caBundle``. Daemons are
 PID-tracked with :class:`slinkyml.dev.process.Daemon`, as ``dev up``'s are; ``up`` is idempotent.
-There is no kubelet: pods the operator creates are scheduled (a node must exist for that) but never run.
+With ``kubelet=True`` (``dev kube up --kubelet``) a real node joins: containerd, runc, the bridge CNI and
+the kubelet (``kubenode.py``), registered Ready, so pods run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from slinkyml.cluster.apply import api_client, apply_objects
 from slinkyml.cluster.crds import crd_files
+from slinkyml.dev.kubenode import KubeNode, NodeSettings
 from slinkyml.dev.pki import Identity, Pki
 from slinkyml.dev.process import Daemon, exclusive_lock, port_in_use, port_open
 from slinkyml.errors import SlinkyError
@@ -47,6 +49,9 @@ OPERATOR = Identity("operator", "slurm-operator", ("system:masters",))
 CLIENTS = (Identity("admin", "slinkyml-admin", ("system:masters",)),
            Identity("controller-manager", "system:kube-controller-manager"),
            Identity("scheduler", "system:kube-scheduler"), OPERATOR)
+#: the API server's client certificate towards kubelets (logs, exec): the kubelet asks the API server
+#: whether this user may, and system:masters may
+KUBELET_CLIENT = Identity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
 WEBHOOK_CONFIG_NAME = "slinkyml-dev-slurm-operator"
 READY_TIMEOUT_S = 120.0
 
@@ -113,9 +118,11 @@ def binaries_dir() -> Path:
 class KubeControlPlane:
     """The local control plane's files, daemons and API client, all under one state folder."""
 
-    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, ports: Ports | None = None):
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, ports: Ports | None = None,
+                 node: NodeSettings | None = None):
         self.state_dir = Path(state_dir).absolute() if state_dir else default_state_dir()
         self.ports = ports or default_ports()
+        self._node_settings = node
         self.pki = Pki(self.state_dir / "pki")
         self._bin: Path | None = None
 
@@ -169,11 +176,18 @@ class KubeControlPlane:
                 str(b / "kube-apiserver"), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1", f"--secure-port={p.apiserver}",
                 f"--tls-cert-file={pki.path('apiserver.crt')}", f"--tls-private-key-file={pki.path('apiserver.key')}",
-                f"--client-ca-file={pki.ca_cert}", "--authorization-mode=RBAC",
+                f"--client-ca-file={pki.ca_cert}",
+                # Node: a kubelet (system:node:NAME) may read and write only what its own pods need
+                "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+                f"--kubelet-client-certificate={pki.path(KUBELET_CLIENT.file + '.crt')}",
+                f"--kubelet-client-key={pki.path(KUBELET_CLIENT.file + '.key')}",
+                f"--kubelet-certificate-authority={pki.ca_cert}",
+                # by address: a node's name resolves nowhere (and a DNS query would leave the machine)
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--service-account-issuer={self.server}", f"--service-account-key-file={pki.path('sa.pub')}",
                 f"--service-account-signing-key-file={pki.path('sa.key')}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
-                # no kubelet, so no endpoint for the `kubernetes` Service (a loopback one is invalid)
+                # no endpoint for the `kubernetes` Service (a loopback address is invalid for one)
                 "--endpoint-reconciler-type=none", "--profiling=false"]),
             daemon("kube-controller-manager", [
                 str(b / "kube-controller-manager"), f"--kubeconfig={kcm}", f"--authentication-kubeconfig={kcm}",
@@ -203,11 +217,22 @@ class KubeControlPlane:
                 "slurm-operator-manager": (p.manager_health,)}
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def up(self, log: Callable[[str], None] = lambda _: None) -> KubeControlPlane:
+    def up(self, log: Callable[[str], None] = lambda _: None, *, kubelet: bool = False,
+           operator: bool = True) -> KubeControlPlane:
         """Start whatever is not running; idempotent. On failure stop what this call started and raise.
-        Concurrent ``up``/``down`` of one state dir (``make test`` and a test session's fixture) take turns."""
+        Concurrent ``up``/``down`` of one state dir (``make test`` and a test session's fixture) take turns.
+        ``kubelet``: also the node (containerd, kubelet), waiting until it is Ready. ``operator=False``:
+        without the slurm-operator's manager and webhook (a plane for pods alone, beside one that has them)."""
         with self._lock():
-            return self._up(log)
+            self._up(log, operator=operator)
+            if kubelet:
+                self.node().up(self.api(), log)
+            return self
+
+    def node(self) -> KubeNode:
+        """The kubelet node of this control plane: as given, else ``$SLINKYML_KUBE_NODE_NAME``, ``_BRIDGE``,
+        ``_POD_SUBNET``."""
+        return KubeNode(self, self._node_settings)
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -219,7 +244,7 @@ class KubeControlPlane:
         with exclusive_lock(self.state_dir / ".lock"):
             yield
 
-    def _up(self, log: Callable[[str], None]) -> KubeControlPlane:
+    def _up(self, log: Callable[[str], None], *, operator: bool = True) -> KubeControlPlane:
         daemons = {d.name: d for d in self.daemons()}
         missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
         if missing:
@@ -230,8 +255,9 @@ class KubeControlPlane:
             raise SlinkyError(f"state dir {self.state_dir}: cannot write {exc.filename or ''}: "
                               f"{exc.strerror or exc}") from None
         already = {name for name, d in daemons.items() if d.running}
-        busy = [f"{port} ({name})" for name, ports in self._listen_ports().items() if name not in already
-                for port in ports if port_in_use(port)]
+        wanted = set(daemons) if operator else {n for n in daemons if not n.startswith("slurm-operator")}
+        busy = [f"{port} ({name})" for name, ports in self._listen_ports().items()
+                if name in wanted and name not in already for port in ports if port_in_use(port)]
         if busy:
             raise SlinkyError(f"ports in use: {', '.join(busy)} (another control plane? `slinkyml dev kube "
                               "status`; SLINKYML_KUBE_PORT_BASE moves all but the webhook's)")
@@ -244,6 +270,9 @@ class KubeControlPlane:
             self._start(daemons["kube-scheduler"], lambda: port_open("127.0.0.1", self.ports.scheduler), started)
             api = self.api()
             self._install_crds(api, log)
+            if not operator:
+                self._wait_default_service_account(api)
+                return self
             self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
                         started)
             self._register_webhook(api, log)
@@ -261,7 +290,8 @@ class KubeControlPlane:
         if not self.state_dir.is_dir():
             return []
         with self._lock():
-            return [d.name for d in reversed(self.daemons()) if d.stop()]
+            stopped = self.node().down() if (self.state_dir / "node").is_dir() else []
+            return stopped + [d.name for d in reversed(self.daemons()) if d.stop()]
 
     def reset(self) -> None:
         """Stop everything and delete the state folder."""
@@ -270,9 +300,11 @@ class KubeControlPlane:
 
     def status(self) -> dict[str, Any]:
         daemons = {d.name: d.pid for d in self.daemons()}
-        return {"state_dir": str(self.state_dir), "server": self.server, "kubeconfig": str(self.kubeconfig),
-                "daemons": daemons, "running": all(daemons.values()),
-                "versions": self.versions()}
+        status = {"state_dir": str(self.state_dir), "server": self.server, "kubeconfig": str(self.kubeconfig),
+                  "daemons": daemons, "running": all(daemons.values()), "versions": self.versions()}
+        if (self.state_dir / "node").is_dir():
+            status["node"] = self.node().status()
+        return status
 
     def versions(self) -> dict[str, str]:
         """What the cache built (``versions.json`` beside ``bin/``)."""
@@ -301,6 +333,8 @@ class KubeControlPlane:
                                     "kubernetes.default.svc", SERVICE_CIDR.rsplit(".", 1)[0] + ".1"))
         self.pki.ensure_cert("webhook", "slurm-operator-webhook", server=True, force=renewed,
                              hosts=("127.0.0.1", "localhost"))
+        self.pki.ensure_cert(KUBELET_CLIENT.file, KUBELET_CLIENT.user, organizations=KUBELET_CLIENT.groups,
+                             force=renewed)
         for identity in CLIENTS:
             self.pki.ensure_cert(identity.file, identity.user, organizations=identity.groups, force=renewed)
             self.pki.kubeconfig(self._kubeconfig_for(identity), self.server, identity.file, CLUSTER_NAME)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -53,11 +54,14 @@ def _load_key(path: Path) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def _fresh(cert_file: Path) -> bool:
-    """The certificate exists and stays valid for RENEW_BEFORE more."""
+def _fresh(cert_file: Path, issuer: x509.Certificate | None = None) -> bool:
+    """The certificate exists, stays valid for RENEW_BEFORE more and (given ``issuer``) was signed by
+    that CA: a certificate made before the CA was renewed is not fresh, whoever asks for it."""
     try:
         cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
-    except (OSError, ValueError):
+        if issuer is not None:
+            cert.verify_directly_issued_by(issuer)
+    except (OSError, ValueError, TypeError, InvalidSignature):
         return False
     return cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > RENEW_BEFORE
 
@@ -103,10 +107,10 @@ class Pki:
         """``stem.crt``/``stem.key`` signed by the CA: a serving certificate for ``hosts`` (IPs or DNS
         names) when ``server``, else a client certificate for user ``common_name`` in ``organizations``."""
         crt, key_file = self.path(f"{stem}.crt"), self.path(f"{stem}.key")
-        if not force and _fresh(crt) and key_file.is_file():
+        ca = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
+        if not force and _fresh(crt, ca) and key_file.is_file():
             return
         ca_key = _load_key(self.path("ca.key"))
-        ca = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
         key = _new_key()
         subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
                             + [x509.NameAttribute(NameOID.COMMON_NAME, common_name)])

@@ -1,0 +1,532 @@
+"""``KubeNode``: a real kubelet node beside ``slinkyml dev kube``'s control plane.
+
+containerd (Debian's) with runc and the bridge CNI plugins (Debian's ``containernetworking-plugins``), and
+the kubelet built from ``k8s.io/kubernetes`` by ``kube/build.sh``, all with their own state, root, socket
+and cgroup folders under ``STATE/node`` so that nothing clashes with a containerd, a kubelet or a Slurm dev
+cluster of the machine. No registry is reachable: the pod sandbox image is our own pause program
+(``kube/pause``) and the test image is Debian's static busybox, both packed here (``images.py``) and
+imported into containerd, whose ``sandbox_image`` names the pause image, so nothing is ever pulled.
+
+The node's network is a bridge this module creates (``slkk0``, ``10.244.0.0/24`` by default;
+``$SLINKYML_KUBE_BRIDGE`` and ``$SLINKYML_KUBE_POD_SUBNET`` move it): its first address is the node's
+InternalIP (where the API server reaches the kubelet for logs and exec) and pods get the others from
+host-local IPAM. ``down`` stops everything and takes away what the pods left: their processes (by
+cgroup), containerd's shims, network namespaces, mounts under the state folder, cgroups and the bridge.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from slinkyml.dev.images import Entry, ImageSpec, busybox_entries, write_oci_archive
+from slinkyml.dev.network import _ip, link_exists
+from slinkyml.dev.pki import Identity
+from slinkyml.dev.process import Daemon, cmdline, is_alive, port_in_use, unix_connectable
+from slinkyml.errors import SlinkyError
+
+if TYPE_CHECKING:  # kube.py imports this module
+    from slinkyml.dev.kube import KubeControlPlane
+
+DEFAULT_NODE_NAME = "slinkyml-dev-node"
+DEFAULT_BRIDGE = "slkk0"
+#: clear of the Slurm dev clusters' 10.213.*, 10.226.*, 10.23x.* and the scale benchmark's 10.220.0.0/21
+DEFAULT_POD_SUBNET = "10.244.0.0/24"
+CONTAINERD = "/usr/bin/containerd"
+CTR = "/usr/bin/ctr"
+RUNC = "/usr/sbin/runc"
+CNI_BIN_DIR = Path("/usr/lib/cni")
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+BUSYBOX = Path("/bin/busybox")
+#: image names: a registry host that is never contacted (every image is imported, none pulled)
+PAUSE_IMAGE = "slinkyml.local/pause:1"
+BUSYBOX_IMAGE = "slinkyml.local/busybox:1"
+BUSYBOX_APPLETS = ("sh", "echo", "cat", "ls", "hostname", "ip", "sleep", "env", "id", "ps", "true", "false",
+                   "wget", "nc", "mkdir", "rm", "grep", "date", "head", "tail", "wc", "uname")
+#: the CRI namespace of containerd that the kubelet's pods live in
+CRI_NAMESPACE = "k8s.io"
+CGROUP_FS = Path("/sys/fs/cgroup")
+#: where containerd's registry connections go: a loopback port nothing listens on (see ``daemons``)
+NO_PULL_PROXY = "http://127.0.0.1:9"
+NETNS_DIR = Path("/var/run/netns")
+READY_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """Where the node lives: its name, bridge and pod subnet (the bridge's first address is the node's)."""
+
+    name: str
+    bridge: str
+    subnet: str
+
+    @classmethod
+    def from_env(cls) -> NodeSettings:
+        settings = cls(os.environ.get("SLINKYML_KUBE_NODE_NAME") or DEFAULT_NODE_NAME,
+                       os.environ.get("SLINKYML_KUBE_BRIDGE") or DEFAULT_BRIDGE,
+                       os.environ.get("SLINKYML_KUBE_POD_SUBNET") or DEFAULT_POD_SUBNET)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if not 1 <= len(self.bridge) <= 15 or "/" in self.bridge or " " in self.bridge:
+            raise SlinkyError(f"SLINKYML_KUBE_BRIDGE={self.bridge}: not an interface name (1-15 characters)")
+        try:
+            net = ipaddress.ip_network(self.subnet)
+        except ValueError:
+            raise SlinkyError(f"SLINKYML_KUBE_POD_SUBNET={self.subnet}: not an IPv4 network such as "
+                              f"{DEFAULT_POD_SUBNET}") from None
+        if net.version != 4 or net.prefixlen > 28:
+            raise SlinkyError(f"SLINKYML_KUBE_POD_SUBNET={self.subnet}: need an IPv4 network of /28 or larger")
+
+    @property
+    def node_ip(self) -> str:
+        return str(next(ipaddress.ip_network(self.subnet).hosts()))
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.ip_network(self.subnet).prefixlen
+
+
+class KubeNode:
+    """The node's files, daemons and clean-up, under ``PLANE_STATE/node``."""
+
+    def __init__(self, plane: KubeControlPlane, settings: NodeSettings | None = None):
+        self.plane = plane
+        self.dir = plane.state_dir / "node"
+        self._given = settings
+        # as given, else as the last ``up`` saved them (``down`` must clean what that one made), else the
+        # environment's; ``up`` takes the given or the environment's
+        self.settings = settings or self._saved_settings() or NodeSettings.from_env()
+
+    @property
+    def identity(self) -> Identity:
+        """The kubelet's client certificate: the Node authorizer's user for this node."""
+        return Identity("node", f"system:node:{self.settings.name}", ("system:nodes",))
+
+    @property
+    def settings_file(self) -> Path:
+        return self.dir / "node.json"
+
+    def _saved_settings(self) -> NodeSettings | None:
+        try:
+            saved = json.loads(self.settings_file.read_text())
+            return NodeSettings(saved["name"], saved["bridge"], saved["subnet"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    # -- paths -------------------------------------------------------------------------------------
+    @property
+    def containerd_dir(self) -> Path:
+        return self.dir / "containerd"
+
+    @property
+    def socket(self) -> Path:
+        return self.containerd_dir / "containerd.sock"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.dir / "kubelet"
+
+    @property
+    def cgroup_root(self) -> str:
+        """The kubelet's cgroup root (pods go under ``ROOT/kubepods``): one per node name, so two
+        kubelets of this machine never share QoS cgroups."""
+        return f"/kubelet-{self.settings.name}"
+
+    @property
+    def kubelet_port(self) -> int:
+        return self.plane.ports.apiserver + 7  # base + 50
+
+    @property
+    def kubelet_healthz_port(self) -> int:
+        return self.plane.ports.apiserver + 5  # base + 48
+
+    # -- daemons -----------------------------------------------------------------------------------
+    def daemons(self) -> list[Daemon]:
+        run, log = self.plane.state_dir / "run", self.plane.state_dir / "log"
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+        # Nothing is pulled: every image is imported. containerd has no switch that forbids pulls, so a pod
+        # naming an image we did not import (a chart's ghcr.io/... default) would make it look the registry
+        # up and connect out. It reaches registries through the proxy its environment names: one on
+        # loopback where nothing listens fails such a pull at once, without a DNS query leaving the machine.
+        no_pull = {"HTTP_PROXY": NO_PULL_PROXY, "HTTPS_PROXY": NO_PULL_PROXY, "NO_PROXY": ""}
+        return [
+            Daemon("containerd", [CONTAINERD, "--config", str(self.containerd_dir / "config.toml")],
+                   pid_file=run / "containerd.pid", log_file=log / "containerd.log", env={**env, **no_pull}),
+            Daemon("kubelet", [str(self.plane.bin_dir / "kubelet"), f"--config={self.kubelet_dir / 'config.yaml'}",
+                               f"--kubeconfig={self.kubelet_dir / 'kubeconfig'}",
+                               f"--root-dir={self.kubelet_dir / 'root'}",
+                               f"--hostname-override={self.settings.name}", f"--node-ip={self.settings.node_ip}",
+                               "--v=1"],
+                   pid_file=run / "kubelet.pid", log_file=log / "kubelet.log", env=env),
+        ]
+
+    @property
+    def running(self) -> bool:
+        return all(d.running for d in self.daemons())
+
+    # -- configuration -----------------------------------------------------------------------------
+    def containerd_config(self) -> str:
+        """containerd 1.6's configuration (version 2): every folder and socket under ours, the CRI plugin
+        with the cgroupfs driver, our pause image and the CNI configuration folder we write."""
+        c = self.containerd_dir
+        cri = {
+            "sandbox_image": PAUSE_IMAGE,
+            "stream_server_address": "127.0.0.1", "stream_server_port": "0",
+            # no OOM score below containerd's own: root on these machines lacks CAP_SYS_RESOURCE, so the
+            # sandbox's -998 failed in runc ("failed to update /proc/self/oom_score_adj: Permission denied")
+            "restrict_oom_score_adj": True,
+            "containerd": {"snapshotter": "overlayfs", "default_runtime_name": "runc",
+                           "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
+                                                 "options": {"BinaryName": RUNC, "SystemdCgroup": False}}}},
+            "cni": {"bin_dir": str(CNI_BIN_DIR), "conf_dir": str(self.dir / "cni" / "net.d"),
+                    "max_conf_num": 1},
+        }
+        config = {
+            "version": 2, "root": str(c / "root"), "state": str(c / "state"),
+            "grpc": {"address": str(self.socket)}, "ttrpc": {"address": f"{self.socket}.ttrpc"},
+            "debug": {"address": ""}, "metrics": {"address": ""},
+            "plugins": {"io.containerd.grpc.v1.cri": cri,
+                        "io.containerd.internal.v1.opt": {"path": str(c / "opt")}},
+        }
+        return _toml(config)
+
+    def cni_config(self) -> dict[str, Any]:
+        s = self.settings
+        return {"cniVersion": "1.0.0", "name": f"slinkyml-{s.name}", "plugins": [
+            {"type": "bridge", "bridge": s.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+             "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
+                      "ranges": [[{"subnet": s.subnet, "gateway": s.node_ip}]],
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ]}
+
+    def kubelet_config(self) -> dict[str, Any]:
+        pki = self.plane.pki
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "address": self.settings.node_ip, "port": self.kubelet_port, "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": self.kubelet_healthz_port,
+            "tlsCertFile": str(pki.path("kubelet-serving.crt")),
+            "tlsPrivateKeyFile": str(pki.path("kubelet-serving.key")),
+            # the API server's kubelet client certificate (our CA) is checked, and what it may do is
+            # asked of the API server (SubjectAccessReview), as on any production node
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(pki.ca_cert)}},
+            "authorization": {"mode": "Webhook"},
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "cgroupDriver": "cgroupfs", "cgroupRoot": self.cgroup_root,
+            # this machine runs cgroup v1, which kubelet 1.36 refuses unless told otherwise
+            "failCgroupV1": False, "failSwapOn": False,
+            "podLogsDir": str(self.dir / "pod-logs"),
+            "staticPodPath": "", "registerNode": True, "clusterDomain": "cluster.local",
+            # a shared development machine: do not evict pods or delete images because other work
+            # fills the disk (the defaults act at 10-15 % free)
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                             "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False, "maxPods": 110,
+        }
+
+    def _write_files(self) -> None:
+        s, pki = self.settings, self.plane.pki
+        for sub in ("containerd/root", "containerd/state", "containerd/opt", "cni/net.d", "cni/ipam",
+                    "kubelet/root", "pod-logs", "images"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.containerd_dir, 0o711)
+        pki.ensure_cert(self.identity.file, self.identity.user, organizations=self.identity.groups)
+        pki.kubeconfig(self.kubelet_dir / "kubeconfig", self.plane.server, self.identity.file,
+                       "slinkyml-dev")
+        pki.ensure_cert("kubelet-serving", s.name, server=True, hosts=(s.node_ip, s.name))
+        saved = self._saved_settings()
+        if saved and saved != s and any(d.running for d in self.daemons()):
+            raise SlinkyError(f"the node of {self.plane.state_dir} runs as {saved.name} on {saved.bridge} "
+                              f"({saved.subnet}): `slinkyml dev kube down` it before changing its settings")
+        _write_if_changed(self.settings_file, json.dumps({"name": s.name, "bridge": s.bridge,
+                                                          "subnet": s.subnet}) + "\n")
+        _write_if_changed(self.containerd_dir / "config.toml", self.containerd_config())
+        _write_if_changed(self.dir / "cni" / "net.d" / "10-slinkyml.conflist",
+                          json.dumps(self.cni_config(), indent=2) + "\n")
+        _write_if_changed(self.kubelet_dir / "config.yaml", yaml.safe_dump(self.kubelet_config(), sort_keys=False))
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def check_prerequisites(self) -> None:
+        """Debian's containerd, runc and CNI plugins, and the kubelet from ``make kube``."""
+        missing = [p for p in (CONTAINERD, CTR, RUNC) if not os.access(p, os.X_OK)]
+        missing += [str(CNI_BIN_DIR / p) for p in CNI_PLUGINS if not (CNI_BIN_DIR / p).is_file()]
+        if not BUSYBOX.is_file():
+            missing.append(str(BUSYBOX))
+        if missing:
+            raise SlinkyError(f"missing {', '.join(missing)}: apt-get install containerd runc "
+                              "containernetworking-plugins busybox-static (or `make setup`)")
+        for binary in ("kubelet", "pause"):
+            if not os.access(self.plane.bin_dir / binary, os.X_OK):
+                raise SlinkyError(f"not built: {self.plane.bin_dir / binary} (run `make kube`)")
+
+    def up(self, api: Any, log: Callable[[str], None] = lambda _: None) -> None:
+        """Start containerd and the kubelet when not running and wait until the Node is Ready; the
+        control plane must be up (``KubeControlPlane.up`` calls this under its lock)."""
+        self.check_prerequisites()
+        self.settings = self._given or NodeSettings.from_env()
+        try:
+            self._write_files()
+        except OSError as exc:
+            raise SlinkyError(f"state dir {self.dir}: cannot write {exc.filename or ''}: "
+                              f"{exc.strerror or exc}") from None
+        self._ensure_bridge()
+        self._ensure_cgroup_root()
+        containerd, kubelet = self.daemons()
+        if not kubelet.running:
+            busy = [p for p in (self.kubelet_port, self.kubelet_healthz_port) if port_in_use(p)]
+            if busy:
+                raise SlinkyError(f"kubelet ports in use: {', '.join(map(str, busy))} (another node of this "
+                                  "machine? SLINKYML_KUBE_PORT_BASE moves them)")
+        started: list[Daemon] = []
+        try:
+            if not containerd.running:
+                containerd.start()
+                started.append(containerd)
+                self._wait(containerd, lambda: unix_connectable(self.socket))
+            self._import_images(log)
+            if not kubelet.running:
+                kubelet.start()
+                started.append(kubelet)
+            self._wait(kubelet, lambda: self._node_ready(api))
+        except BaseException:
+            for daemon in reversed(started):
+                daemon.stop()
+            raise
+
+    def down(self) -> list[str]:
+        """Stop the kubelet, the pods' processes, containerd's shims and containerd, then remove what
+        they leave on the machine: network namespaces, mounts under the state folder, the kubelet's
+        cgroups, the bridge and the pods' address leases. Images and containerd's store are kept."""
+        containerd, kubelet = self.daemons()
+        stopped = [d.name for d in (kubelet,) if d.stop()]
+        self._kill_pod_processes()
+        self._kill_shims()
+        if containerd.stop():
+            stopped.append(containerd.name)
+        self._remove_netns()
+        self._unmount_all()
+        self._remove_cgroups()
+        if link_exists(self.settings.bridge):
+            _ip("link", "delete", self.settings.bridge, check=False)
+        shutil.rmtree(self.dir / "cni" / "ipam", ignore_errors=True)
+        return stopped
+
+    def status(self) -> dict[str, Any]:
+        return {"name": self.settings.name, "bridge": self.settings.bridge, "subnet": self.settings.subnet,
+                "node_ip": self.settings.node_ip, "daemons": {d.name: d.pid for d in self.daemons()}}
+
+    # -- steps -------------------------------------------------------------------------------------
+    def _wait(self, daemon: Daemon, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready():
+            if daemon.exited_early() or (not daemon.running and daemon.pid_file.exists() is False):
+                raise SlinkyError(f"{daemon.name} exited at start; last lines of {daemon.log_file}:\n"
+                                  f"{daemon.log_tail()}")
+            if time.monotonic() > deadline:
+                raise SlinkyError(f"{daemon.name} not ready after {READY_TIMEOUT_S:.0f} s; last lines of "
+                                  f"{daemon.log_file}:\n{daemon.log_tail()}")
+            time.sleep(0.5)
+
+    def _node_ready(self, api: Any) -> bool:
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            node = client.CoreV1Api(api).read_node(self.settings.name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+    def _ensure_bridge(self) -> None:
+        """The bridge and the node's address on it (the CNI bridge plugin would create the bridge with
+        the first pod, but the kubelet needs its node IP before any pod runs)."""
+        s = self.settings
+        if not link_exists(s.bridge):
+            _ip("link", "add", s.bridge, "type", "bridge")
+        have = _ip("-j", "-4", "addr", "show", "dev", s.bridge).stdout
+        if not any(a.get("local") == s.node_ip for i in json.loads(have or "[]") for a in i.get("addr_info", [])):
+            _ip("addr", "add", f"{s.node_ip}/{s.prefixlen}", "dev", s.bridge)
+        _ip("link", "set", s.bridge, "up")
+
+    def _cgroup_dirs(self) -> list[Path]:
+        """The kubelet's cgroup root in every cgroup hierarchy this machine mounts: the v2 tree alone, or
+        each v1 hierarchy and the hybrid ``unified`` one (runc creates the pods' cgroups there too)."""
+        rel = self.cgroup_root.lstrip("/")
+        if (CGROUP_FS / "cgroup.controllers").exists():
+            return [CGROUP_FS / rel]
+        return [h / rel for h in sorted(CGROUP_FS.iterdir())
+                if h.is_dir() and not h.is_symlink() and (h / "cgroup.procs").exists()]
+
+    def _ensure_cgroup_root(self) -> None:
+        """The kubelet checks its cgroup root exists in every hierarchy; cpuset's needs the parent's
+        CPUs and memory nodes before anything can join it."""
+        for d in self._cgroup_dirs():
+            d.mkdir(exist_ok=True)
+            if d.parent.name == "cpuset":
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    if not (d / f).read_text().strip():
+                        (d / f).write_text((d.parent / f).read_text())
+
+    def _ctr(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        """The one door to containerd's own API (``ctr``, Debian's client) in the CRI namespace."""
+        proc = subprocess.run([CTR, "--address", str(self.socket), "--namespace", CRI_NAMESPACE, *args],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise SlinkyError(f"ctr {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
+        return proc
+
+    def images(self) -> list[ImageSpec]:
+        """The images every node has: the pod sandbox's pause program and a busybox for tests."""
+        pause = ImageSpec(PAUSE_IMAGE, (Entry("pause", source=self.plane.bin_dir / "pause"),),
+                          entrypoint=("/pause",), labels={"io.cri-containerd.pinned": "pinned"})
+        busybox = ImageSpec(BUSYBOX_IMAGE, (*busybox_entries(BUSYBOX, BUSYBOX_APPLETS),
+                                            Entry("tmp", mode=0o1777)), cmd=("sh",))
+        return [pause, busybox]
+
+    def imported(self) -> dict[str, str]:
+        """Image name -> manifest digest of what containerd holds."""
+        out = self._ctr("images", "list").stdout.splitlines()
+        return {cols[0]: cols[2] for line in out[1:] if len(cols := line.split()) >= 3}
+
+    def _import_images(self, log: Callable[[str], None]) -> None:
+        have = self.imported()
+        for spec in self.images():
+            archive = self.dir / "images" / f"{spec.name.rpartition('/')[2].replace(':', '_')}.tar"
+            digest = write_oci_archive(spec, archive)
+            if have.get(spec.name) != digest:
+                log(f"importing {spec.name} ({digest[:19]})")
+                self._ctr("images", "import", "--all-platforms", str(archive))
+                if self.imported().get(spec.name) != digest:
+                    raise SlinkyError(f"ctr images import {archive}: {spec.name} not imported as {digest}")
+
+    def _kill_pod_processes(self) -> None:
+        """SIGKILL every process in the kubelet's cgroups (the pods' containers): with containerd going
+        away no one else would stop them."""
+        for _ in range(20):
+            pids = {int(p) for d in self._cgroup_dirs() if d.is_dir()
+                    for procs in d.rglob("cgroup.procs") for p in procs.read_text().split()}
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+    def _kill_shims(self) -> None:
+        """containerd's runc shims for this node (their command line names our containerd's socket);
+        they outlive containerd by design and hold the containers' mounts."""
+        needle = f"-address {self.socket} "
+
+        def shims() -> list[int]:
+            pids = (int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit())
+            return [pid for pid in pids if needle in cmdline(pid, settle=0) + " " and is_alive(pid)]
+
+        deadline = time.monotonic() + 5
+        while (pids := shims()) and time.monotonic() < deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+    def _remove_netns(self) -> None:
+        """The pods' network namespaces (containerd's CRI names them ``cni-UUID``) whose interface has an
+        address of our subnet; deleting one takes its veth pair along."""
+        if not NETNS_DIR.is_dir():
+            return
+        net = ipaddress.ip_network(self.settings.subnet)
+        for ns in sorted(NETNS_DIR.glob("cni-*")):
+            out = _ip("-n", ns.name, "-j", "-4", "addr", "show", check=False).stdout
+            try:
+                addrs = [a.get("local", "") for i in json.loads(out or "[]") for a in i.get("addr_info", [])]
+            except ValueError:
+                continue
+            if any(a and ipaddress.ip_address(a) in net for a in addrs):
+                _ip("netns", "delete", ns.name, check=False)
+
+    def _unmount_all(self) -> None:
+        """Everything mounted under the node's folder (overlay root file systems, shm, the kubelet's
+        volumes), deepest first."""
+        prefix = str(self.dir) + "/"
+        for _ in range(3):
+            out = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True,
+                                 check=False).stdout
+            targets = sorted({t.replace("\\x20", " ") for t in out.splitlines() if t.startswith(prefix)},
+                             key=len, reverse=True)
+            if not targets:
+                return
+            for target in targets:
+                subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+
+    def _remove_cgroups(self) -> None:
+        for root in self._cgroup_dirs():
+            if not root.is_dir():
+                continue
+            for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+            try:
+                root.rmdir()
+            except OSError:
+                pass
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not (path.is_file() and path.read_text() == text):
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+def _toml(config: dict[str, Any]) -> str:
+    """The small TOML subset containerd's configuration needs (tables, strings, booleans, integers).
+    Python's stdlib reads TOML but does not write it; no dependency for twenty lines."""
+    lines: list[str] = []
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        raise TypeError(f"no TOML for {type(v).__name__}")
+
+    def table(prefix: str, d: dict[str, Any]) -> None:
+        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        if prefix and scalars:
+            lines.append(f"\n[{prefix}]")
+        lines.extend(f"{k} = {value(v)}" for k, v in scalars.items())
+        for k, v in d.items():
+            if isinstance(v, dict):
+                table(f"{prefix}.{json.dumps(k) if '.' in k else k}" if prefix else
+                      (json.dumps(k) if "." in k else k), v)
+
+    table("", config)
+    return "\n".join(lines).lstrip("\n") + "\n"

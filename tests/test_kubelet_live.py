@@ -1,0 +1,165 @@
+"""``slinkyml dev kube up --kubelet``: a real node (Debian's containerd and runc, the bridge CNI, the kubelet
+built from k8s.io/kubernetes) registers Ready, runs a pod from an image built here to Succeeded, serves its
+log through the API server, never pulls, and ``down`` leaves nothing on the machine.
+
+On a control plane of this module's own, without the operator (its own state folder, ports, bridge and pod
+subnet): the session's shared plane (``kube_plane``) must not get a node, or the operator's pods of other
+tests would be scheduled onto it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from private_cluster import port_shift
+
+from slinkyml.dev.kube import KubeControlPlane, Ports
+from slinkyml.dev.kubenode import (
+    BUSYBOX_IMAGE,
+    CNI_BIN_DIR,
+    CONTAINERD,
+    NETNS_DIR,
+    NO_PULL_PROXY,
+    KubeNode,
+    NodeSettings,
+)
+
+pytestmark = pytest.mark.slow
+
+#: clear of CI's control plane (17400-17483) and of those helpers and developers run beside it (17600, 17700)
+PORT_BASE = 18000
+NAMESPACE = "default"
+
+
+@pytest.fixture(scope="module")
+def node_plane() -> Iterator[tuple[KubeControlPlane, KubeNode]]:
+    if os.geteuid() != 0:
+        pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")
+    if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
+        pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
+    shift = port_shift()
+    other = 1 if shift else 0  # a second run beside CI's gets its own bridge and subnet too
+    state = Path(tempfile.mkdtemp(prefix="slinkyml-kubelet-", dir="/var/tmp"))
+    plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),
+                             node=NodeSettings("slinkyml-test-node", f"slkkt{other}", f"10.{246 + other}.0.0/24"))
+    node = plane.node()
+    try:
+        started = time.monotonic()
+        plane.up(kubelet=True, operator=False)
+        print(f"control plane and node Ready in {time.monotonic() - started:.1f} s")
+        yield plane, node
+    finally:
+        plane.reset()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _core(plane: KubeControlPlane) -> client.CoreV1Api:
+    return client.CoreV1Api(plane.api())
+
+
+def _wait(what: str, check, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.3)
+
+
+def _pod(name: str, image: str, command: list[str], restart: str = "Never") -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": restart, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": image, "imagePullPolicy": "IfNotPresent",
+                                     "command": command}]}}
+
+
+def test_node_registers_ready(node_plane) -> None:
+    plane, node = node_plane
+    got = _core(plane).read_node(node.settings.name)
+    ready = {c.type: c.status for c in got.status.conditions}
+    assert ready["Ready"] == "True", got.status.conditions
+    info = got.status.node_info
+    assert info.kubelet_version == "v1.36.3"
+    assert info.container_runtime_version.startswith("containerd://")
+    assert {(a.type, a.address) for a in got.status.addresses} >= {("InternalIP", node.settings.node_ip)}
+    assert not got.spec.taints  # schedulable: nothing held it back
+
+
+def test_pod_runs_to_succeeded_and_its_log_is_served(node_plane) -> None:
+    """A pod from the busybox image built here: it runs on the bridge, ends Succeeded, and its output
+    comes back through the API server from the kubelet (what `kubectl logs` does)."""
+    plane, node = node_plane
+    core = _core(plane)
+    core.create_namespaced_pod(NAMESPACE, _pod("hello", BUSYBOX_IMAGE, [
+        "sh", "-c", "echo hello from $(hostname); ip -4 -o addr show eth0; echo done"]))
+    pod = _wait("pod hello to finish", lambda: (p := core.read_namespaced_pod("hello", NAMESPACE)).status.phase
+                in ("Succeeded", "Failed") and p)
+    assert pod.status.phase == "Succeeded", pod.status
+    assert pod.spec.node_name == node.settings.name
+    assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(node.settings.subnet)
+    log = core.read_namespaced_pod_log("hello", NAMESPACE)
+    assert "hello from hello" in log
+    assert f"inet {pod.status.pod_ip}/" in log  # the address the container saw is the pod's
+    assert log.rstrip().endswith("done")
+
+
+def test_an_image_not_imported_is_never_pulled(node_plane) -> None:
+    """A chart's default image is not here: the pull fails at once on loopback instead of reaching out."""
+    plane, _ = node_plane
+    core = _core(plane)
+    core.create_namespaced_pod(NAMESPACE, _pod("notpulled", "ghcr.io/slinkyproject/slurmctld:26.05-ubuntu24.04",
+                                               ["true"]))
+
+    def waiting():
+        statuses = core.read_namespaced_pod("notpulled", NAMESPACE).status.container_statuses or []
+        w = statuses and statuses[0].state.waiting
+        return w if w and w.reason in ("ErrImagePull", "ImagePullBackOff") else None
+
+    reason = _wait("the pull to fail", waiting, timeout=60)
+    assert NO_PULL_PROXY.removeprefix("http://") in reason.message
+    core.delete_namespaced_pod("notpulled", NAMESPACE, grace_period_seconds=0)
+
+
+def _leftovers(node: KubeNode) -> dict[str, list[str]]:
+    net = ipaddress.ip_network(node.settings.subnet)
+    netns = []
+    for ns in sorted(NETNS_DIR.glob("cni-*")) if NETNS_DIR.is_dir() else []:
+        out = subprocess.run(["ip", "-n", ns.name, "-j", "-4", "addr"], capture_output=True, text=True).stdout
+        addrs = [a["local"] for i in json.loads(out or "[]") for a in i.get("addr_info", [])]
+        if any(ipaddress.ip_address(a) in net for a in addrs):
+            netns.append(ns.name)
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    shims = subprocess.run(["pgrep", "-f", f"containerd-shim.*-address {node.socket}"], capture_output=True,
+                           text=True).stdout.split()
+    return {"netns": netns, "mounts": [m for m in mounts.splitlines() if m.startswith(f"{node.dir}/")],
+            "cgroups": [str(d) for d in node._cgroup_dirs() if d.exists()], "shims": shims,
+            "bridge": [node.settings.bridge] if Path(f"/sys/class/net/{node.settings.bridge}").exists() else []}
+
+
+def test_down_leaves_nothing_and_up_comes_back(node_plane) -> None:
+    """With a pod running (its netns, veth, overlay mount, shim, cgroups), the node's ``down`` removes all
+    of it; a second ``up`` registers Ready again and runs pods."""
+    plane, node = node_plane
+    core = _core(plane)
+    core.create_namespaced_pod(NAMESPACE, _pod("sleeper", BUSYBOX_IMAGE, ["sleep", "100000"], restart="Always"))
+    _wait("pod sleeper to run", lambda: core.read_namespaced_pod("sleeper", NAMESPACE).status.phase == "Running")
+    before = _leftovers(node)
+    assert before["netns"] and before["mounts"] and before["shims"] and before["bridge"], before
+    assert node.down() == ["kubelet", "containerd"]
+    assert _leftovers(node) == {"netns": [], "mounts": [], "cgroups": [], "shims": [], "bridge": []}
+    plane.up(kubelet=True, operator=False)
+    _wait("pod sleeper to run again", lambda: (p := core.read_namespaced_pod("sleeper", NAMESPACE)).status.phase
+          == "Running" and all(c.ready for c in p.status.container_statuses or []))
+    core.delete_namespaced_pod("sleeper", NAMESPACE, grace_period_seconds=0)
