@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from slinkyml.dev.images import CONTAINERD_NAME_ANNOTATION, Entry, ImageSpec, write_oci_archive
+from slinkyml.dev.images import CONTAINERD_NAME_ANNOTATION, BaseTree, Entry, ImageSpec, write_oci_archive
 
 
 def _spec(tmp_path: Path) -> ImageSpec:
@@ -30,7 +31,7 @@ def _blob(tar: tarfile.TarFile, digest: str) -> bytes:
 
 
 def test_archive_is_an_oci_layout_with_verified_blobs(tmp_path: Path) -> None:
-    digest = write_oci_archive(_spec(tmp_path), tmp_path / "image.tar")
+    digest = write_oci_archive(_spec(tmp_path), tmp_path / "image.tar")["slinkyml.local/test:1"]
     with tarfile.open(tmp_path / "image.tar") as tar:
         assert json.loads(tar.extractfile("oci-layout").read()) == {"imageLayoutVersion": "1.0.0"}
         index = json.loads(tar.extractfile("index.json").read())
@@ -71,3 +72,26 @@ def test_bad_specs_are_refused(bad: dict) -> None:
             Entry(bad["path"])
         else:
             ImageSpec(bad["name"], ())
+
+
+def test_base_tree_is_one_shared_layer_with_ids_mapped(tmp_path: Path) -> None:
+    """Two images on one base tree: the tree is one blob, its owners mapped (root's SlurmUser -> 401),
+    the contents of dev/ left out; each image's own files are a second layer."""
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    (root / "dev" / "null-ish").write_text("x")
+    (root / "etc").mkdir()
+    (root / "etc" / "hostname").write_text("root\n")
+    os.chown(root / "etc" / "hostname", 64030, 64030)
+    base = BaseTree(root, ((64030, 401),))
+    specs = [ImageSpec(f"slinkyml.local/{n}:1", (Entry("entry", data=n.encode()),), base=base) for n in ("a", "b")]
+    digests = write_oci_archive(specs, tmp_path / "two.tar")
+    with tarfile.open(tmp_path / "two.tar") as tar:
+        layers = [json.loads(_blob(tar, d))["layers"] for d in digests.values()]
+        assert layers[0][0] == layers[1][0] and layers[0][1] != layers[1][1]
+        blobs = [m for m in tar.getnames() if m.startswith("blobs/sha256/")]
+        assert len(blobs) == len(set(blobs)) == 2 * 3 + 1  # per image: config, manifest, own layer; one base
+        with tarfile.open(fileobj=io.BytesIO(_blob(tar, layers[0][0]["digest"]))) as files:
+            members = {m.name: m for m in files.getmembers()}
+    assert set(members) == {"dev", "etc", "etc/hostname"}
+    assert (members["etc/hostname"].uid, members["etc/hostname"].gid) == (401, 401)

@@ -9,6 +9,7 @@ tests would be scheduled onto it.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from kubernetes.stream import stream
 from private_cluster import port_shift
 
 from slinkyml.dev.kube import KubeControlPlane, Ports
@@ -33,12 +35,34 @@ from slinkyml.dev.kubenode import (
     KubeNode,
     NodeSettings,
 )
+from slinkyml.dev.slurm_images import image_name
 
 pytestmark = pytest.mark.slow
 
 #: clear of CI's control plane (17400-17483) and of those helpers and developers run beside it (17600, 17700)
 PORT_BASE = 18000
 NAMESPACE = "default"
+RELEASE = "26.05"
+#: configless: the slurmd pods fetch it from slurmctld; dynamic nodes (-Z) in the NodeSet of their feature
+SLURM_CONF = """\
+ClusterName=kube
+SlurmctldHost=slurmctld
+AuthType=auth/slurm
+CredType=cred/slurm
+SlurmUser=slurm
+StateSaveLocation=/var/spool/slurmctld
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldParameters=enable_configless
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+MaxNodeCount=8
+ReturnToService=2
+NodeSet=kube Feature=kube
+PartitionName=all Nodes=kube Default=YES State=UP
+"""
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +154,65 @@ def test_an_image_not_imported_is_never_pulled(node_plane) -> None:
     reason = _wait("the pull to fail", waiting, timeout=60)
     assert NO_PULL_PROXY.removeprefix("http://") in reason.message
     core.delete_namespaced_pod("notpulled", NAMESPACE, grace_period_seconds=0)
+
+
+def _exec(core: client.CoreV1Api, pod: str, namespace: str, command: list[str]) -> str:
+    """What `kubectl exec` does: API server -> kubelet -> containerd's streaming server."""
+    return stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=command, stderr=True,
+                  stdout=True, stdin=False, tty=False)
+
+
+def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
+    """The slurmctld and slurmd images built from the Debian sid root, run as the operator's pods run them
+    (slurmctld as SlurmUser 401 with /etc/slurm projected from a ConfigMap and the auth/slurm key Secret,
+    /run, statesave and log volumes; slurmd privileged with `-Z --conf-server HOST:6817 --conf
+    'Features=...'` and $POD_CPUS/$POD_MEMORY): both slurmd register over the bridge, configless, and
+    `sinfo` inside the slurmctld pod lists them idle with their feature."""
+    plane, node = node_plane
+    digests = node.import_slurm_images(RELEASE)
+    ctld_image, slurmd_image = image_name("slurmctld", RELEASE), image_name("slurmd", RELEASE)
+    assert set(digests) == {ctld_image, slurmd_image}
+    core = _core(plane)
+    ns = "slurm-images"
+    core.create_namespace({"metadata": {"name": ns}})
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "slurm-config"}, "data": {"slurm.conf": SLURM_CONF}})
+    core.create_namespaced_secret(ns, {"metadata": {"name": "slurm-key"},
+                                       "data": {"slurm.key": base64.b64encode(os.urandom(1024)).decode()}})
+    etc = {"name": "slurm-etc", "projected": {"defaultMode": 0o610, "sources": [
+        {"configMap": {"name": "slurm-config"}},
+        {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}]}}
+    etc_mount = {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True}
+    core.create_namespaced_pod(ns, {"metadata": {"name": "slurmctld"}, "spec": {
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
+        "automountServiceAccountToken": False,
+        "volumes": [etc, *({"name": v, "emptyDir": {}} for v in ("run", "statesave", "log"))],
+        "containers": [{"name": "slurmctld", "image": ctld_image, "ports": [{"containerPort": 6817}],
+                        "volumeMounts": [etc_mount, {"name": "run", "mountPath": "/run"},
+                                         {"name": "statesave", "mountPath": "/var/spool/slurmctld"},
+                                         {"name": "log", "mountPath": "/var/log/slurm"}]}]}})
+    ctld = _wait("slurmctld to run", lambda: (p := core.read_namespaced_pod("slurmctld", ns)).status.phase
+                 == "Running" and p)
+    _wait("slurmctld to listen", lambda: "Running as primary controller" in core.read_namespaced_pod_log(
+        "slurmctld", ns))
+    for i in (1, 2):
+        core.create_namespaced_pod(ns, {"metadata": {"name": f"kube-{i}"}, "spec": {
+            "hostAliases": [{"ip": ctld.status.pod_ip, "hostnames": ["slurmctld"]}],
+            "automountServiceAccountToken": False, "volumes": [etc, {"name": "log", "emptyDir": {}}],
+            "containers": [{"name": "slurmd", "image": slurmd_image, "securityContext": {"privileged": True},
+                            "args": ["-Z", "--conf-server", f"{ctld.status.pod_ip}:6817", "--conf",
+                                     "'Features=kube'"],
+                            "env": [{"name": "POD_CPUS", "value": "1"}, {"name": "POD_MEMORY", "value": "1024"}],
+                            "volumeMounts": [etc_mount, {"name": "log", "mountPath": "/var/log/slurm"}]}]}})
+
+    def nodes() -> list[str]:
+        out = _exec(core, "slurmctld", ns, ["sinfo", "-h", "-N", "-o", "%N %t %f"])
+        return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+    assert _wait("both slurmd to register", lambda: nodes() == ["kube-1 idle kube", "kube-2 idle kube"]) is True
+    # the pod's asserted CPUs and memory reached slurmd as --conf items (the entrypoint's contract)
+    log = core.read_namespaced_pod_log("kube-1", ns)
+    assert "Resource spec: Reserved abstract CPU IDs" in log and "slurmd version 26.05" in log
+    core.delete_namespace(ns, grace_period_seconds=0)
 
 
 def _leftovers(node: KubeNode) -> dict[str, list[str]]:

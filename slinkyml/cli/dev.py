@@ -106,6 +106,9 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                            "10.244.0.0/24)")
             p.add_argument("--no-operator", dest="operator", action="store_false",
                            help="without the slurm-operator's manager and webhook")
+            p.add_argument("--slurm-images", metavar="RELEASE", choices=("26.05",),
+                           help="with --kubelet: build the slurmctld and slurmd images of this Slurm release from "
+                           "its Debian root (as `dev up --slurm-version` unpacks it) and import them")
         p.set_defaults(handler=handler)
 
 
@@ -119,11 +122,11 @@ def _kube_up(args: argparse.Namespace) -> int:
     import time
 
     start = time.monotonic()
-    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator)
+    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, slurm_images=args.slurm_images)
     versions = plane.versions()
     print(f"local Kubernetes {versions.get('kubernetes', '?')} control plane up in {time.monotonic() - start:.1f} s "
           f"at {plane.server} (slurm-operator {versions.get('slurm-operator', '?')}), state in {plane.state_dir}")
-    if args.kubelet:
+    if args.kubelet or args.slurm_images:
         node = plane.node().settings
         print(f"  node {node.name} Ready at {node.node_ip} (bridge {node.bridge}, pods in {node.subnet})")
     print(f"  eval $(slinkyml dev kube env --state-dir {plane.state_dir})")

@@ -50,8 +50,19 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class BaseTree:
+    """A whole directory tree as an image's first layer (a Debian root): owners kept by number except
+    those ``ids`` maps (old uid/gid -> new), the contents of ``dev``, ``proc`` and ``sys`` left out (the
+    runtime mounts its own)."""
+
+    root: Path
+    ids: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class ImageSpec:
-    """An image of one layer: its name (``registry/repository:tag``), files and run-time defaults."""
+    """An image: its name (``registry/repository:tag``), an optional base tree (its own layer, shared by
+    every image of one archive that names it), files on top and run-time defaults."""
 
     name: str
     entries: tuple[Entry, ...]
@@ -60,6 +71,8 @@ class ImageSpec:
     env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
     workdir: str = "/"
     labels: dict[str, str] = field(default_factory=dict)
+    base: BaseTree | None = None
+    user: str = ""
 
     def __post_init__(self) -> None:
         repository, sep, tag = self.name.rpartition(":")
@@ -108,6 +121,27 @@ def write_layer(entries: Iterable[Entry], out: Any) -> None:
                 tar.addfile(_tarinfo(e.path, tarfile.DIRTYPE, e.mode))
 
 
+SKIPPED_CONTENTS = ("dev", "proc", "sys")
+
+
+def write_tree_layer(base: BaseTree, out: Any) -> None:
+    """The base tree as a layer: top-level entries in name order, each walked by ``tarfile`` (which sorts
+    directory listings), hard links kept, every owner name dropped and the mapped ids changed."""
+    ids = dict(base.ids)
+
+    def normalize(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = info.name.split("/")
+        if len(parts) > 1 and parts[0] in SKIPPED_CONTENTS:
+            return None
+        info.uid, info.gid = ids.get(info.uid, info.uid), ids.get(info.gid, info.gid)
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for child in sorted(base.root.iterdir()):
+            tar.add(child, arcname=child.name, recursive=True, filter=normalize)
+
+
 class _HashingWriter:
     """A file object that writes through to ``fh`` while hashing and counting, so a layer is read once
     (tarfile needs only ``write`` and ``tell``)."""
@@ -137,33 +171,59 @@ def _json_blob(obj: dict[str, Any]) -> tuple[bytes, str]:
     return data, "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def write_oci_archive(spec: ImageSpec, out: Path) -> str:
-    """Write ``spec`` as an OCI image layout in a tar archive at ``out`` (atomically); return the
-    manifest digest, which is the image's identity in containerd."""
+def _layer(tmp: Path, write: Any) -> tuple[Path, str, int]:
+    """Write one layer through ``write(fileobj)`` into ``tmp``; its file, digest and size."""
+    fd, name = tempfile.mkstemp(dir=tmp, suffix=".tar")
+    with os.fdopen(fd, "wb") as fh:
+        hashing = _HashingWriter(fh)
+        write(hashing)
+    return Path(name), "sha256:" + hashing.sha.hexdigest(), hashing.size
+
+
+def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path) -> dict[str, str]:
+    """Write the images as one OCI image layout in a tar archive at ``out`` (atomically); return each
+    image's manifest digest, its identity in containerd. A base tree several images share is one blob."""
+    specs = [specs] if isinstance(specs, ImageSpec) else list(specs)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".image-") as tmp:
-        layer_file = Path(tmp) / "layer.tar"
-        with open(layer_file, "wb") as fh:
-            hashing = _HashingWriter(fh)
-            write_layer(spec.entries, hashing)
-        layer_digest, layer_size = "sha256:" + hashing.sha.hexdigest(), hashing.size
-        config: dict[str, Any] = {
-            "architecture": "amd64", "os": "linux",
-            "config": {"Env": list(spec.env), "WorkingDir": spec.workdir, "Labels": dict(spec.labels),
-                       **({"Entrypoint": list(spec.entrypoint)} if spec.entrypoint else {}),
-                       **({"Cmd": list(spec.cmd)} if spec.cmd else {})},
-            # an uncompressed layer's diff ID is its own digest
-            "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-        }
-        config_data, config_digest = _json_blob(config)
-        manifest_data, manifest_digest = _json_blob({
-            "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
-            "config": _descriptor(CONFIG_MEDIA_TYPE, config_digest, len(config_data)),
-            "layers": [_descriptor(LAYER_MEDIA_TYPE, layer_digest, layer_size)]})
-        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": [
-            _descriptor(MANIFEST_MEDIA_TYPE, manifest_digest, len(manifest_data),
-                        **{CONTAINERD_NAME_ANNOTATION: spec.name, REF_NAME_ANNOTATION: spec.tag})]}
-        partial = Path(tmp) / "image.tar"
+    digests: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".image-") as tmp_name:
+        tmp = Path(tmp_name)
+        blobs: dict[str, tuple[Path | bytes, int]] = {}  # digest -> file or data, size
+        bases: dict[BaseTree, tuple[str, int]] = {}
+        manifests = []
+        for spec in specs:
+            layers: list[tuple[str, int]] = []
+            if spec.base is not None:
+                if spec.base not in bases:
+                    file, digest, size = _layer(tmp, lambda fh, b=spec.base: write_tree_layer(b, fh))
+                    blobs[digest] = (file, size)
+                    bases[spec.base] = (digest, size)
+                layers.append(bases[spec.base])
+            if spec.entries or spec.base is None:
+                file, digest, size = _layer(tmp, lambda fh, e=spec.entries: write_layer(e, fh))
+                blobs[digest] = (file, size)
+                layers.append((digest, size))
+            config: dict[str, Any] = {
+                "architecture": "amd64", "os": "linux",
+                "config": {"Env": list(spec.env), "WorkingDir": spec.workdir, "Labels": dict(spec.labels),
+                           **({"Entrypoint": list(spec.entrypoint)} if spec.entrypoint else {}),
+                           **({"Cmd": list(spec.cmd)} if spec.cmd else {}),
+                           **({"User": spec.user} if spec.user else {})},
+                # an uncompressed layer's diff ID is its own digest
+                "rootfs": {"type": "layers", "diff_ids": [d for d, _ in layers]},
+            }
+            config_data, config_digest = _json_blob(config)
+            manifest_data, manifest_digest = _json_blob({
+                "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+                "config": _descriptor(CONFIG_MEDIA_TYPE, config_digest, len(config_data)),
+                "layers": [_descriptor(LAYER_MEDIA_TYPE, d, n) for d, n in layers]})
+            blobs[config_digest] = (config_data, len(config_data))
+            blobs[manifest_digest] = (manifest_data, len(manifest_data))
+            manifests.append(_descriptor(MANIFEST_MEDIA_TYPE, manifest_digest, len(manifest_data),
+                                         **{CONTAINERD_NAME_ANNOTATION: spec.name, REF_NAME_ANNOTATION: spec.tag}))
+            digests[spec.name] = manifest_digest
+        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests}
+        partial = tmp / "image.tar"
         with tarfile.open(partial, mode="w", format=tarfile.PAX_FORMAT) as tar:
             def add(name: str, data: bytes) -> None:
                 tar.addfile(_tarinfo(name, tarfile.REGTYPE, 0o644, len(data)), io.BytesIO(data))
@@ -172,12 +232,15 @@ def write_oci_archive(spec: ImageSpec, out: Path) -> str:
             add("index.json", json.dumps(index, sort_keys=True).encode())
             tar.addfile(_tarinfo("blobs", tarfile.DIRTYPE, 0o755))
             tar.addfile(_tarinfo("blobs/sha256", tarfile.DIRTYPE, 0o755))
-            add(f"blobs/sha256/{config_digest[7:]}", config_data)
-            add(f"blobs/sha256/{manifest_digest[7:]}", manifest_data)
-            with open(layer_file, "rb") as layer:
-                tar.addfile(_tarinfo(f"blobs/sha256/{layer_digest[7:]}", tarfile.REGTYPE, 0o644, layer_size), layer)
+            for digest, (content, size) in blobs.items():
+                info = _tarinfo(f"blobs/sha256/{digest.removeprefix('sha256:')}", tarfile.REGTYPE, 0o644, size)
+                if isinstance(content, bytes):
+                    tar.addfile(info, io.BytesIO(content))
+                else:
+                    with open(content, "rb") as blob:
+                        tar.addfile(info, blob)
         os.replace(partial, out)
-    return manifest_digest
+    return digests
 
 
 def busybox_entries(busybox: Path, applets: Iterable[str]) -> Iterator[Entry]:

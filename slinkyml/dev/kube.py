@@ -218,15 +218,19 @@ class KubeControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def up(self, log: Callable[[str], None] = lambda _: None, *, kubelet: bool = False,
-           operator: bool = True) -> KubeControlPlane:
+           operator: bool = True, slurm_images: str | None = None) -> KubeControlPlane:
         """Start whatever is not running; idempotent. On failure stop what this call started and raise.
         Concurrent ``up``/``down`` of one state dir (``make test`` and a test session's fixture) take turns.
         ``kubelet``: also the node (containerd, kubelet), waiting until it is Ready. ``operator=False``:
-        without the slurm-operator's manager and webhook (a plane for pods alone, beside one that has them)."""
+        without the slurm-operator's manager and webhook (a plane for pods alone, beside one that has them).
+        ``slurm_images``: a Slurm release whose slurmctld and slurmd images the node imports (needs ``kubelet``)."""
         with self._lock():
             self._up(log, operator=operator)
-            if kubelet:
-                self.node().up(self.api(), log)
+            if kubelet or slurm_images:
+                node = self.node()
+                node.up(self.api(), log)
+                if slurm_images:
+                    node.import_slurm_images(slurm_images, log)
             return self
 
     def node(self) -> KubeNode:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from slinkyml.dev import slurm_images
 from slinkyml.dev.images import Entry, ImageSpec, busybox_entries, write_oci_archive
 from slinkyml.dev.network import _ip, link_exists
 from slinkyml.dev.pki import Identity
@@ -411,12 +412,24 @@ class KubeNode:
         have = self.imported()
         for spec in self.images():
             archive = self.dir / "images" / f"{spec.name.rpartition('/')[2].replace(':', '_')}.tar"
-            digest = write_oci_archive(spec, archive)
+            digest = write_oci_archive(spec, archive)[spec.name]
             if have.get(spec.name) != digest:
                 log(f"importing {spec.name} ({digest[:19]})")
                 self._ctr("images", "import", "--all-platforms", str(archive))
                 if self.imported().get(spec.name) != digest:
                     raise SlinkyError(f"ctr images import {archive}: {spec.name} not imported as {digest}")
+
+    def import_slurm_images(self, release: str, log: Callable[[str], None] = lambda _: None) -> dict[str, str]:
+        """The slurmctld and slurmd images of ``release`` (``slurm_images.py``), built from its Debian
+        root when missing and imported when containerd lacks them; name -> digest."""
+        archive, digests = slurm_images.build(release, self.dir / "images")
+        if any(self.imported().get(name) != digest for name, digest in digests.items()):
+            log(f"importing {', '.join(digests)} ({archive.stat().st_size >> 20} MiB)")
+            self._ctr("images", "import", "--all-platforms", str(archive), timeout=900)
+            missing = [n for n, d in digests.items() if self.imported().get(n) != d]
+            if missing:
+                raise SlinkyError(f"ctr images import {archive}: {', '.join(missing)} not imported")
+        return digests
 
     def _kill_pod_processes(self) -> None:
         """SIGKILL every process in the kubelet's cgroups (the pods' containers): with containerd going
