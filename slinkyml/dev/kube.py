@@ -40,8 +40,8 @@ CLUSTER_NAME = "slinkyml-dev"
 #: loopback ports, clear of the Slurm dev clusters (6817-6820, 7947-7960, 8817-8820, 9117-9520,
 #: 13306-16706); ``$SLINKYML_KUBE_PORT_BASE`` moves all but the webhook's
 DEFAULT_PORT_BASE = 17400
-#: the operator's webhook server: controller-runtime's default port, which the operator's webhook
-#: command offers no flag for (so one control plane per machine)
+#: the operator's webhook server: controller-runtime's default port, which v1.0.1's webhook command
+#: offers no flag for (so one control plane with a webhook per machine; README "The operator's version")
 WEBHOOK_PORT = 9443
 SERVICE_CIDR = "10.96.0.0/24"
 #: the operator's identity: cluster-admin through system:masters (its chart's RBAC is not installed)
