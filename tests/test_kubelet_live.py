@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,8 @@ ClusterName=kube
 SlurmctldHost=slurmctld
 AuthType=auth/slurm
 CredType=cred/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
 SlurmUser=slurm
 StateSaveLocation=/var/spool/slurmctld
 SlurmctldPidFile=/run/slurmctld.pid
@@ -171,16 +174,18 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     plane, node = node_plane
     digests = node.import_slurm_images(RELEASE)
     ctld_image, slurmd_image = image_name("slurmctld", RELEASE), image_name("slurmd", RELEASE)
-    assert set(digests) == {ctld_image, slurmd_image}
+    assert set(digests) == {image_name(c, RELEASE) for c in ("slurmctld", "slurmd", "slurmdbd", "slurmrestd")}
     core = _core(plane)
     ns = "slurm-images"
     core.create_namespace({"metadata": {"name": ns}})
     core.create_namespaced_config_map(ns, {"metadata": {"name": "slurm-config"}, "data": {"slurm.conf": SLURM_CONF}})
     core.create_namespaced_secret(ns, {"metadata": {"name": "slurm-key"},
-                                       "data": {"slurm.key": base64.b64encode(os.urandom(1024)).decode()}})
+                                       "data": {"slurm.key": base64.b64encode(os.urandom(1024)).decode(),
+                                                "jwt_hs256.key": base64.b64encode(os.urandom(32)).decode()}})
     etc = {"name": "slurm-etc", "projected": {"defaultMode": 0o610, "sources": [
         {"configMap": {"name": "slurm-config"}},
-        {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]}}]}}
+        {"secret": {"name": "slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"},
+                                                   {"key": "jwt_hs256.key", "path": "jwt_hs256.key"}]}}]}}
     etc_mount = {"name": "slurm-etc", "mountPath": "/etc/slurm", "readOnly": True}
     core.create_namespaced_pod(ns, {"metadata": {"name": "slurmctld"}, "spec": {
         "securityContext": {"runAsNonRoot": True, "runAsUser": 401, "runAsGroup": 401, "fsGroup": 401},
@@ -212,6 +217,33 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     # the pod's asserted CPUs and memory reached slurmd as --conf items (the entrypoint's contract)
     log = core.read_namespaced_pod_log("kube-1", ns)
     assert "Resource spec: Reserved abstract CPU IDs" in log and "slurmd version 26.05" in log
+
+    # slurmrestd as the operator runs it (nobody, SLURM_JWT=daemon, `-s openapi/slurmctld 0.0.0.0:6820` without
+    # accounting), answering a JWT from `scontrol token` over the bridge
+    core.create_namespaced_pod(ns, {"metadata": {"name": "restapi"}, "spec": {
+        "hostAliases": [{"ip": ctld.status.pod_ip, "hostnames": ["slurmctld"]}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534},
+        "automountServiceAccountToken": False, "volumes": [etc],
+        "containers": [{"name": "slurmrestd", "image": image_name("slurmrestd", RELEASE),
+                        "args": ["-s", "openapi/slurmctld", "0.0.0.0:6820"],
+                        "env": [{"name": "SLURM_JWT", "value": "daemon"},
+                                {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_files,disable_unshare_sysv"}],
+                        "volumeMounts": [etc_mount]}]}})
+    restapi = _wait("slurmrestd to run", lambda: (p := core.read_namespaced_pod("restapi", ns)).status.phase
+                    == "Running" and p)
+    token = _exec(core, "slurmctld", ns, ["scontrol", "token", "username=slurm"]).strip().split("=", 1)[1]
+
+    def ping() -> dict | None:
+        request = urllib.request.Request(f"http://{restapi.status.pod_ip}:6820/slurm/v0.0.44/ping",
+                                         headers={"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as resp:
+                return json.loads(resp.read())
+        except OSError:
+            return None
+
+    answer = _wait("slurmrestd to answer", ping, timeout=60)
+    assert [(p["hostname"], p["pinged"]) for p in answer["pings"]] == [("slurmctld", "UP")], answer
     core.delete_namespace(ns, grace_period_seconds=0)
 
 

@@ -294,8 +294,11 @@ class KubeControlPlane:
         if not self.state_dir.is_dir():
             return []
         with self._lock():
-            stopped = self.node().down() if (self.state_dir / "node").is_dir() else []
-            return stopped + [d.name for d in reversed(self.daemons()) if d.stop()]
+            try:
+                stopped = self.node().down() if (self.state_dir / "node").is_dir() else []
+            finally:  # the control plane stops even when the node's clean-up failed
+                plane = [d.name for d in reversed(self.daemons()) if d.stop()]
+            return stopped + plane
 
     def reset(self) -> None:
         """Stop everything and delete the state folder."""

@@ -435,8 +435,7 @@ class KubeNode:
         """SIGKILL every process in the kubelet's cgroups (the pods' containers): with containerd going
         away no one else would stop them."""
         for _ in range(20):
-            pids = {int(p) for d in self._cgroup_dirs() if d.is_dir()
-                    for procs in d.rglob("cgroup.procs") for p in procs.read_text().split()}
+            pids = {int(p) for d in self._cgroup_dirs() for cg in _cgroup_tree(d) for p in _read(cg / "cgroup.procs")}
             if not pids:
                 return
             for pid in pids:
@@ -495,17 +494,27 @@ class KubeNode:
 
     def _remove_cgroups(self) -> None:
         for root in self._cgroup_dirs():
-            if not root.is_dir():
-                continue
-            for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            for d in reversed(_cgroup_tree(root)):  # children first
                 try:
                     d.rmdir()
                 except OSError:
                     pass
-            try:
-                root.rmdir()
-            except OSError:
-                pass
+
+
+def _cgroup_tree(root: Path) -> list[Path]:
+    """``root`` and every cgroup below it, parents first; cgroups that vanish while we look (runc and
+    containerd remove theirs as their processes end) are skipped, not errors."""
+    out = []
+    for dirpath, _, _ in os.walk(root, onerror=lambda _: None):
+        out.append(Path(dirpath))
+    return out
+
+
+def _read(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
+    except OSError:
+        return []
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -1,11 +1,12 @@
 """Slurm images for the kubelet node, built from the Debian sid root of Slurm 26.05 (``roots.py``).
 
-No registry is reachable, so the slurmctld and slurmd images the operator's pods name are made here:
-one base layer, the root that the dev 26.05 cluster already unpacks (shared by both images), and a small
-layer per image with its entrypoint (``slinkyml/data/images/*-entrypoint.sh``, our own, to the contract
-of Slinky's images: arguments and ``$SLURMCTLD_OPTIONS``/``$SLURMD_OPTIONS`` are the daemon's options, the
-daemon runs in the foreground, ``$POD_CPUS``/``$POD_MEMORY``/``$POD_TOPOLOGY`` become slurmd ``--conf``
-items, SlurmUser ``slurm`` is uid/gid 401 as the operator's pods run it).
+No registry is reachable, so the slurmctld, slurmd, slurmdbd and slurmrestd images the operator's pods
+name are made here: one base layer, the root that the dev 26.05 cluster already unpacks (shared by all of
+them), and a small layer per image. slurmctld's and slurmd's entrypoints are ours
+(``slinkyml/data/images/*-entrypoint.sh``), to the contract of Slinky's images: arguments and
+``$SLURMCTLD_OPTIONS``/``$SLURMD_OPTIONS`` are the daemon's options, the daemon runs in the foreground,
+``$POD_CPUS``/``$POD_MEMORY``/``$POD_TOPOLOGY`` become slurmd ``--conf`` items; SlurmUser ``slurm`` is
+uid/gid 401 as the operator's pods run it.
 
 The root's Slurm executables are relinked to the root's own loader and libraries by absolute path on
 this machine (``roots.relink``); inside the image that path is a symbolic link to ``/``, so the same
@@ -27,7 +28,15 @@ from slinkyml.errors import SlinkyError
 SLURM_UID = 401
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "images"
 REGISTRY = "slinkyml.local"
-COMPONENTS = ("slurmctld", "slurmd")
+#: image -> (entrypoint, default arguments), as Slinky's images of that name start (theirs put ``tini -g --``
+#: before slurmdbd and slurmrestd; here the daemon is the container's first process, which reaps its own)
+ENTRYPOINT = "/usr/local/bin/entrypoint.sh"
+COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "slurmctld": ((ENTRYPOINT,), ()),
+    "slurmd": ((ENTRYPOINT,), ()),
+    "slurmdbd": (("slurmdbd", "-D"), ()),
+    "slurmrestd": (("slurmrestd",), ("0.0.0.0:6820",)),
+}
 
 
 def image_name(component: str, release: str) -> str:
@@ -53,7 +62,7 @@ def _with_slurm_id(text: str, uid: int) -> tuple[str, int]:
 
 
 def image_specs(root: Path, release: str) -> list[ImageSpec]:
-    """The slurmctld and slurmd images of ``release`` from its root."""
+    """The slurmctld, slurmd, slurmdbd and slurmrestd images of ``release`` from its root."""
     passwd, old_uid = _with_slurm_id((root / "etc" / "passwd").read_text(), SLURM_UID)
     group, old_gid = _with_slurm_id((root / "etc" / "group").read_text(), SLURM_UID)
     if old_uid != old_gid:
@@ -64,12 +73,11 @@ def image_specs(root: Path, release: str) -> list[ImageSpec]:
               # the relinked executables name their loader and libraries under the root's path here
               Entry(str(root).lstrip("/"), link="/"))
     specs = []
-    for component in COMPONENTS:
-        entrypoint = "/usr/local/bin/entrypoint.sh"
+    for component, (entrypoint, cmd) in COMPONENTS.items():
+        script = DATA_DIR / f"{component}-entrypoint.sh"
+        own = (Entry(ENTRYPOINT.lstrip("/"), source=script),) if entrypoint == (ENTRYPOINT,) else ()
         specs.append(ImageSpec(
-            image_name(component, release),
-            (*common, Entry(entrypoint.lstrip("/"), source=DATA_DIR / f"{component}-entrypoint.sh")),
-            entrypoint=(entrypoint,), base=base,
+            image_name(component, release), (*common, *own), entrypoint=entrypoint, cmd=cmd, base=base,
             env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"SLURM_VERSION={release}"),
             labels={"org.opencontainers.image.title": component, "slinkyml.io/slurm-release": release}))
     return specs
