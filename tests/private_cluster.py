@@ -1,6 +1,8 @@
 """A Slurm cluster of one test module's own, for tests that kill daemons or re-address nodes: the
-session's cluster, which every other test uses, must never see that. Ports are fixed per module so two
-modules never collide; ``$SLINKYML_TEST_PORT_SHIFT`` moves them all (a second test run beside CI's)."""
+session's cluster, which every other test uses, must never see that. Ports, bridge, node names and
+subnet are fixed per module so two modules never collide. A second test run beside CI's moves them all:
+``$SLINKYML_TEST_PORT_SHIFT`` shifts the ports, ``$SLINKYML_TEST_CLUSTER_TAG`` (a number, 1 to 254)
+is appended to the bridge's and the nodes' names and becomes the subnet's third byte."""
 
 from __future__ import annotations
 
@@ -18,11 +20,23 @@ def port_shift() -> int:
     return int(os.environ.get("SLINKYML_TEST_PORT_SHIFT", "0") or 0)
 
 
+def cluster_tag() -> str:
+    tag = os.environ.get("SLINKYML_TEST_CLUSTER_TAG", "")
+    if tag and not (tag.isdigit() and 1 <= int(tag) <= 254):
+        raise ValueError(f"SLINKYML_TEST_CLUSTER_TAG: a number from 1 to 254, got {tag!r}")
+    return tag
+
+
 def private_cluster(name: str, *, subnet: str, port_base: int, **options: Any) -> Iterator[LocalCluster]:
     """Up a 4-node cluster named ``name`` (bridge ``slk{name}0``, nodes ``{name}N``) on ``port_base`` to
     ``port_base + 3`` and MariaDB on ``port_base + 7000``; point ``SLURM_CONF`` at it while it runs, then
     reset and remove it."""
     base = port_base + port_shift()
+    tag = cluster_tag()
+    if tag:
+        name += tag
+        first, second, _third, rest = subnet.split(".", 3)
+        subnet = f"{first}.{second}.{tag}.{rest}"
     state = Path(tempfile.mkdtemp(prefix=f"slinkyml-{name}-cluster-", dir="/var/tmp"))
     cluster = LocalCluster(state, nodes=4, bridge=f"slk{name}0", node_prefix=name, subnet=subnet,
                            slurmctld_port=base, slurmd_port=base + 1, slurmdbd_port=base + 2,
