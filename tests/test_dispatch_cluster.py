@@ -189,6 +189,49 @@ def test_the_first_failing_rank_is_named_not_the_peer_that_lost_it(slurm, shared
     assert code == 1 and f".failed-{job.job_id}-r0" in out and "user rank 1 on " in out, (out, host)
 
 
+def task_gives_up(item: int, after: float) -> int:
+    """Items whose task ends as a whole (SystemExit is not an item's error: the task stops there)."""
+    time.sleep(after)
+    if item in (1, 3):
+        raise SystemExit(f"item {item} gives up")
+    return item
+
+
+@pytest.mark.timeout(240)
+def test_failing_array_tasks_are_named_first_to_fail_first(slurm, shared_tmp, own, cli):
+    """Two tasks of a map_array end as a whole: task 3 first, task 1 later. `jobs status|why` of the
+    array name task 3 (the first to fail, by the time Slurm says each ended) with its rank, host and
+    exception from the run protocol's marker; of task 1 itself, task 1's."""
+    arr = _executor(slurm, shared_tmp, mem="256M").map_array(task_gives_up, [0, 1, 2, 3], [0, 15, 0, 0],
+                                                            chunk_size=1)
+    own.extend(arr.array_ids)
+    (array_id,), tasks = arr.array_ids, arr.task_ids
+    deadline = time.monotonic() + 200
+    while not arr.done():
+        assert time.monotonic() < deadline, arr.state
+        time.sleep(1)
+    while slurm.run("squeue", ["-h", "-r", "-j", array_id], check=False, retries=0).stdout.strip() \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    ended = dict(line.split("|") for line in slurm.run("sacct", ["-X", "-n", "-P", "-j", array_id,
+                                                                  "-o", "JobID,End"]).stdout.split())
+    assert ended[tasks[3]] < ended[tasks[1]], ended
+    hosts = {t: slurm.run("sacct", ["-X", "-n", "-P", "-j", t, "-o", "NodeList"]).stdout.strip() for t in tasks}
+    code, out, _ = cli("jobs", "status", array_id)
+    assert code == 1 and "2 of 4 array tasks failed; the first to fail: " in out, out
+    assert f"job {tasks[3]} FAILED (exception): rank 0 on {hosts[tasks[3]]} exited 1: SystemExit: item 3 gives up" in out, out
+    code, out, _ = cli("jobs", "why", array_id)
+    assert code == 1 and out.startswith(f"2 of 4 array tasks failed; the first to fail: job {tasks[3]} FAILED"), out
+    assert f".failed-{tasks[3]}-r0" in out and "item 3 gives up" in out, out
+    code, out, _ = cli("jobs", "status", tasks[1])
+    assert code == 1 and f"job {tasks[1]} FAILED (exception): rank 0 on {hosts[tasks[1]]} exited 1: SystemExit: " \
+        "item 1 gives up" in out and "array tasks failed" not in out, out
+    code, out, _ = cli("jobs", "status", tasks[0])
+    assert code == 0 and "COMPLETED" in out, out
+    code, out, err = cli("jobs", "why", f"{array_id}_[1-3]")
+    assert code == 2 and "give a job's number or one array task" in err, err
+
+
 class Steps(Checkpointable):
     """Counts steps with an all-reduce each; rank 0 reports progress in a file."""
 

@@ -63,7 +63,8 @@ def test_every_text_is_a_job_id_or_one_line(text):
 
 
 @pytest.mark.parametrize("argv", [("jobs", "cancel", "4294967752"), ("jobs", "status", "0"), ("jobs", "why", "0"),
-                                  ("jobs", "logs", "4294967296"), ("jobs", "status", "12_1"),
+                                  ("jobs", "logs", "4294967296"), ("jobs", "status", "12_[1-3]"),
+                                  ("jobs", "why", "12+1"), ("jobs", "status", "12_4000001"),
                                   ("efficiency", "--job", "0")])
 def test_cli_refuses_before_asking_slurm(cli, argv):
     code, out, err = cli(*argv)

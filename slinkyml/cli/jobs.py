@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from slinkyml.errors import SlinkyError
-from slinkyml.slurm.jobid import job_id_argument, plain_job_id_argument
+from slinkyml.slurm.jobid import job_id_argument, job_or_task_argument
 
 
 def register(subparsers: Any) -> None:
@@ -30,13 +30,14 @@ def register(subparsers: Any) -> None:
     listing.set_defaults(handler=_list)
     status = sub.add_parser("status", help="state, reason, run time and restarts of jobs; for a failed "
                             "job the first failing rank, its host, exit code and exception")
-    status.add_argument("job_ids", nargs="+", type=plain_job_id_argument, metavar="JOBID")
+    status.add_argument("job_ids", nargs="+", type=job_or_task_argument, metavar="JOBID",
+                        help="JOBID or an array task JOBID_TASK (an array's JOBID names its first task to fail)")
     status.add_argument("--json", action="store_true", help="a JSON list of objects instead of the table")
     status.set_defaults(handler=_status)
     logs = sub.add_parser("logs", help="the batch log and every rank's log, also after Slurm forgot the job",
                           description="Log paths come from the submission record, slurmctld, or sacct's "
                           "WorkDir. Exit 1 when the job's log files are gone.")
-    logs.add_argument("job_id", type=plain_job_id_argument, metavar="JOBID")
+    logs.add_argument("job_id", type=job_or_task_argument, metavar="JOBID", help="JOBID or JOBID_TASK")
     logs.add_argument("-n", "--lines", type=int, default=20,
                       help="last lines per rank log (20; 0: whole files)")
     logs.add_argument("--rank", type=int, metavar="N", help="only this rank's (node's, task's) log, whole")
@@ -48,7 +49,8 @@ def register(subparsers: Any) -> None:
     why = sub.add_parser("why", help="why a job failed: the first failing rank and the log lines around it",
                          description="Recognises a rank's exception, OOM kills, node failures, time limits, "
                          "preemption and launch failures. Exit 0 for a completed job, 1 otherwise.")
-    why.add_argument("job_id", type=plain_job_id_argument, metavar="JOBID")
+    why.add_argument("job_id", type=job_or_task_argument, metavar="JOBID",
+                     help="JOBID or an array task JOBID_TASK (an array's JOBID: its first task to fail)")
     why.set_defaults(handler=_why)
     cancel = sub.add_parser("cancel", help="cancel jobs (scancel)")
     cancel.add_argument("job_ids", nargs="+", type=job_id_argument, metavar="JOBID",
@@ -95,7 +97,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from slinkyml.jobs.diagnose import diagnose
+    from slinkyml.jobs.diagnose import diagnose, failed_tasks
     from slinkyml.jobs.follow import find_logs, job_state
     from slinkyml.slurm import Slurm, protocol
 
@@ -110,17 +112,22 @@ def _status(args: argparse.Namespace) -> int:
         # each restart's cause, and a failure's (the run protocol's events file)
         events = protocol.read_events(batch_log.parent, job_id) if batch_log else []
         failed = s.finished and bool(s.exit_status)
-        why = diagnose(slurm, job_id, state=s) if failed else None
+        # an array: slurmctld shows one task for its id; the first task to fail is what to name
+        tasks, n_tasks = failed_tasks(slurm, job_id)
+        why = diagnose(slurm, tasks[0]) if tasks else diagnose(slurm, job_id, state=s) if failed else None
+        failed = failed or bool(tasks)
         worst = max(worst, int(failed))
+        first = f"{len(tasks)} of {n_tasks} array tasks failed; the first to fail: " if tasks else ""
         if args.json:
-            found.append({**s.to_dict(), "events": events, "diagnosis": why.to_dict() if why else None})
+            found.append({**s.to_dict(), "events": events, "diagnosis": why.to_dict() if why else None,
+                          **({"failed_tasks": tasks} if n_tasks else {})})
             continue
         print(f"{s.job_id:>8} {s.state:<12} {s.run_time:>10} {s.restarts:>8}  "
               f"{s.reason if s.state.startswith('PENDING') else s.nodes}")
         for event in events:
             print(f"{'':>8} {event}")
         if why is not None:
-            print(f"{'':>8} {why.summary}")
+            print(f"{'':>8} {first}{why.summary}")
     if args.json:
         json.dump(found, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -161,11 +168,13 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _why(args: argparse.Namespace) -> int:
-    from slinkyml.jobs.diagnose import diagnose
+    from slinkyml.jobs.diagnose import diagnose, failed_tasks
     from slinkyml.slurm import Slurm
 
-    found = diagnose(Slurm(), args.job_id)
-    print(found.summary)
+    slurm = Slurm()
+    tasks, n_tasks = failed_tasks(slurm, args.job_id)
+    found = diagnose(slurm, tasks[0] if tasks else args.job_id)
+    print((f"{len(tasks)} of {n_tasks} array tasks failed; the first to fail: " if tasks else "") + found.summary)
     for evidence in found.evidence:
         print(f"\n==> {evidence.path}:{evidence.line} <==")
         for offset, line in enumerate(evidence.context):

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from slinkyml.dispatch.task import record_task_failure
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
 
@@ -61,6 +62,9 @@ class Chunk:
                 outcomes.append(ItemOutcome(False, error=f"{type(exc).__name__}: {exc}",
                                             traceback=traceback.format_exc(),
                                             seconds=time.perf_counter() - start))
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt: the whole task ends here
+                record_task_failure(exc)  # the run protocol's marker: `jobs status|why` name it
+                raise
             else:
                 outcomes.append(ItemOutcome(True, value, seconds=time.perf_counter() - start))
         return outcomes

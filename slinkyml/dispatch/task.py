@@ -38,7 +38,7 @@ class TaskCall:
         try:
             return self.fn(*self.args, **self.kwargs)
         except Exception as exc:
-            _record_failure(exc)
+            record_task_failure(exc)
             raise
 
     def __repr__(self) -> str:
@@ -57,7 +57,7 @@ class CheckpointableTaskCall(TaskCall):
         return DelayedSubmission(self)
 
 
-def _record_failure(exc: BaseException) -> None:
+def record_task_failure(exc: BaseException) -> None:
     """The run protocol's failure marker, next to submitit's logs: ``jobs why`` then names the rank
     that failed first (rank 1's exception), not rank 0's later lost connection to it."""
     from submitit import JobEnvironment  # lazy: submitit stays out of `import slinkyml`

@@ -181,7 +181,7 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
              steps: list[dict[str, str]] | None = None) -> Diagnosis:
     """The diagnosis of one job (any state; a running job gets a one-line "running"). ``state``,
     ``logs`` and ``steps`` (sacct's job and step records) are read from the cluster when not given."""
-    state = state or job_state(slurm, int(str(job_id).split("_")[0]))
+    state = state or job_state(slurm, job_id)
     job = str(job_id)
     name = states.normalise(state.state)
     if name in states.UNFINISHED:
@@ -343,4 +343,17 @@ def diagnose(slurm: Slurm, job_id: int | str, *, state: JobState | None = None, 
     return Diagnosis(job, state.state, kind, exit_code, rank, host, exception, detail, evidence)
 
 
-__all__ = ["Diagnosis", "Evidence", "KINDS", "diagnose", "last_exception"]
+def failed_tasks(slurm: Slurm, job_id: int | str) -> tuple[list[str], int]:
+    """An array's tasks that failed, the first to fail first (by the time each ended, as sacct
+    records it), and how many tasks it has; ``([], 0)`` for a job that is not an array (or a task)."""
+    base = str(job_id)
+    if "_" in base:
+        return [], 0
+    rows = records.sacct(slurm, ["JobID", "State", "End"], ["-X", "-j", base], check=False, retries=0)
+    tasks = [r for r in rows if r["JobID"].partition("_")[0] == base and r["JobID"].partition("_")[2].isdigit()]
+    failed = [r for r in tasks if states.normalise(r["State"].split()[0] if r["State"] else "") in states.FAILED]
+    failed.sort(key=lambda r: (r["End"] in ("", "Unknown", "None"), r["End"], int(r["JobID"].partition("_")[2])))
+    return [r["JobID"] for r in failed], len(tasks)
+
+
+__all__ = ["Diagnosis", "Evidence", "KINDS", "diagnose", "failed_tasks", "last_exception"]

@@ -37,7 +37,7 @@ def unusable_nodes(slurm: Slurm) -> str:
 
 @dataclass(frozen=True)
 class JobState:
-    job_id: int
+    job_id: int | str  # a job's number, or an array task's JOBID_TASK
     state: str
     reason: str = ""
     run_time: str = ""
@@ -68,7 +68,7 @@ class JobState:
         return 0 if self.state.split()[0] == "COMPLETED" else 1
 
 
-def job_state(slurm: Slurm, job_id: int, name: str | None = None) -> JobState:
+def job_state(slurm: Slurm, job_id: int | str, name: str | None = None) -> JobState:
     """The job's state. ``name``: the name it was submitted under; a job of that id with another
     name is not it (a controller restarted from older state hands the lost job's id out again)."""
     try:
@@ -92,7 +92,7 @@ def job_state(slurm: Slurm, job_id: int, name: str | None = None) -> JobState:
     return state
 
 
-def accounting_state(slurm: Slurm, job_id: int) -> JobState:
+def accounting_state(slurm: Slurm, job_id: int | str) -> JobState:
     """The job as sacct remembers it (slurmctld forgets it ``MinJobAge`` seconds after it ends)."""
     fields = ["State", "ExitCode", "Elapsed", "NodeList", "JobName", "WorkDir", "Reason"]
     if slurm.version.sacct_knows_stdout:

@@ -113,6 +113,19 @@ def job_id_argument(text: str) -> JobId:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def job_or_task_argument(text: str) -> str:
+    """argparse ``type=`` for a job's own number or one array task, ``JOBID_TASK`` (``jobs
+    status|logs|why``): what one job's logs and diagnosis are of."""
+    try:
+        job = JobId.parse(text)
+    except JobIdError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if job.het_offset is not None or (job.tasks is not None and job.tasks.startswith("[")):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a job's number or one array task "
+                                         "(e.g. 1234 or 1234_5)")
+    return str(job)
+
+
 def plain_job_id_argument(text: str) -> int:
     """argparse ``type=`` for a job's own number (``jobs status|logs|why``, ``efficiency --job``)."""
     try:
