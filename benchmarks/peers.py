@@ -25,13 +25,15 @@ Measured (medians over ``--rounds``; every round runs each tool once, in a shuff
 
 Ratios are printed against slinkyml's Python path (the smaller, the better for the other tool).
 
-**Installing the peers** (each in its own venv, never the project's; they must see torch 2.13.0,
-which the project's Makefile installs from a CPU wheel on disk — point ``--find-links`` at it, or
-use ``--system-site-packages`` on a Python that has it)::
+**Installing the peers** (each in its own venv, never the project's; neither needs torch itself: the
+ranks run ``torchrun`` and this interpreter, which have it, found on ``PATH`` as set below)::
 
-    python3 -m venv /tmp/peers-torchx && /tmp/peers-torchx/bin/pip install torchx==0.7.0 torch==2.13.0
-    python3 -m venv /tmp/peers-nemo && /tmp/peers-nemo/bin/pip install nemo-run==0.11.1 torch==2.13.0
+    python3 -m venv /tmp/peers-torchx && /tmp/peers-torchx/bin/pip install torchx==0.7.0
+    python3 -m venv /tmp/peers-nemo && /tmp/peers-nemo/bin/pip install nemo-run==0.11.1 leptonai==0.27.3
 
+(nemo-run 0.11.1 asks for ``leptonai>=0.26.6``; pip then takes leptonai 0.47.1, which has no
+``leptonai.api.v1``, and ``import nemo_run`` fails: ``ModuleNotFoundError: No module named
+'leptonai.api.v1'``; 0.27.3, the last 0.27 release, has it.)
 then pass ``--torchx /tmp/peers-torchx/bin/torchx`` and ``--nemo-python /tmp/peers-nemo/bin/python``.
 The ranks themselves always run this interpreter (``sys.executable``), which has torch.
 Every job submitted here is waited for or cancelled; only its own job ids are touched.

@@ -131,7 +131,8 @@ def test_worker_back_at_a_new_address(local_cluster, slurm, workdir, own_jobs):
 def test_batch_node_back_at_a_new_address(local_cluster, slurm, workdir, own_jobs):
     """The batch node's pod comes back at a new address mid-run: the batch script ends with it,
     slurmctld requeues the job itself (the batch job is missing from its node), and the next run
-    resumes from the checkpoint."""
+    avoids that node — it requeues itself without it before training when it landed there again
+    (no script was left to exclude it) — and resumes from the checkpoint."""
     spec = _train_spec(workdir, "batch-readdress", ["--steps", str(STEPS), "--checkpoint-every", str(EVERY),
                                                     "--step-sleep", "0.3"])
     job_id = _submit(slurm, spec, workdir, own_jobs)
@@ -141,3 +142,12 @@ def test_batch_node_back_at_a_new_address(local_cluster, slurm, workdir, own_job
     state = _wait_done(slurm, job_id, timeout=400)
     assert state.state == "COMPLETED" and state.restarts >= 1, f"{state}\n{_logs(spec)[-4000:]}"
     check_resumed(spec, STEPS)
+    runs = run_nodes(slurm, job_id)
+    assert runs[0][0] == batch and batch not in runs[-1], (runs, _logs(spec)[-4000:])
+    logs = _logs(spec)
+    if batch in runs[1]:  # slurmctld's requeue put the run there again: it left at once, excluding it
+        assert f"r1 requeue node_failure: batch node {batch} of r0 failed" in protocol.read_events(
+            spec.log_dir, job_id)[0], logs[-4000:]
+        assert f"avoids {batch} (ExcNodeList={batch})" in logs, logs[-4000:]
+    else:
+        assert f"run r0 ended with its batch node {batch} (slurmctld requeued the job); this run avoids it" in logs

@@ -230,6 +230,12 @@ def render_sbatch(spec: JobSpec) -> str:
         'echo "slinkyml: job $SLURM_JOB_ID restart $restart_count/$max_restarts on '
         '$SLURM_JOB_NODELIST (head $head_node)"',
         "",
+        f"infra_regex={quote(causes.infra_regex())}",
+        f"events={protocol.SH_EVENTS_FILE}",
+        f"batch_nodes={protocol.SH_BATCH_NODES}",
+        EXCLUDE_FAILED_NODES_SH.rstrip("\n"),  # whole blocks: joined below with the same "\n"
+        "avoid_lost_batch_node",
+        "",
     ]
     lines += launch
     lines += [
@@ -257,14 +263,10 @@ def render_sbatch(spec: JobSpec) -> str:
         "done",
         'cat -- "$step_errors" >&2 2>/dev/null || true  # srun\'s own messages, into the batch log',
         "",
-        f"infra_regex={quote(causes.infra_regex())}",
-        EXCLUDE_FAILED_NODES_SH.rstrip("\n"),  # whole blocks: joined below with the same "\n"
-        "",
         "# -- why it ended: one cause from Slurm's facts (the rules of slinkyml/data/run_causes.json; the",
         "# submitit launcher decides with this same function) and what that cause's requeue rule says",
         f"preempted_marker={protocol.SH_PREEMPTED_MARKER}",
         f"failure_marker={protocol.SH_FAILURE_MARKER}",
-        f"events={protocol.SH_EVENTS_FILE}",
         "# the signal the batch shell itself got is the first fact; the ranks' marker says which reached",
         "# them (torchrun's agent, signalled twice, may stop them with SIGTERM), used when the shell got none",
         'if [[ -z $stop_signal && -e "$preempted_marker" ]]; then',

@@ -124,6 +124,8 @@ SH_PREEMPTED_MARKER = '"$log_dir/.preempted-$SLURM_JOB_ID-r$restart_count"'
 SH_FAILURE_MARKER = '"$log_dir/.failed-$SLURM_JOB_ID-r$restart_count"'
 SH_EVENTS_FILE = '"$log_dir/slinkyml-$SLURM_JOB_ID.events"'
 SH_STEP_ERRORS = '"$log_dir/.srun-$SLURM_JOB_ID-r$restart_count.err"'
+#: each run's batch node and start (``r<restart> NODE EPOCH``): a restarted run checks its predecessor's
+SH_BATCH_NODES = '"$log_dir/.batch-nodes-$SLURM_JOB_ID"'
 
 
 def read_events(log_dir: str | Path, job_id: str | int) -> list[str]:
