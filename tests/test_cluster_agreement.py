@@ -101,7 +101,8 @@ def test_offline_only_findings_are_tagged_with_a_reason(h100: Any) -> None:
 
 
 @pytest.mark.slow
-def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, corpus: list[Any]) -> None:
+def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, kube_webhook: None,
+                                                      corpus: list[Any]) -> None:
     """0 misses; every server rejection shares its field or words with ours; every finding only
     offline has a run-time reason. Prints the confusion table (benchmarks/cluster_agreement.py too)."""
     rows = run(kube_plane.api(), corpus, prefix=f"agree-{secrets.token_hex(3)}",

@@ -13,17 +13,26 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from cryptography import x509
 from kubernetes import client, config
+from private_cluster import port_shift
 
-from slinkyml.dev.kube import BUILD_SCRIPT, KubeControlPlane
+from slinkyml.cluster import EXAMPLES_DIR, load_spec
+from slinkyml.cluster.apply import apply_objects, ensure_secrets
+from slinkyml.cluster.render import render
+from slinkyml.dev.kube import BUILD_SCRIPT, WEBHOOK_CONFIG_NAME, KubeControlPlane, Ports
 from slinkyml.dev.process import port_open
 
 KUBE_DIR = BUILD_SCRIPT.parent
+#: the second control plane of test_second_plane_runs_the_operator_without_the_webhook (the kubelet
+#: tests' plane is at 18000)
+SECOND_PLANE_PORT_BASE = 18100
 pytestmark = pytest.mark.slow
 
 
@@ -96,11 +105,12 @@ def test_env_gives_the_python_client_its_cluster(kube_plane: KubeControlPlane) -
 def test_up_is_idempotent_and_restarts_only_what_died(kube_plane: KubeControlPlane) -> None:
     before = kube_plane.status()["daemons"]
     assert all(before.values()), before
-    assert kube_plane.up().status()["daemons"] == before  # nothing restarted
+    webhook = "slurm-operator-webhook" in kube_plane.wanted()  # as the session's fixture brought it up
+    assert kube_plane.up(webhook=webhook).status()["daemons"] == before  # nothing restarted
     scheduler = next(d for d in kube_plane.daemons() if d.name == "kube-scheduler")
     assert scheduler.stop()
     assert kube_plane.status()["daemons"]["kube-scheduler"] is None
-    after = kube_plane.up().status()["daemons"]
+    after = kube_plane.up(webhook=webhook).status()["daemons"]
     assert after["kube-scheduler"] not in (None, before["kube-scheduler"])
     assert {k: v for k, v in after.items() if k != "kube-scheduler"} == \
         {k: v for k, v in before.items() if k != "kube-scheduler"}
@@ -124,3 +134,41 @@ def test_bad_input_is_one_line(argv: list[str], env: dict[str, str], message: st
                           timeout=120, env={**os.environ, **env})
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"slinkyml: error: {message}") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_second_plane_runs_the_operator_without_the_webhook(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
+    """Beside the session's plane, whose webhook holds the one port v1.0.1's webhook listens on (no flag
+    moves it), a second plane comes up with ``--no-webhook``: the manager reconciles, no webhook
+    configuration of ours is registered (it would refuse every Slinky object), and so admission is the
+    CRD schemas' alone: a Slurm ClusterName over 40 characters, which the webhook refuses, is stored."""
+    base = SECOND_PLANE_PORT_BASE + port_shift()
+    state = Path(tempfile.mkdtemp(prefix="slinkyml-kube-second-", dir="/var/tmp"))
+    plane = KubeControlPlane(state, ports=Ports.from_base(base))
+    try:
+        done = subprocess.run([sys.executable, "-m", "slinkyml", "dev", "kube", "up", "--no-webhook", "--state-dir",
+                               str(state)], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "SLINKYML_KUBE_PORT_BASE": str(base)})
+        assert done.returncode == 0, done.stderr
+        status = plane.status()
+        assert status["running"] and status["without"] == ["slurm-operator-webhook"], status
+        assert plane.running and not port_open("127.0.0.1", plane.ports.webhook_health)
+        api = plane.api()
+        admission = client.AdmissionregistrationV1Api(api)
+        assert [c.metadata.name for c in admission.list_validating_webhook_configuration().items
+                if c.metadata.name.startswith(WEBHOOK_CONFIG_NAME)] == []
+
+        cluster = load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")
+        objs = render(cluster).objects
+        controller = next(o for o in objs if o["kind"] == "Controller")
+        controller["spec"]["clusterName"] = "c" * 41
+        apply_objects(objs[:1], api, log=lambda _: None)
+        ensure_secrets(cluster, api, log=lambda _: None)
+        apply_objects(objs[1:], api, log=lambda _: None)
+        core = client.CoreV1Api(api)
+        name, deadline = f"{cluster.name}-config", time.monotonic() + 180
+        while not any(c.metadata.name == name for c in core.list_namespaced_config_map(cluster.namespace).items):
+            assert time.monotonic() < deadline, f"the manager made no ConfigMap {cluster.namespace}/{name}"
+            time.sleep(1)
+    finally:
+        plane.reset()
+        shutil.rmtree(state, ignore_errors=True)

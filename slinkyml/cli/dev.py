@@ -106,6 +106,10 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                            "10.244.0.0/24)")
             p.add_argument("--no-operator", dest="operator", action="store_false",
                            help="without the slurm-operator's manager and webhook")
+            p.add_argument("--no-webhook", dest="webhook", action="store_false",
+                           help="the slurm-operator's manager without its webhook, whose port (9443) no flag "
+                           "moves: for a second control plane beside one that has it; objects are then admitted "
+                           "by the CRD schemas and CEL rules alone")
             p.add_argument("--slurm-images", metavar="RELEASE", choices=("26.05",),
                            help="with --kubelet: build the slurmctld and slurmd images of this Slurm release from "
                            "its Debian root (as `dev up --slurm-version` unpacks it) and import them")
@@ -122,7 +126,8 @@ def _kube_up(args: argparse.Namespace) -> int:
     import time
 
     start = time.monotonic()
-    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, slurm_images=args.slurm_images)
+    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, webhook=args.webhook,
+                           slurm_images=args.slurm_images)
     versions = plane.versions()
     print(f"local Kubernetes {versions.get('kubernetes', '?')} control plane up in {time.monotonic() - start:.1f} s "
           f"at {plane.server} (slurm-operator {versions.get('slurm-operator', '?')}), state in {plane.state_dir}")
@@ -161,6 +166,8 @@ def _kube_status(args: argparse.Namespace) -> int:
               f"{v.get('slurm-operator', '?')} at {status['server']}, state in {status['state_dir']}")
         for name, pid in {**status["daemons"], **status.get("node", {}).get("daemons", {})}.items():
             print(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'stopped'}")
+        for name in status["without"]:
+            print(f"  {name:<24} not run on this plane (`up --no-operator`/`--no-webhook`)")
     return 0 if status["running"] else 1
 
 

@@ -218,14 +218,16 @@ class KubeControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def up(self, log: Callable[[str], None] = lambda _: None, *, kubelet: bool = False,
-           operator: bool = True, slurm_images: str | None = None) -> KubeControlPlane:
+           operator: bool = True, webhook: bool = True, slurm_images: str | None = None) -> KubeControlPlane:
         """Start whatever is not running; idempotent. On failure stop what this call started and raise.
         Concurrent ``up``/``down`` of one state dir (``make test`` and a test session's fixture) take turns.
         ``kubelet``: also the node (containerd, kubelet), waiting until it is Ready. ``operator=False``:
         without the slurm-operator's manager and webhook (a plane for pods alone, beside one that has them).
+        ``webhook=False``: the manager without the webhook, whose port is fixed (WEBHOOK_PORT), for a plane
+        beside one that has it: objects are then admitted by the CRD schemas and CEL rules alone.
         ``slurm_images``: a Slurm release whose slurmctld and slurmd images the node imports (needs ``kubelet``)."""
         with self._lock():
-            self._up(log, operator=operator)
+            self._up(log, operator=operator, webhook=webhook)
             if kubelet or slurm_images:
                 node = self.node()
                 node.up(self.api(), log)
@@ -248,7 +250,7 @@ class KubeControlPlane:
         with exclusive_lock(self.state_dir / ".lock"):
             yield
 
-    def _up(self, log: Callable[[str], None], *, operator: bool = True) -> KubeControlPlane:
+    def _up(self, log: Callable[[str], None], *, operator: bool = True, webhook: bool = True) -> KubeControlPlane:
         daemons = {d.name: d for d in self.daemons()}
         missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
         if missing:
@@ -260,11 +262,17 @@ class KubeControlPlane:
                               f"{exc.strerror or exc}") from None
         already = {name for name, d in daemons.items() if d.running}
         wanted = set(daemons) if operator else {n for n in daemons if not n.startswith("slurm-operator")}
+        if not webhook:
+            wanted.discard("slurm-operator-webhook")
         busy = [f"{port} ({name})" for name, ports in self._listen_ports().items()
                 if name in wanted and name not in already for port in ports if port_in_use(port)]
         if busy:
             raise SlinkyError(f"ports in use: {', '.join(busy)} (another control plane? `slinkyml dev kube "
-                              "status`; SLINKYML_KUBE_PORT_BASE moves all but the webhook's)")
+                              "status`; SLINKYML_KUBE_PORT_BASE moves all but the webhook's: `--no-webhook` "
+                              "runs without it)")
+        self._wanted_file.write_text("".join(f"{name}\n" for name in sorted(wanted)))
+        for name in already - wanted:  # an earlier `up` started it; this one asks for the plane without
+            daemons[name].stop()
         started: list[Daemon] = []
         try:
             self._start(daemons["etcd"], self._etcd_healthy, started)
@@ -274,12 +282,15 @@ class KubeControlPlane:
             self._start(daemons["kube-scheduler"], lambda: port_open("127.0.0.1", self.ports.scheduler), started)
             api = self.api()
             self._install_crds(api, log)
+            if "slurm-operator-webhook" in wanted:
+                self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
+                            started)
+                self._register_webhook(api, log)
+            else:  # a configuration left registered (failurePolicy: Fail) would refuse every Slinky object
+                self._unregister_webhook(api, log)
             if not operator:
                 self._wait_default_service_account(api)
                 return self
-            self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
-                        started)
-            self._register_webhook(api, log)
             self._start(daemons["slurm-operator-manager"],
                         lambda: _http_ok(f"http://127.0.0.1:{self.ports.manager_health}/readyz"), started)
             self._wait_default_service_account(api)
@@ -305,10 +316,25 @@ class KubeControlPlane:
         self.down()
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
+    @property
+    def _wanted_file(self) -> Path:
+        """The daemons the last ``up`` started or kept (without the operator or its webhook, fewer)."""
+        return self.state_dir / "run" / "wanted"
+
+    def wanted(self) -> set[str]:
+        """The daemons this plane runs when it is up: what the last ``up`` asked for, else all."""
+        names = {d.name for d in self.daemons()}
+        try:
+            return names & set(self._wanted_file.read_text().split())
+        except OSError:
+            return names
+
     def status(self) -> dict[str, Any]:
-        daemons = {d.name: d.pid for d in self.daemons()}
+        wanted = self.wanted()
+        daemons = {d.name: d.pid for d in self.daemons() if d.name in wanted}
         status = {"state_dir": str(self.state_dir), "server": self.server, "kubeconfig": str(self.kubeconfig),
-                  "daemons": daemons, "running": all(daemons.values()), "versions": self.versions()}
+                  "daemons": daemons, "running": all(daemons.values()), "versions": self.versions(),
+                  "without": sorted({d.name for d in self.daemons()} - wanted)}
         if (self.state_dir / "node").is_dir():
             status["node"] = self.node().status()
         return status
@@ -322,7 +348,8 @@ class KubeControlPlane:
 
     @property
     def running(self) -> bool:
-        return all(d.running for d in self.daemons())
+        wanted = self.wanted()
+        return all(d.running for d in self.daemons() if d.name in wanted)
 
     def api(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for the admin kubeconfig."""
@@ -414,6 +441,22 @@ class KubeControlPlane:
 
     def _register_webhook(self, api: Any, log: Callable[[str], None]) -> None:
         apply_objects(self.webhook_configurations(), api, log=log)
+
+    def _unregister_webhook(self, api: Any, log: Callable[[str], None]) -> None:
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        admission = client.AdmissionregistrationV1Api(api)
+        for delete, suffix in ((admission.delete_validating_webhook_configuration, "validating"),
+                               (admission.delete_mutating_webhook_configuration, "mutating")):
+            try:
+                delete(f"{WEBHOOK_CONFIG_NAME}-{suffix}")
+                log(f"{WEBHOOK_CONFIG_NAME}-{suffix} removed (the webhook does not run on this plane)")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise SlinkyError(f"cannot remove the webhook configuration {WEBHOOK_CONFIG_NAME}-{suffix}: "
+                                      f"{exc.reason}") from None
 
     def _wait_default_service_account(self, api: Any) -> None:
         """kube-controller-manager's service-account controller has made ``default`` in ``default``
