@@ -10,6 +10,7 @@ tests would be scheduled onto it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import ipaddress
 import json
 import os
@@ -30,9 +31,12 @@ from slinkyml.dev.kube import KubeControlPlane, Ports
 from slinkyml.dev.kubenode import (
     BUSYBOX_IMAGE,
     CNI_BIN_DIR,
+    CNI_CACHE_DIR,
+    CONTAINER_LOG_LINKS,
     CONTAINERD,
     NETNS_DIR,
     NO_PULL_PROXY,
+    SHIM_SOCKET_DIR,
     KubeNode,
     NodeSettings,
 )
@@ -159,6 +163,11 @@ def test_an_image_not_imported_is_never_pulled(node_plane) -> None:
     core.delete_namespaced_pod("notpulled", NAMESPACE, grace_period_seconds=0)
 
 
+def _shim_socket(node: KubeNode, container: str) -> str:
+    """containerd 1.6's name for a shim's socket: sha256 of its address, namespace and container id."""
+    return hashlib.sha256(f"{node.socket}/k8s.io/{container}".encode()).hexdigest()
+
+
 def _exec(core: client.CoreV1Api, pod: str, namespace: str, command: list[str]) -> str:
     """What `kubectl exec` does: API server -> kubelet -> containerd's streaming server."""
     return stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=command, stderr=True,
@@ -247,7 +256,7 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     core.delete_namespace(ns, grace_period_seconds=0)
 
 
-def _leftovers(node: KubeNode) -> dict[str, list[str]]:
+def _leftovers(node: KubeNode, containers: set[str] = frozenset()) -> dict[str, list[str]]:
     net = ipaddress.ip_network(node.settings.subnet)
     netns = []
     for ns in sorted(NETNS_DIR.glob("cni-*")) if NETNS_DIR.is_dir() else []:
@@ -258,7 +267,13 @@ def _leftovers(node: KubeNode) -> dict[str, list[str]]:
     mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
     shims = subprocess.run(["pgrep", "-f", f"containerd-shim.*-address {node.socket}"], capture_output=True,
                            text=True).stdout.split()
+    fixed = [str(f) for d in (SHIM_SOCKET_DIR, CNI_CACHE_DIR) if d.is_dir() for f in d.iterdir()
+             if any(cid in f.name for cid in containers)
+             or (d == SHIM_SOCKET_DIR and f.name in {_shim_socket(node, cid) for cid in containers})]
+    fixed += [str(f) for f in CONTAINER_LOG_LINKS.iterdir() if f.is_symlink()
+              and os.readlink(f).startswith(f"{node.dir}/")] if CONTAINER_LOG_LINKS.is_dir() else []
     return {"netns": netns, "mounts": [m for m in mounts.splitlines() if m.startswith(f"{node.dir}/")],
+            "fixed paths": fixed,
             "cgroups": [str(d) for d in node._cgroup_dirs() if d.exists()], "shims": shims,
             "bridge": [node.settings.bridge] if Path(f"/sys/class/net/{node.settings.bridge}").exists() else []}
 
@@ -270,10 +285,13 @@ def test_down_leaves_nothing_and_up_comes_back(node_plane) -> None:
     core = _core(plane)
     core.create_namespaced_pod(NAMESPACE, _pod("sleeper", BUSYBOX_IMAGE, ["sleep", "100000"], restart="Always"))
     _wait("pod sleeper to run", lambda: core.read_namespaced_pod("sleeper", NAMESPACE).status.phase == "Running")
-    before = _leftovers(node)
+    containers = node._container_ids()
+    before = _leftovers(node, containers)
     assert before["netns"] and before["mounts"] and before["shims"] and before["bridge"], before
+    assert before["fixed paths"], before  # a shim socket, libcni's cache, the kubelet's log links
     assert node.down() == ["kubelet", "containerd"]
-    assert _leftovers(node) == {"netns": [], "mounts": [], "cgroups": [], "shims": [], "bridge": []}
+    assert _leftovers(node, containers) == {"netns": [], "mounts": [], "fixed paths": [], "cgroups": [],
+                                            "shims": [], "bridge": []}
     plane.up(kubelet=True, operator=False)
     _wait("pod sleeper to run again", lambda: (p := core.read_namespaced_pod("sleeper", NAMESPACE)).status.phase
           == "Running" and all(c.ready for c in p.status.container_statuses or []))

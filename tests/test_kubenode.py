@@ -29,7 +29,8 @@ def test_containerd_config_is_toml_with_everything_under_the_state_dir(node: Kub
     cri = config["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["sandbox_image"] == PAUSE_IMAGE
     assert cri["restrict_oom_score_adj"] is True
-    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is False
+    runc = cri["containerd"]["runtimes"]["runc"]["options"]
+    assert runc["SystemdCgroup"] is False and runc["Root"].startswith(f"{node.dir}/")
     assert cri["cni"]["conf_dir"].startswith(f"{node.dir}/")
 
 

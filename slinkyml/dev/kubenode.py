@@ -16,6 +16,7 @@ cgroup), containerd's shims, network namespaces, mounts under the state folder, 
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import os
@@ -58,6 +59,11 @@ BUSYBOX_APPLETS = ("sh", "echo", "cat", "ls", "hostname", "ip", "sleep", "env", 
 #: the CRI namespace of containerd that the kubelet's pods live in
 CRI_NAMESPACE = "k8s.io"
 CGROUP_FS = Path("/sys/fs/cgroup")
+#: fixed paths outside the state folder (see KubeNode._remove_fixed_path_files)
+SHIM_SOCKET_DIR = Path("/run/containerd/s")
+CNI_CACHE_DIR = Path("/var/lib/cni/results")
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
 #: where containerd's registry connections go: a loopback port nothing listens on (see ``daemons``)
 NO_PULL_PROXY = "http://127.0.0.1:9"
 NETNS_DIR = Path("/var/run/netns")
@@ -191,7 +197,9 @@ class KubeNode:
             "restrict_oom_score_adj": True,
             "containerd": {"snapshotter": "overlayfs", "default_runtime_name": "runc",
                            "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
-                                                 "options": {"BinaryName": RUNC, "SystemdCgroup": False}}}},
+                                                 # runc's state too, not /run/containerd/runc
+                                                 "options": {"BinaryName": RUNC, "SystemdCgroup": False,
+                                                             "Root": str(c / "runc")}}}},
             "cni": {"bin_dir": str(CNI_BIN_DIR), "conf_dir": str(self.dir / "cni" / "net.d"),
                     "max_conf_num": 1},
         }
@@ -313,9 +321,11 @@ class KubeNode:
     def down(self) -> list[str]:
         """Stop the kubelet, the pods' processes, containerd's shims and containerd, then remove what
         they leave on the machine: network namespaces, mounts under the state folder, the kubelet's
-        cgroups, the bridge and the pods' address leases. Images and containerd's store are kept."""
+        cgroups, the bridge, the pods' address leases and what goes to fixed paths outside the state
+        folder (``_remove_fixed_path_files``). Images and containerd's store are kept."""
         containerd, kubelet = self.daemons()
         stopped = [d.name for d in (kubelet,) if d.stop()]
+        containers = self._container_ids()
         self._kill_pod_processes()
         self._kill_shims()
         if containerd.stop():
@@ -326,7 +336,44 @@ class KubeNode:
         if link_exists(self.settings.bridge):
             _ip("link", "delete", self.settings.bridge, check=False)
         shutil.rmtree(self.dir / "cni" / "ipam", ignore_errors=True)
+        self._remove_fixed_path_files(containers)
         return stopped
+
+    def _container_ids(self) -> set[str]:
+        """Every container and sandbox id containerd holds or ran for this node."""
+        dirs = (self.containerd_dir / "state" / "io.containerd.runtime.v2.task" / CRI_NAMESPACE,
+                self.containerd_dir / "root" / "io.containerd.grpc.v1.cri" / "sandboxes",
+                self.containerd_dir / "root" / "io.containerd.grpc.v1.cri" / "containers")
+        return {p.name for d in dirs if d.is_dir() for p in d.iterdir()}
+
+    def _remove_fixed_path_files(self, containers: set[str]) -> None:
+        """What containerd 1.6, libcni and the kubelet write to fixed paths whatever their configuration,
+        for this node's containers only: each shim's socket (``/run/containerd/s/`` + sha256 of containerd's
+        address, namespace and id, as containerd names it), libcni's result cache (``/var/lib/cni/results``,
+        named by network and container id), the kubelet's log links (``/var/log/containers``, pointing into
+        our pod logs) and, when no other kubelet runs, its device-plugin socket (a constant,
+        ``/var/lib/kubelet/device-plugins/kubelet.sock``); then those folders if they are left empty."""
+        for cid in containers:
+            digest = hashlib.sha256(f"{self.socket}/{CRI_NAMESPACE}/{cid}".encode()).hexdigest()
+            (SHIM_SOCKET_DIR / digest).unlink(missing_ok=True)
+        if CNI_CACHE_DIR.is_dir():
+            for f in CNI_CACHE_DIR.iterdir():
+                if any(f"-{cid}-" in f.name for cid in containers):
+                    f.unlink(missing_ok=True)
+        logs = str(self.dir / "pod-logs") + "/"
+        if CONTAINER_LOG_LINKS.is_dir():
+            for link in CONTAINER_LOG_LINKS.iterdir():
+                if link.is_symlink() and os.readlink(link).startswith(logs):
+                    link.unlink(missing_ok=True)
+        if not any(_is_kubelet(pid) for pid in _pids()):
+            DEVICE_PLUGIN_SOCKET.unlink(missing_ok=True)
+        for d in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent / "fifo", SHIM_SOCKET_DIR.parent,
+                  CNI_CACHE_DIR, CNI_CACHE_DIR.parent, CONTAINER_LOG_LINKS, DEVICE_PLUGIN_SOCKET.parent,
+                  DEVICE_PLUGIN_SOCKET.parent.parent):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
     def status(self) -> dict[str, Any]:
         return {"name": self.settings.name, "bridge": self.settings.bridge, "subnet": self.settings.subnet,
@@ -499,6 +546,15 @@ class KubeNode:
                     d.rmdir()
                 except OSError:
                     pass
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
+
+
+def _is_kubelet(pid: int) -> bool:
+    argv0 = cmdline(pid, settle=0).split(" ", 1)[0]
+    return os.path.basename(argv0) == "kubelet" and is_alive(pid)
 
 
 def _cgroup_tree(root: Path) -> list[Path]:
