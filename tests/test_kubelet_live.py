@@ -15,6 +15,7 @@ import ipaddress
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -183,7 +184,8 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     plane, node = node_plane
     digests = node.import_slurm_images(RELEASE)
     ctld_image, slurmd_image = image_name("slurmctld", RELEASE), image_name("slurmd", RELEASE)
-    assert set(digests) == {image_name(c, RELEASE) for c in ("slurmctld", "slurmd", "slurmdbd", "slurmrestd")}
+    assert set(digests) == {image_name(c, RELEASE) for c in ("slurmctld", "slurmd", "login", "slurmdbd",
+                                                             "slurmrestd")}
     core = _core(plane)
     ns = "slurm-images"
     core.create_namespace({"metadata": {"name": ns}})
@@ -253,6 +255,34 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
 
     answer = _wait("slurmrestd to answer", ping, timeout=60)
     assert [(p["hostname"], p["pinged"]) for p in answer["pings"]] == [("slurmctld", "UP")], answer
+
+    # a login pod as the operator makes one (sackd told the conf server in $SACKD_OPTIONS; only the auth key
+    # mounted): Slurm's commands work there through sackd, and sshd answers on port 22
+    core.create_namespaced_pod(ns, {"metadata": {"name": "login"}, "spec": {
+        "hostAliases": [{"ip": ctld.status.pod_ip, "hostnames": ["slurmctld"]}],
+        "automountServiceAccountToken": False,
+        "volumes": [{"name": "slurm-key", "secret": {"secretName": "slurm-key", "defaultMode": 0o600,
+                                                     "items": [{"key": "slurm.key", "path": "slurm.key"}]}}],
+        "containers": [{"name": "login", "image": image_name("login", RELEASE),
+                        "env": [{"name": "SACKD_OPTIONS", "value": f"--conf-server {ctld.status.pod_ip}:6817"}],
+                        "volumeMounts": [{"name": "slurm-key", "mountPath": "/etc/slurm", "readOnly": True}]}]}})
+    login = _wait("login to run", lambda: (p := core.read_namespaced_pod("login", ns)).status.phase == "Running"
+                  and p)
+
+    def login_nodes() -> list[str]:
+        out = _exec(core, "login", ns, ["sinfo", "-h", "-N", "-o", "%N %t"])
+        return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+    assert _wait("sinfo in the login pod", lambda: login_nodes() == ["kube-1 idle", "kube-2 idle"]) is True
+
+    def banner() -> bytes:
+        try:
+            with socket.create_connection((login.status.pod_ip, 22), timeout=5) as conn:
+                return conn.recv(64)
+        except OSError:
+            return b""
+
+    assert _wait("sshd's banner", banner).startswith(b"SSH-2.0-OpenSSH")
     core.delete_namespace(ns, grace_period_seconds=0)
 
 

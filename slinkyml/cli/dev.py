@@ -111,8 +111,8 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                            "moves: for a second control plane beside one that has it; objects are then admitted "
                            "by the CRD schemas and CEL rules alone")
             p.add_argument("--slurm-images", metavar="RELEASE", choices=("26.05",),
-                           help="with --kubelet: build the slurmctld and slurmd images of this Slurm release from "
-                           "its Debian root (as `dev up --slurm-version` unpacks it) and import them")
+                           help="with --kubelet: build the slurmctld, slurmd, login, slurmdbd and slurmrestd images of this Slurm "
+                           "release from its Debian root (as `dev up --slurm-version` unpacks it) and import them")
         p.set_defaults(handler=handler)
 
 

@@ -467,7 +467,7 @@ class KubeNode:
                     raise SlinkyError(f"ctr images import {archive}: {spec.name} not imported as {digest}")
 
     def import_slurm_images(self, release: str, log: Callable[[str], None] = lambda _: None) -> dict[str, str]:
-        """The slurmctld and slurmd images of ``release`` (``slurm_images.py``), built from its Debian
+        """The Slurm images of ``release`` (``slurm_images.py``), built from its Debian
         root when missing and imported when containerd lacks them; name -> digest."""
         archive, digests = slurm_images.build(release, self.dir / "images")
         if any(self.imported().get(name) != digest for name, digest in digests.items()):

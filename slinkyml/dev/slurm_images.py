@@ -1,12 +1,12 @@
 """Slurm images for the kubelet node, built from the Debian sid root of Slurm 26.05 (``roots.py``).
 
-No registry is reachable, so the slurmctld, slurmd, slurmdbd and slurmrestd images the operator's pods
-name are made here: one base layer, the root that the dev 26.05 cluster already unpacks (shared by all of
-them), and a small layer per image. slurmctld's and slurmd's entrypoints are ours
-(``slinkyml/data/images/*-entrypoint.sh``), to the contract of Slinky's images: arguments and
-``$SLURMCTLD_OPTIONS``/``$SLURMD_OPTIONS`` are the daemon's options, the daemon runs in the foreground,
-``$POD_CPUS``/``$POD_MEMORY``/``$POD_TOPOLOGY`` become slurmd ``--conf`` items; SlurmUser ``slurm`` is
-uid/gid 401 as the operator's pods run it.
+No registry is reachable, so the slurmctld, slurmd, login, slurmdbd and slurmrestd images the operator's
+pods name are made here: one base layer, the images' root (a copy of the root the dev 26.05 cluster
+unpacks, plus sackd and sshd for the login image), shared by all of them, and a small layer per image.
+The entrypoints are ours (``slinkyml/data/images/*-entrypoint.sh``), to the contract of Slinky's images:
+arguments and ``$SLURMCTLD_OPTIONS``/``$SLURMD_OPTIONS``/``$SACKD_OPTIONS``/``$SSHD_OPTIONS`` are the
+daemons' options, daemons run in the foreground, ``$POD_CPUS``/``$POD_MEMORY``/``$POD_TOPOLOGY`` become
+slurmd ``--conf`` items; SlurmUser ``slurm`` is uid/gid 401 as the operator's pods run it.
 
 The root's Slurm executables are relinked to the root's own loader and libraries by absolute path on
 this machine (``roots.relink``); inside the image that path is a symbolic link to ``/``, so the same
@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 from slinkyml.dev import roots
 from slinkyml.dev.images import BaseTree, Entry, ImageSpec, write_oci_archive
+from slinkyml.dev.process import exclusive_lock
 from slinkyml.errors import SlinkyError
 
 #: the SlurmUser uid/gid the operator's pods run as (slurm-operator's builder: slurmUserUid/Gid)
@@ -31,12 +36,81 @@ REGISTRY = "slinkyml.local"
 #: image -> (entrypoint, default arguments), as Slinky's images of that name start (theirs put ``tini -g --``
 #: before slurmdbd and slurmrestd; here the daemon is the container's first process, which reaps its own)
 ENTRYPOINT = "/usr/local/bin/entrypoint.sh"
+BUILD_TIMEOUT_S = 1800
 COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "slurmctld": ((ENTRYPOINT,), ()),
     "slurmd": ((ENTRYPOINT,), ()),
+    "login": ((ENTRYPOINT,), ()),
     "slurmdbd": (("slurmdbd", "-D"), ()),
     "slurmrestd": (("slurmrestd",), ("0.0.0.0:6820",)),
 }
+
+
+#: what the images need beyond the dev cluster's root: sackd and sshd for the login image (Slinky's login
+#: image runs both); systemd-standalone-sysusers satisfies openssh-server's "systemd | ..." without systemd
+IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers")
+IMAGE_ROOT_MARKER = ".slinkyml-image-root.json"
+POLICY_RC_D = "#!/bin/sh\n# no service starts while packages install into an image root\nexit 101\n"
+
+
+def image_root(release: str) -> tuple[Path, Path]:
+    """The images' root: a copy of the dev cluster's root of ``release`` (never changed: a running 26.05
+    cluster uses it) with IMAGE_EXTRA_PACKAGES installed by apt from Debian, built once beside it;
+    also the original root's path, which its relinked Slurm programs name."""
+    base = roots.install(release).root
+    if base is None:
+        raise SlinkyError(f"Slurm {release}: images are built from a Debian root (one of {', '.join(roots.RELEASES)})")
+    dest = base.with_name(f"{base.name}-images")
+    marker = json.dumps({"from": json.loads((base / roots.MARKER).read_text()),
+                         "extra": list(IMAGE_EXTRA_PACKAGES)}) + "\n"
+
+    def ready() -> bool:
+        try:
+            return (dest / IMAGE_ROOT_MARKER).read_text() == marker
+        except OSError:
+            return False
+
+    if ready():
+        return dest, base
+    with exclusive_lock(dest.parent / f".{dest.name}.lock"):
+        if ready():
+            return dest, base
+        building = Path(tempfile.mkdtemp(prefix=f"{dest.name}.build-", dir=dest.parent))
+        try:
+            _run(["cp", "-a", f"{base}/.", str(building)], f"copy {base}")
+            policy = building / "usr" / "sbin" / "policy-rc.d"
+            policy.write_text(POLICY_RC_D)
+            policy.chmod(0o755)
+            shutil.copyfile("/etc/resolv.conf", building / "etc" / "resolv.conf")  # apt's lookups, in the copy
+            _run(["mount", "-t", "proc", "proc", str(building / "proc")], "mount proc")
+            try:
+                # the sid mirror these machines reach is a snapshot whose Release is past its Valid-Until
+                # (apt: "Release file ... is expired"); debootstrap, which made the root, does not check it
+                _run(["chroot", str(building), "apt-get", "-o", "Acquire::Check-Valid-Until=false", "update",
+                      "-qq"], "apt-get update (sid)")
+                _run(["chroot", str(building), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+                      "-qq", "--no-install-recommends", *IMAGE_EXTRA_PACKAGES], "apt-get install")
+                _run(["chroot", str(building), "apt-get", "clean"], "apt-get clean")
+            finally:
+                _run(["umount", "-l", str(building / "proc")], "umount proc")
+            policy.unlink()
+            for key in (building / "etc" / "ssh").glob("ssh_host_*"):  # each login pod gets its own
+                key.unlink()
+            (building / IMAGE_ROOT_MARKER).write_text(marker)
+            shutil.rmtree(dest, ignore_errors=True)
+            os.rename(building, dest)
+        except BaseException:
+            subprocess.run(["umount", "-l", str(building / "proc")], capture_output=True, check=False)
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+    return dest, base
+
+
+def _run(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise SlinkyError(f"image root: {what} failed (exit {proc.returncode}):\n{tail}")
 
 
 def image_name(component: str, release: str) -> str:
@@ -61,8 +135,9 @@ def _with_slurm_id(text: str, uid: int) -> tuple[str, int]:
     return text[:m.start()] + ":".join(fields) + text[line_end:], int(m.group(1))
 
 
-def image_specs(root: Path, release: str) -> list[ImageSpec]:
-    """The slurmctld, slurmd, slurmdbd and slurmrestd images of ``release`` from its root."""
+def image_specs(root: Path, release: str, relinked_at: Path | None = None) -> list[ImageSpec]:
+    """The slurmctld, slurmd, login, slurmdbd and slurmrestd images of ``release`` from ``root``, whose
+    relinked Slurm programs name ``relinked_at`` (default: ``root`` itself) as their loader's folder."""
     passwd, old_uid = _with_slurm_id((root / "etc" / "passwd").read_text(), SLURM_UID)
     group, old_gid = _with_slurm_id((root / "etc" / "group").read_text(), SLURM_UID)
     if old_uid != old_gid:
@@ -71,7 +146,7 @@ def image_specs(root: Path, release: str) -> list[ImageSpec]:
     common = (Entry("etc/passwd", data=passwd.encode(), mode=0o644),
               Entry("etc/group", data=group.encode(), mode=0o644),
               # the relinked executables name their loader and libraries under the root's path here
-              Entry(str(root).lstrip("/"), link="/"))
+              Entry(str(relinked_at or root).lstrip("/"), link="/"))
     specs = []
     for component, (entrypoint, cmd) in COMPONENTS.items():
         script = DATA_DIR / f"{component}-entrypoint.sh"
@@ -85,11 +160,9 @@ def image_specs(root: Path, release: str) -> list[ImageSpec]:
 
 def build(release: str, out_dir: Path) -> tuple[Path, dict[str, str]]:
     """The images' archive (written once per root and entrypoint version) and each image's digest."""
-    root = roots.install(release).root
-    if root is None:
-        raise SlinkyError(f"Slurm {release}: images are built from a Debian root (one of {', '.join(roots.RELEASES)})")
+    root, relinked_at = image_root(release)
     key = hashlib.sha256()
-    for f in (root / roots.MARKER, root / "etc" / "passwd", root / "etc" / "group",
+    for f in (root / IMAGE_ROOT_MARKER, root / "etc" / "passwd", root / "etc" / "group",
               *sorted(DATA_DIR.glob("*-entrypoint.sh")), Path(__file__), Path(__file__).with_name("images.py")):
         key.update(f.read_bytes())
     archive = out_dir / f"slurm-{release}-{key.hexdigest()[:12]}.tar"
@@ -100,6 +173,6 @@ def build(release: str, out_dir: Path) -> tuple[Path, dict[str, str]]:
         pass
     for old in out_dir.glob(f"slurm-{release}-*"):
         old.unlink()
-    digests = write_oci_archive(image_specs(root, release), archive)
+    digests = write_oci_archive(image_specs(root, release, relinked_at), archive)
     digests_file.write_text(json.dumps(digests) + "\n")
     return archive, digests
