@@ -54,8 +54,9 @@ def test_round_trip_gives_the_transforms_frames(tmp_path):
     direct = parse_sacct(RECORDED)
     got = store.table(START, END)
     assert stats.kind == "cold" and stats.stored_jobs == len(direct.jobs) and stats.stored_steps == len(direct.steps)
-    pd.testing.assert_frame_equal(_sorted(got.jobs), _sorted(direct.jobs))
-    pd.testing.assert_frame_equal(_sorted(got.steps), _sorted(direct.steps))
+    # in sacct's own row order too (reports sum floats in row order: the same last bits)
+    pd.testing.assert_frame_equal(got.jobs, direct.jobs, check_exact=True)
+    pd.testing.assert_frame_equal(got.steps, direct.steps, check_exact=True)
 
 
 def test_a_record_fetched_again_replaces_its_rows(tmp_path):
@@ -204,3 +205,13 @@ def test_cli_store_errors_are_one_line(cli, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "cannot create the accounting store" in err
     code, out, err = cli("usage", "--store", "", "--since", "1h")
     assert code == 2 and "--store" in err and "Traceback" not in err
+
+
+def test_fresh_store_may_be_read_without_a_sync(tmp_path):
+    """``--max-age``: fresh when synced recently and covering the window's start, else a sync is due."""
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    assert not store.fresh(START, 3600)  # no store yet
+    store.sync(START)
+    assert store.fresh(START, 3600) and store.fresh(END, 3600)
+    assert not store.fresh(START, 0)  # 0: always sync
+    assert not store.fresh(datetime(2026, 10, 1, tzinfo=UTC), 3600)  # before what it covers

@@ -50,16 +50,16 @@ from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
 
 #: bumped when the stored columns change; an older store is rebuilt on request
-FORMAT = 1
+FORMAT = 2
 MARGIN_S = 300
-#: the store's own columns beside the frames': the allocation's times on its steps (the window
-#: predicate is the allocation's), and the row's place in sacct's answer (steps keep their order)
-_STEP_EXTRA = ("_job_eligible", "_job_end")
+#: the store's own column beside the frames': the row's place in sacct's answer (steps keep their order)
 _ORDER = "_seq"
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-#: sacct's own order (seen on 22.05): by job id, an array's tasks under the array's id by task id,
-#: a requeued job's runs by submit time; steps keep their place under their record
-_SACCT_ORDER = "coalesce(array_job_id, job_id), coalesce(array_task_id, -1), submit, db_index"
+#: sacct's own order (22.05, recorded and live): by submit time; within a second, plain jobs by id
+#: before array tasks by array id and task id; steps keep their place under their record. Reports sum
+#: floats in row order, so the same order gives the same last bits.
+_SACCT_ORDER = ("submit, array_job_id IS NOT NULL, coalesce(array_job_id, job_id), coalesce(array_task_id, -1), "
+                "db_index")
 
 
 class StoreError(SlinkyError):
@@ -197,6 +197,7 @@ class AccountingStore:
                 con.close()
         return {"path": str(self.path), "exists": True, "covered_since": meta.get("covered_since"),
                 "watermark": meta.get("watermark"), "last_sync": meta.get("last_sync"),
+                "syncs": int(meta.get("syncs") or 0),
                 "jobs": jobs[0] if jobs else 0, "steps": steps[0] if steps else 0,
                 "bytes": self.path.stat().st_size + sum(p.stat().st_size for p in [Path(f"{self.path}.wal")]
                                                         if p.is_file())}
@@ -277,8 +278,7 @@ class AccountingStore:
         empty = _schema().empty_table()
         con.register("_empty", empty)
         con.execute(f"CREATE TABLE jobs AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
-        con.execute(f"CREATE TABLE steps AS SELECT *, NULL::TIMESTAMPTZ AS _job_eligible, "
-                    f"NULL::TIMESTAMPTZ AS _job_end, 0::BIGINT AS {_ORDER} FROM _empty")
+        con.execute(f"CREATE TABLE steps AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
         con.unregister("_empty")
         con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         con.execute("INSERT INTO meta VALUES ('format', ?)", [str(FORMAT)])
@@ -304,7 +304,7 @@ class AccountingStore:
             if len(table.jobs):
                 jobs_parts.append(table.jobs)
             if len(table.steps):
-                steps_parts.append(_with_job_times(table.steps, table.jobs))
+                steps_parts.append(table.steps)
         schema = _schema()
         con.execute("BEGIN TRANSACTION")
         try:
@@ -316,7 +316,8 @@ class AccountingStore:
                 jobs_arrow = jobs_arrow.append_column(_ORDER, pa.array(range(len(new_jobs)), pa.int64()))
                 con.register("_new_jobs", jobs_arrow)
                 con.execute("CREATE TEMP TABLE _keys AS SELECT DISTINCT cluster, job_id, db_index FROM _new_jobs")
-                for name in ("jobs", "steps"):
+                stored = con.execute("SELECT count(*) FROM jobs").fetchone()
+                for name in ("jobs", "steps") if stored and stored[0] else ():  # a new store: nothing to replace
                     con.execute(f"DELETE FROM {name} USING _keys k WHERE {name}.cluster IS NOT DISTINCT FROM k.cluster "
                                 f"AND {name}.job_id IS NOT DISTINCT FROM k.job_id "
                                 f"AND {name}.db_index IS NOT DISTINCT FROM k.db_index")
@@ -324,10 +325,7 @@ class AccountingStore:
                 if steps_parts:
                     new_steps = pd.concat(steps_parts, ignore_index=True)
                     new_steps = new_steps.iloc[::-1].drop_duplicates(["cluster", "job_id", "db_index", "step"]).iloc[::-1]
-                    extra = {name: new_steps.pop(name) for name in _STEP_EXTRA}
                     steps_arrow = pa.Table.from_pandas(new_steps, preserve_index=False).cast(schema)
-                    for name, values in extra.items():
-                        steps_arrow = steps_arrow.append_column(name, pa.array(values, pa.timestamp("us", tz="UTC")))
                     steps_arrow = steps_arrow.append_column(_ORDER, pa.array(range(len(new_steps)), pa.int64()))
                     con.register("_new_steps", steps_arrow)
                     # only steps of records this sync fetched (their rows were just replaced)
@@ -337,8 +335,9 @@ class AccountingStore:
                     con.unregister("_new_steps")
                 con.execute("DROP TABLE _keys")
                 con.unregister("_new_jobs")
+            count = con.execute("SELECT value FROM meta WHERE key = 'syncs'").fetchone()
             for key, value in (("covered_since", covered.isoformat()), ("watermark", watermark.isoformat()),
-                               ("last_sync", began.isoformat())):
+                               ("last_sync", began.isoformat()), ("syncs", str(int(count[0]) + 1 if count else 1))):
                 con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
             con.execute("COMMIT")
         except BaseException:
@@ -350,6 +349,23 @@ class AccountingStore:
         return (jobs[0] if jobs else 0), (steps[0] if steps else 0)
 
     # -- reading ------------------------------------------------------------------------------------------
+    def fresh(self, since: datetime, max_age_s: float) -> bool:
+        """Whether the store covers ``since`` and was synced less than ``max_age_s`` ago (a report may
+        then read it without syncing: ``--max-age``)."""
+        if max_age_s <= 0 or not self.exists():
+            return False
+        with self._lock(exclusive=False):
+            con = self._connect(read_only=True)
+            try:
+                meta = self._meta(con)
+            finally:
+                con.close()
+        covered, last = meta.get("covered_since"), meta.get("last_sync")
+        if not covered or not last:
+            return False
+        age = (datetime.now(UTC) - datetime.fromisoformat(last)).total_seconds()
+        return datetime.fromisoformat(covered) <= _ts(since) and age < max_age_s
+
     def table(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
               accounts: Sequence[str] | None = None, with_steps: bool = True,
               columns: Sequence[str] | None = None) -> sacct.SacctTable:
@@ -380,10 +396,15 @@ class AccountingStore:
                     params=params).to_arrow_table()
                 steps_arrow = None
                 if with_steps and columns is None:
-                    step_where = [window.format(eligible="_job_eligible", end="_job_end"), *where[1:]]
+                    # a job's steps come with it (sacct prints them under their record, whatever
+                    # their own times), in its order, then in the order sacct printed them
+                    selected = (f"SELECT cluster, job_id, db_index, row_number() OVER (ORDER BY {_SACCT_ORDER}, "
+                                f"{_ORDER}) AS _pos FROM jobs WHERE {' AND '.join(where)}")
+                    columns_s = ", ".join(f's."{c}"' for c in wanted)
                     steps_arrow = con.sql(
-                        f"SELECT {select} FROM steps WHERE {' AND '.join(step_where)} "
-                        f"ORDER BY {_SACCT_ORDER}, {_ORDER}", params=params).to_arrow_table()
+                        f"SELECT {columns_s} FROM steps s JOIN ({selected}) j ON s.cluster IS NOT DISTINCT FROM "
+                        "j.cluster AND s.job_id IS NOT DISTINCT FROM j.job_id AND s.db_index IS NOT DISTINCT FROM "
+                        f"j.db_index ORDER BY j._pos, s.{_ORDER}", params=params).to_arrow_table()
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -404,15 +425,6 @@ def _frame(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
     if list(frame.columns) != schema.names:  # a projection: metadata lists every column
         frame = frame[schema.names]
     return frame
-
-
-def _with_job_times(steps: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
-    """Steps with their allocation's eligible and end times (the window predicate is the job's)."""
-    lookup = jobs[["cluster", "job_id", "db_index", "eligible", "end"]].drop_duplicates(["cluster", "job_id", "db_index"])
-    lookup = lookup.rename(columns={"eligible": "_job_eligible", "end": "_job_end"})
-    merged = steps.merge(lookup, on=["cluster", "job_id", "db_index"], how="left", sort=False)
-    merged.index = steps.index
-    return merged
 
 
 def _window_keys(jobs: pd.DataFrame, steps: pd.DataFrame) -> None:

@@ -36,6 +36,9 @@ def _store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR", type=_store_dir,
                    help="where the accounting store lives (default $SLINKYML_ACCOUNTING_STORE, else "
                    "$XDG_STATE_HOME/slinkyml/accounting)")
+    p.add_argument("--max-age", type=_margin, default=0, metavar="SECONDS",
+                   help="read the store without syncing it when its last sync is younger than this "
+                   "(e.g. kept fresh by `slinkyml accounting sync` from cron; default 0: always sync)")
 
 
 def _store_dir(text: str) -> str:
@@ -204,7 +207,8 @@ def _load(args, start, end, job_ids=None, columns=None):
         return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids,
                          backend=args.backend)
     store = _store(args)
-    store.sync(since=start)
+    if not store.fresh(start, args.max_age):
+        store.sync(since=start)
     return store.table(start, end, users=args.user, accounts=args.account, columns=columns)
 
 
