@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
 import ipaddress
 import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -164,6 +166,17 @@ def test_an_image_not_imported_is_never_pulled(node_plane) -> None:
     core.delete_namespaced_pod("notpulled", NAMESPACE, grace_period_seconds=0)
 
 
+def _installed_source() -> str:
+    """The source tree the venv's editable install of slinkyml points at (``-I``: not $PYTHONPATH's)."""
+    return subprocess.run([sys.executable, "-I", "-c", "import os, slinkyml; print(os.path.dirname("
+                           "os.path.dirname(slinkyml.__file__)))"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def torch_version() -> str:
+    return importlib.metadata.version("torch")
+
+
 def _shim_socket(node: KubeNode, container: str) -> str:
     """containerd 1.6's name for a shim's socket: sha256 of its address, namespace and container id."""
     return hashlib.sha256(f"{node.socket}/k8s.io/{container}".encode()).hexdigest()
@@ -210,15 +223,22 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
                  == "Running" and p)
     _wait("slurmctld to listen", lambda: "Running as primary controller" in core.read_namespaced_pod_log(
         "slurmctld", ns))
+    # the training stack is the host's venv, mounted read-only at its own paths (with the Python it was
+    # made from and this source tree, which its editable install points at): ~6 GB that an image layer
+    # would copy into every node's store, and exactly the versions the rest of the tests run
+    host_paths = sorted({sys.prefix, sys.base_prefix, _installed_source()})
+    stack = [{"name": f"host{i}", "hostPath": {"path": p, "type": "Directory"}} for i, p in enumerate(host_paths)]
+    stack_mounts = [{"name": f"host{i}", "mountPath": p, "readOnly": True} for i, p in enumerate(host_paths)]
     for i in (1, 2):
         core.create_namespaced_pod(ns, {"metadata": {"name": f"kube-{i}"}, "spec": {
             "hostAliases": [{"ip": ctld.status.pod_ip, "hostnames": ["slurmctld"]}],
-            "automountServiceAccountToken": False, "volumes": [etc, {"name": "log", "emptyDir": {}}],
+            "automountServiceAccountToken": False, "volumes": [etc, {"name": "log", "emptyDir": {}}, *stack],
             "containers": [{"name": "slurmd", "image": slurmd_image, "securityContext": {"privileged": True},
                             "args": ["-Z", "--conf-server", f"{ctld.status.pod_ip}:6817", "--conf",
                                      "'Features=kube'"],
                             "env": [{"name": "POD_CPUS", "value": "1"}, {"name": "POD_MEMORY", "value": "1024"}],
-                            "volumeMounts": [etc_mount, {"name": "log", "mountPath": "/var/log/slurm"}]}]}})
+                            "volumeMounts": [etc_mount, {"name": "log", "mountPath": "/var/log/slurm"},
+                                             *stack_mounts]}]}})
 
     def nodes() -> list[str]:
         out = _exec(core, "slurmctld", ns, ["sinfo", "-h", "-N", "-o", "%N %t %f"])
@@ -274,6 +294,12 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
         return sorted(line.strip() for line in out.splitlines() if line.strip())
 
     assert _wait("sinfo in the login pod", lambda: login_nodes() == ["kube-1 idle", "kube-2 idle"]) is True
+    # a job from the login pod on both slurmd pods, importing torch and slinkyml from the mounted venv
+    out = _exec(core, "login", ns, ["srun", "-N2", "-t", "5", f"{sys.prefix}/bin/python", "-c",
+                                    "import socket, torch, slinkyml; print('ran', socket.gethostname(), torch.__version__)"])
+    ran = sorted(line.split() for line in out.splitlines() if line.startswith("ran "))
+    assert [r[1] for r in ran] == ["kube-1", "kube-2"], out
+    assert all(r[2].split("+")[0] == torch_version() for r in ran), out  # 2.13.0+cu130: the wheel's local tag
 
     def banner() -> bytes:
         try:

@@ -47,8 +47,10 @@ COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 #: what the images need beyond the dev cluster's root: sackd and sshd for the login image (Slinky's login
-#: image runs both); systemd-standalone-sysusers satisfies openssh-server's "systemd | ..." without systemd
-IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers")
+#: image runs both); systemd-standalone-sysusers satisfies openssh-server's "systemd | ..." without systemd;
+#: the shared libraries that the host's Python and torch, mounted into the pods for the local run, load
+#: from the system (ctypes: libffi.so.8, torch: libgomp.so.1)
+IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers", "libffi8", "libgomp1")
 IMAGE_ROOT_MARKER = ".slinkyml-image-root.json"
 POLICY_RC_D = "#!/bin/sh\n# no service starts while packages install into an image root\nexit 101\n"
 
