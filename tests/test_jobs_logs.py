@@ -73,39 +73,44 @@ def test_logs_found_from_the_record_then_from_workdir(tmp_path):
 
 
 def test_a_record_serialised_before_its_job_id_loads_with_it(tmp_path, monkeypatch):
-    """submit() serialises the record before sbatch answers (no job id yet: %j in the batch log) and
-    appends it to this host's journal under the job id; the newest submission of a reused id wins,
-    a job's own file (submitit) beside the journal too, and a torn line is skipped."""
+    """submit() appends the record to this host's journal under the job id once sbatch answers (its
+    batch log's %j filled by load); the line is what to_json writes; the newest submission of a
+    reused id wins, a job's own file (submitit) beside the journal too, and a torn line is skipped."""
     monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(tmp_path))
-    template = records.sbatch_record("", name="run", cwd="/w", log_dir="/w/logs", batch_log="/w/logs/run-%j.out")
-    records.PendingRecord(None, template).commit(4242)
+    shape = {"name": "run", "cwd": "/w", "log_dir": "/w/logs", "batch_log": "/w/logs/run-%j.out"}
+    first = records.PendingRecord(None, **shape)
+    first.open()
+    first.commit(4242)
     loaded = records.load("4242_3", None)
     assert loaded is not None and (loaded.job_id, loaded.batch_log) == ("4242", "/w/logs/run-4242.out")
+    assert loaded == first.record("4242") and loaded.submitted_at == first.submitted_at
     folder = records.records_dir(None)
     assert [p.name for p in folder.iterdir()] == [records.journal_path(folder).name]  # nothing per job
+    line = records.journal_path(folder).read_text()
+    assert line == "\n4242\t" + replace(first.record(""), batch_log="/w/logs/run-%j.out").to_json()
     assert records.load(424, None) is None and records.load(42420, None) is None  # ids are whole words
-    later = replace(template, name="again", batch_log="/v/again-%j.out", submitted_at=template.submitted_at + 5)
-    records.PendingRecord(None, later).commit(4242)  # a reset cluster hands 4242 out again
-    records.PendingRecord(None, template).commit(77)
-    assert records.load(4242, None).name == "again" and records.load(77, None).batch_log == "/w/logs/run-77.out"
+    odd = dict(shape, name='a "submitted_at": 0.5 name')  # the cut is at the key, never in a value
+    records.PendingRecord(None, **odd, submitted_at=first.submitted_at + 5).commit(4242)  # 4242 handed out again
+    records.PendingRecord(None, **shape).commit(77)
+    assert records.load(4242, None).name == odd["name"] and records.load(77, None).batch_log == "/w/logs/run-77.out"
     with open(records.journal_path(folder), "ab") as journal:  # a writer killed mid-line, then a new line
         journal.write(b'4242\t{"name": "tor')
-    records.PendingRecord(None, replace(template, submitted_at=0.0)).commit(5)
-    assert records.load(4242, None).name == "again" and records.load(5, None) is not None
-    records.save(replace(template, job_id="77", kind="submitit", submitted_at=template.submitted_at + 9), None)
+    records.PendingRecord(None, **shape, submitted_at=0.0).commit(5)
+    assert records.load(4242, None).name == odd["name"] and records.load(5, None) is not None
+    records.save(replace(first.record("77"), kind="submitit", submitted_at=first.submitted_at + 9), None)
     assert records.load(77, None).kind == "submitit"  # the newer of its file and its journal line
     assert [(r.job_id, r.name, r.kind) for r in records.all_records(None)] == [
-        ("5", "run", "sbatch"), ("77", "run", "submitit"), ("4242", "again", "sbatch")]
+        ("5", "run", "sbatch"), ("77", "run", "submitit"), ("4242", odd["name"], "sbatch")]
 
 
 def test_the_journal_follows_a_removed_records_dir(tmp_path, monkeypatch):
     """The journal's descriptor is kept open; a state dir cleaned meanwhile gets a new journal
     (not lines appended to a removed file)."""
     monkeypatch.setenv("SLINKYML_RECORDS_DIR", str(tmp_path / "records"))
-    template = records.sbatch_record("", name="run", cwd="/w", log_dir="/w/logs", batch_log="/w/logs/run-%j.out")
-    records.PendingRecord(None, template).commit(1)
+    shape = {"name": "run", "cwd": "/w", "log_dir": "/w/logs", "batch_log": "/w/logs/run-%j.out"}
+    records.PendingRecord(None, **shape).commit(1)
     shutil.rmtree(tmp_path / "records")
-    records.PendingRecord(None, template).commit(2)
+    records.PendingRecord(None, **shape).commit(2)
     assert records.load(2, None) is not None and records.load(1, None) is None
 
 

@@ -6,6 +6,7 @@ JSON file under ``$SLINKYML_RECORDS_DIR``, per cluster (job ids restart per clus
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -85,7 +86,7 @@ def save(record: SubmissionRecord, conf: str | None) -> None:
 #: ~0.3 ms of a 6 ms submission). One file per host: appends from one host never interleave, and
 #: hosts sharing a home over NFS (where ``O_APPEND`` is not atomic between clients) never share one.
 JOURNAL_GLOB = "submissions-*.log"
-_JOURNALS: dict[str, int] = {}  # journal path -> this process's descriptor
+_JOURNALS: dict[Path, tuple[str, int]] = {}  # records folder -> its journal's path, this process's descriptor
 
 
 def journal_path(folder: Path) -> Path:
@@ -93,49 +94,71 @@ def journal_path(folder: Path) -> Path:
 
 
 def _journal_fd(folder: Path) -> int:
-    path = str(journal_path(folder))
-    fd = _JOURNALS.get(path)
-    if fd is not None:
+    entry = _JOURNALS.get(folder)
+    if entry is not None:
         try:
-            if os.fstat(fd).st_nlink:  # not removed behind our back (a cleaned state dir)
-                return fd
+            if os.fstat(entry[1]).st_nlink:  # not removed behind our back (a cleaned state dir)
+                return entry[1]
         except OSError:
             pass
-        _JOURNALS.pop(path, None)
+        _JOURNALS.pop(folder, None)
+    path = str(journal_path(folder))
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o644)
     except FileNotFoundError:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, flags, 0o644)
-    _JOURNALS[path] = fd
+    _JOURNALS[folder] = (path, fd)
     return fd
 
 
-class PendingRecord:
-    """A submission's record, serialised by :meth:`open` while sbatch waits for slurmctld (so that
-    one ``write`` is all that is left once it answers) and appended to the journal by :meth:`commit`:
-    its ``job_id`` is empty and its ``batch_log`` holds ``%j``, which :func:`load` fills from the
-    line's id. Best effort, as :func:`save`."""
+@functools.lru_cache(maxsize=256)
+def _sbatch_line(name: str, cwd: str, log_dir: str, batch_log: str, num_tasks: int) -> tuple[bytes, bytes]:
+    """An sbatch record's journal line (after its id) cut at its submission time: serialised once per
+    job shape, as submissions of one spec differ only in time; ``json`` writes a float as its
+    ``repr``, so head + repr(time) + tail is exactly what :meth:`SubmissionRecord.to_json` writes."""
+    text = SubmissionRecord("", "sbatch", name, cwd, batch_log=batch_log, log_dir=log_dir, num_tasks=num_tasks,
+                            submitted_at=0.5).to_json()
+    head, _, tail = text.partition('"submitted_at": 0.5')  # a key: quotes inside values are escaped
+    return ("\t" + head + '"submitted_at": ').encode(), tail.encode()
 
-    def __init__(self, conf: str | None, record: SubmissionRecord) -> None:
+
+class PendingRecord:
+    """An sbatch submission's record: its journal opened by :meth:`open` while sbatch waits for
+    slurmctld, its line appended by :meth:`commit` once sbatch answers (one ``write``). The line
+    holds no job id (the journal's id before it says it) and its ``batch_log`` holds ``%j``, which
+    :func:`load` fills. Best effort, as :func:`save`."""
+
+    def __init__(self, conf: str | None, *, name: str, cwd: str, log_dir: str, batch_log: str,
+                 num_tasks: int = 1, submitted_at: float | None = None) -> None:
         self.conf = conf
-        self.record = record
-        self.line = b""
+        self.shape = (name, cwd, log_dir, batch_log, num_tasks)
+        self.submitted_at = time.time() if submitted_at is None else submitted_at
+        self.fd = -1
 
     def open(self) -> None:
-        self.line = ("\t" + self.record.to_json()).encode()
+        try:
+            self.fd = _journal_fd(records_dir(self.conf))
+        except OSError:
+            self.fd = -1
 
     def commit(self, job_id: int | str) -> None:
-        if not self.line:  # not opened (a backend that does not wait)
+        if self.fd < 0:  # not opened (a backend that does not wait), or it could not be then
             self.open()
-        line = b"\n" + str(job_id).encode() + self.line
+        head, tail = _sbatch_line(*self.shape)
+        line = b"".join((b"\n", str(job_id).encode(), head, repr(self.submitted_at).encode(), tail))
         try:
-            if os.write(_journal_fd(records_dir(self.conf)), line) == len(line):
+            if self.fd >= 0 and os.write(self.fd, line) == len(line):
                 return
         except OSError:
             pass
-        save(_with_id(self.record, str(job_id)), self.conf)  # a short or failed append: a file of its own
+        save(self.record(str(job_id)), self.conf)  # a short or failed append: a file of its own
+
+    def record(self, job_id: str) -> SubmissionRecord:
+        name, cwd, log_dir, batch_log, num_tasks = self.shape
+        return SubmissionRecord(job_id, "sbatch", name, cwd, batch_log=batch_log.replace("%j", job_id),
+                                log_dir=log_dir, num_tasks=num_tasks, submitted_at=self.submitted_at)
 
 
 def _with_id(record: SubmissionRecord, job_id: str) -> SubmissionRecord:
@@ -243,8 +266,7 @@ def sbatch_record(job_id: int | str, *, name: str, cwd: str, log_dir: str, batch
 
 def record_sbatch(job_id: int, *, name: str, cwd: str, log_dir: str, batch_log: str, conf: str | None,
                   num_tasks: int = 1) -> None:
-    PendingRecord(conf, sbatch_record("", name=name, cwd=cwd, log_dir=log_dir, batch_log=batch_log,
-                                      num_tasks=num_tasks)).commit(job_id)
+    PendingRecord(conf, name=name, cwd=cwd, log_dir=log_dir, batch_log=batch_log, num_tasks=num_tasks).commit(job_id)
 
 
 __all__ = ["KINDS", "PendingRecord", "SubmissionRecord", "all_records", "journal_path", "load", "record_sbatch", "records_dir", "save",

@@ -6,6 +6,7 @@ module writes itself expand.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -226,19 +227,32 @@ def render_sbatch(spec: JobSpec) -> str:
                       f'cat > "${ENV_DS_CONFIG}" <<\'SLINKYML_DS_CONFIG\'',
                       json.dumps(config, indent=2, sort_keys=True),
                       "SLINKYML_DS_CONFIG"]
-    lines += [
+    lines.append(_run_start())
+    lines += launch
+    # what follows the launch depends on four values only: joined once per process for each
+    return "\n".join(lines) + "\n" + _run_end(sig, forward, spec.requeue.grace_seconds, spec.checkpoint_dir or "")
+
+
+@functools.cache
+def _run_start() -> str:
+    """The lines between the settings and the launch: the same for every job."""
+    return "\n".join([
         'echo "slinkyml: job $SLURM_JOB_ID restart $restart_count/$max_restarts on '
         '$SLURM_JOB_NODELIST (head $head_node)"',
         "",
         f"infra_regex={quote(causes.infra_regex())}",
         f"events={protocol.SH_EVENTS_FILE}",
         f"batch_nodes={protocol.SH_BATCH_NODES}",
-        EXCLUDE_FAILED_NODES_SH.rstrip("\n"),  # whole blocks: joined below with the same "\n"
+        EXCLUDE_FAILED_NODES_SH.rstrip("\n"),
         "avoid_lost_batch_node",
         "",
-    ]
-    lines += launch
-    lines += [
+    ])
+
+
+@functools.lru_cache(maxsize=64)
+def _run_end(sig: str, forward: str, grace_seconds: int, checkpoint_dir: str) -> str:
+    """The script after the launch line: stop signals, the wait, the cause and its requeue rule."""
+    lines = [
         "",
         "# -- stop signals: the job's --signal (the time-limit warning, or someone asking for a requeue) and",
         "# Slurm's SIGTERM (preemption's GraceTime, scontrol requeue, scancel, the time limit) are forwarded;",
@@ -272,9 +286,9 @@ def render_sbatch(spec: JobSpec) -> str:
         'if [[ -z $stop_signal && -e "$preempted_marker" ]]; then',
         f'  stop_signal="$(cat -- "$preempted_marker" 2>/dev/null || true)" stop_signal="SIG${{stop_signal:-{sig}}}"',
         "fi",
-        f"warn_signal={sig} grace_s={spec.requeue.grace_seconds} "
+        f"warn_signal={sig} grace_s={grace_seconds} "
         f"warning_slack_s={causes.table()['warning_slack_s']}",
-        f"checkpoint_dir={quote(spec.checkpoint_dir or '')}",
+        f"checkpoint_dir={quote(checkpoint_dir)}",
         "cause_rules=\"$(cat <<'SLINKYML_CAUSE_RULES'",
         causes.cause_rules(),
         "SLINKYML_CAUSE_RULES",

@@ -66,16 +66,22 @@ def make_backend(name: str | None = None, *, slurm: Slurm | None = None, as_user
 @dataclass(frozen=True)
 class Submitted:
     job_id: int
-    script_path: Path  # where the job keeps a copy of its script (written by the job when it starts)
+    log_dir: str
+    log_name: str  # the spec's name as its files are named
     backend: str
+
+    @property
+    def script_path(self) -> Path:
+        """Where the job keeps a copy of its script (written by the job when it starts)."""
+        return Path(self.log_dir, f"{self.log_name}-{self.job_id}.sbatch")
 
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
     """Render, check against the live cluster, submit: nothing else, so submission costs what
     ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``). sbatch starts
-    first: the script is rendered while it loads, the submission record serialised while it waits
-    for slurmctld, then appended to the records' journal under the job id (one ``write``)."""
+    first: the script is rendered while it loads, the records' journal opened while it waits for
+    slurmctld, and the submission's line appended under the job id once it answers (one ``write``)."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     if validate and slurm is not None:
         check_job(spec, slurm, user=user)
@@ -87,9 +93,9 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
         raise SlinkyError(f"cannot create the log directory {log_dir}: {exc.strerror}") from None
     # where its logs are, for `slinkyml jobs logs` after Slurm has forgotten the job
     name = safe_name(spec.name)
-    record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None), records.sbatch_record(
-        "", name=spec.name, cwd=cwd, log_dir=log_dir, num_tasks=spec.nodes,
-        batch_log=os.path.join(log_dir, f"{name}-%j.out")))
+    record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None), name=spec.name, cwd=cwd,
+                                   log_dir=log_dir, batch_log=os.path.join(log_dir, f"{name}-%j.out"),
+                                   num_tasks=spec.nodes)
     job_id = backend.submit(spec, lambda: render_sbatch(spec), cwd=cwd, while_waiting=record.open)
     record.commit(job_id)
-    return Submitted(job_id, Path(log_dir, f"{name}-{job_id}.sbatch"), backend.name)
+    return Submitted(job_id, log_dir, name, backend.name)

@@ -10,6 +10,7 @@ import heapq
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -360,10 +361,6 @@ def _kill_group(pid: int) -> None:
 _WATCHDOG = _Watchdog()
 
 
-#: a Linux pipe's default capacity; stdin up to half of it is written at once, before waiting
-_PIPE_CAPACITY = 65536
-
-
 class _Once:
     """A stdin function, called once however many attempts run."""
 
@@ -380,46 +377,90 @@ class _Once:
 def _run_with_deadline(argv: list[str], input: str | Callable[[], str] | None, limit: float,
                        env: dict[str, str] | None, cwd: str | os.PathLike[str] | None,
                        while_waiting: Callable[[], object] | None = None) -> subprocess.CompletedProcess:
-    """``subprocess.run(..., timeout=limit)`` without its ~1 ms polling loop: a shared watchdog
-    kills the child's process group at the deadline.
+    """``subprocess.run(..., timeout=limit)`` for a short command, at less of this process's CPU: a
+    shared watchdog kills the child's process group at the deadline (no polling loop), and the pipes
+    are plain descriptors read under one ``poll`` (no file objects, no selector; a fast ``sbatch``
+    costs this process ~0.15 ms instead of ~0.3 ms).
     """
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, process_group=0)
-    deadline = _WATCHDOG.add(proc.pid, limit)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe() if input is not None else (-1, -1)
     try:
-        data = None if input is None else (input() if callable(input) else input).encode()
-    except BaseException:  # the text could not be made: the program waiting for it must not run on
-        _kill_group(proc.pid)
-        proc.communicate()
-        _WATCHDOG.finish(deadline)
+        proc = subprocess.Popen(argv, stdin=in_r if input is not None else subprocess.DEVNULL, stdout=out_w,
+                                stderr=err_w, env=env, cwd=cwd, process_group=0)
+    except BaseException:
+        _close(out_r, err_r, in_w)
         raise
-    if data is not None and len(data) <= _PIPE_CAPACITY // 2:
-        # fits the pipe: one write and close, not communicate()'s selector loop over stdin too
-        stdin, proc.stdin = proc.stdin, None
-        try:
-            stdin.write(data)  # type: ignore[union-attr]
-            stdin.flush()  # type: ignore[union-attr]
-        except BrokenPipeError:  # exited before reading: its stderr says why
-            pass
-        finally:
-            try:
-                stdin.close()  # type: ignore[union-attr]
-            except BrokenPipeError:
-                pass
-        data = None
+    finally:
+        _close(out_w, err_w, in_r)
+    deadline = _WATCHDOG.add(proc.pid, limit)
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
     try:
+        data = memoryview(b"")
+        if input is not None:
+            data = memoryview((input() if callable(input) else input).encode())
+            os.set_blocking(in_w, False)
+            data = _feed(in_w, data)
+            if not data:  # fits the pipe (a script): written whole, closed, before waiting
+                in_w = _close(in_w)
         if while_waiting is not None:
             while_waiting()
-        stdout, stderr = proc.communicate(data)
-    except BaseException:
+        poller = select.poll()
+        for fd in chunks:
+            poller.register(fd, select.POLLIN)
+        if in_w >= 0:
+            poller.register(in_w, select.POLLOUT)
+        left = len(chunks) + (in_w >= 0)
+        while left:
+            for fd, _events in poller.poll():
+                if fd == in_w:
+                    data = _feed(in_w, data)
+                    if not data:
+                        poller.unregister(in_w)
+                        in_w = _close(in_w)
+                        left -= 1
+                    continue
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    chunks[fd].append(chunk)
+                else:
+                    poller.unregister(fd)
+                    left -= 1
+        proc.wait()
+    except BaseException:  # the text could not be made, or we were interrupted: it must not run on
         _kill_group(proc.pid)
+        proc.wait()
         raise
     finally:
         _WATCHDOG.finish(deadline)  # the pid may be reused from here on: never kill it later
-    out, err = _decode(stdout), _decode(stderr)
+        _close(out_r, err_r, in_w)
+    out, err = b"".join(chunks[out_r]).decode(errors="replace"), b"".join(chunks[err_r]).decode(errors="replace")
     if deadline.fired:
         raise subprocess.TimeoutExpired(argv, limit, output=out, stderr=err)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _feed(fd: int, data: memoryview) -> memoryview:
+    """Write what the pipe takes now; the rest. A reader that went away takes nothing more (its
+    stderr says why)."""
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except BlockingIOError:
+        pass
+    except BrokenPipeError:
+        return memoryview(b"")
+    return data
+
+
+def _close(*fds: int) -> int:
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    return -1
 
 
 def _decode(data: bytes | str | None) -> str:
