@@ -164,6 +164,24 @@ def test_timeouts_kill_the_command_and_raise(tmp_path):
     assert slurm.calls == 2  # retried once, then gave up
 
 
+def test_stdin_of_any_size_and_both_pipes_come_back_whole(tmp_path):
+    """The script on stdin: a small one written at once, one larger than a pipe fed as the command
+    drains it while its stdout and stderr are read (no deadlock either way); a function's text is
+    made after the command started; a command that exits without reading gets its stderr heard."""
+    bin_dir = _fake_bin(tmp_path, "sbatch", 'tee /dev/stderr | wc -c; echo "done" >&2\n')
+    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=0)
+    for size in (10, 70_000, 1_000_000):
+        text = "#!/bin/bash\n" + "x" * size
+        result = slurm.run("sbatch", [], input=text)
+        assert result.stdout.strip() == str(len(text)) and result.stderr == text + "done\n", size
+    made = []
+    assert slurm.run("sbatch", [], input=lambda: made.append(1) or "#!/bin/sh\n").stdout.strip() == "10"
+    assert made == [1]
+    bin_dir = _fake_bin(tmp_path, "sbatch", 'echo "sbatch: error: no thanks" >&2; exit 1\n')
+    with pytest.raises(InvalidRequest, match="no thanks"):
+        Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=0).run("sbatch", [], input="y" * 1_000_000)
+
+
 def test_a_shorter_deadline_fires_while_a_longer_one_is_pending(tmp_path):
     """The shared watchdog re-arms for an earlier deadline and leaves finished commands alone."""
     import threading
