@@ -215,3 +215,15 @@ def test_fresh_store_may_be_read_without_a_sync(tmp_path):
     assert store.fresh(START, 3600) and store.fresh(END, 3600)
     assert not store.fresh(START, 0)  # 0: always sync
     assert not store.fresh(datetime(2026, 10, 1, tzinfo=UTC), 3600)  # before what it covers
+
+
+def test_sshare_ranks_over_another_user_count_are_recognised():
+    """Fair Tree's FairShare is rank / users ranked: after 3 of 9 user associations were deleted,
+    sshare still prints slurmctld's last calculation (ranks out of 9, as recorded live) until the next."""
+    from slinkyml.accounting.fairshare import ranked_over
+
+    stale = [0.111111, 0.888889, 1.0, 0.444444, 0.222222, 0.333333]
+    assert ranked_over(stale, 6) == 9
+    assert ranked_over([0.166667, 0.833333, 1.0, 0.666667, 0.333333, 0.5], 6) is None
+    assert ranked_over([1.0, 0.5, 0.5, float("nan")], 4) is None  # tied ranks 4, 2, 2
+    assert ranked_over([], 3) is None

@@ -61,7 +61,13 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm
         damping = 1.0
     root = fairshare.build_tree(assocs, usage_raw)
     merged = fairshare.compare(fairshare.recompute(root, algorithm, damping), assocs)
-    merged.attrs.update(algorithm=algorithm, slurm_algorithm=slurm_algorithm, tree=root)
+    users = sum(1 for node in fairshare.walk(root) if node.is_user)
+    # Fair Tree's FairShare is rank / users ranked: ranks over another count are slurmctld's last
+    # calculation, made before an association was added or deleted (what it schedules by until the next)
+    then = fairshare.ranked_over(assocs["fairshare"], users) if slurm_algorithm == "fair_tree" else None
+    merged.attrs.update(algorithm=algorithm, slurm_algorithm=slurm_algorithm, tree=root,
+                        users=users, sshare_ranked_over=then,
+                        calc_period=config.get("PriorityCalcPeriod", ""))
     return merged
 
 

@@ -341,6 +341,24 @@ def compare(ours: pd.DataFrame, assocs: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
+def ranked_over(fairshare: Iterable[float], users: int) -> int | None:
+    """Whether sshare's Fair Tree FairShare column (rank / the number of user associations ranked, six
+    decimals) is over ``users`` associations: None when it is, else the smallest count it is over.
+
+    slurmctld stores each association's FairShare at its priority calculation (every
+    PriorityCalcPeriod) and orders jobs by it until the next; an association added or deleted since
+    then is in sshare's tree at once but not in those ranks. Recomputing gives the next
+    calculation's values; sshare's are what the scheduler uses now."""
+    values = [v for v in fairshare if isinstance(v, float) and math.isfinite(v) and v > 0]
+
+    def fits(count: int) -> bool:
+        return all(abs(v * count - round(v * count)) <= count * 5.1e-7 + 1e-9 for v in values)
+
+    if not values or users <= 0 or fits(users):
+        return None
+    return next((n for n in range(1, 4 * users + 1000) if fits(n)), None)
+
+
 # -- explanations and what-ifs ----------------------------------------------------------------
 def _path(node: Node) -> list[Node]:
     path = []

@@ -372,6 +372,13 @@ def _agreement(table, compared: list[str], algo: str, theirs: str) -> str:
     if algo != theirs:
         line += (f"; slurmctld runs {theirs.replace('_', ' ')}, so sshare's columns are "
                  f"{theirs.replace('_', ' ')}'s, not {algo.replace('_', ' ')}'s")
+    then = table.attrs.get("sshare_ranked_over")
+    if then:
+        line += (f"\nsshare's FairShare is slurmctld's last priority calculation, which ranked "
+                 f"{then} user associations; there are {table.attrs['users']} now (one was added or deleted "
+                 "since). The scheduler orders jobs by sshare's values until its next calculation "
+                 f"(PriorityCalcPeriod {table.attrs.get('calc_period') or 'unknown'}); slinkyml's are what that "
+                 "calculation will give")
     return line
 
 
