@@ -113,7 +113,7 @@ def live(since: str, work: Path) -> None:
     usage.usage(jobs_only, start, datetime.now(UTC), by=["account", "user"])
     line("usage in process: store read + report", time.perf_counter() - t, None, "goal ≤ 1 s")
     t = time.perf_counter()
-    whole = store.table(start, datetime.now(UTC))
+    whole = store.table(start, datetime.now(UTC), step_columns=efficiency.STEP_COLUMNS)
     efficiency.runs(whole.jobs, whole.steps)
     line("efficiency in process: store read + report", time.perf_counter() - t, None, "goal ≤ 1 s")
     # 1,000 new jobs, then an incremental sync against sacct of exactly those jobs
@@ -176,17 +176,17 @@ def synthetic(count: int, work: Path) -> None:
     usage.usage(jobs, start, end, by=["account", "user"], now=end)
     line("usage: store read (usage's columns) + report", time.perf_counter() - t, parse, "goal ≤ 1 s")
     t = time.perf_counter()
+    few = store.table(start, end, step_columns=efficiency.STEP_COLUMNS)
+    runs = efficiency.runs(few.jobs, few.steps)
+    line("efficiency: store read (its step columns) + report", time.perf_counter() - t, parse, "goal ≤ 1 s")
+    t = time.perf_counter()
     whole = store.table(start, end)
-    read_all = time.perf_counter() - t
-    line("store read, jobs + steps (every column)", read_all, parse)
+    line("store read, jobs + steps (every column)", time.perf_counter() - t, parse)
     t = time.perf_counter()
-    runs = efficiency.runs(whole.jobs, whole.steps)
-    line("efficiency.runs over them", time.perf_counter() - t, parse, "goal (with the read) ≤ 1 s")
-    t = time.perf_counter()
-    data = dashboard.collect(whole, None, start, end, now=end)
+    data = dashboard.collect(store.table(start, end, step_columns=efficiency.STEP_COLUMNS), None, start, end, now=end)
     dashboard.render_html(data)
-    line("dashboard figures + HTML", time.perf_counter() - t, parse, "goal (with the read) ≤ 3 s")
-    del runs
+    line("report: store read (its step columns) + figures + HTML", time.perf_counter() - t, parse, "goal ≤ 3 s")
+    del runs, whole
 
 
 def main() -> None:

@@ -165,6 +165,12 @@ def test_every_report_equals_the_direct_one(history):
     pd.testing.assert_frame_equal(runs_stored, runs_direct, check_exact=True)
     assert runs_stored.loc[runs_stored["job_id"] == history["ids"]["requeue"], "segments"].tolist() == [2]
     pd.testing.assert_frame_equal(efficiency.summary(runs_stored), efficiency.summary(runs_direct), check_exact=True)
+    # what the commands read: only their columns
+    few = _ours(history["store"].table(start, until, step_columns=efficiency.STEP_COLUMNS), ids)
+    pd.testing.assert_frame_equal(efficiency.runs(few.jobs, few.steps), runs_direct, check_exact=True)
+    few = _ours(history["store"].table(start, until, columns=usage.COLUMNS), ids)
+    pd.testing.assert_frame_equal(usage.usage(few.jobs, start, until, now=until),
+                                  usage.usage(direct.jobs, start, until, now=until), check_exact=True)
     a = dashboard.collect(stored, None, start, until, now=until)
     b = dashboard.collect(direct, None, start, until, now=until)
     for name in ("usage_over_time", "usage_by", "runs", "distributions", "lost", "waits", "top_jobs"):

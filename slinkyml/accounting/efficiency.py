@@ -9,6 +9,9 @@ import pandas as pd
 
 from slinkyml.slurm.states import LOST_STATES
 
+#: the step columns :func:`runs` reads (a store read of only these: steps are most of the records)
+STEP_COLUMNS = ("job_id", "parent_key", "max_rss_bytes", "mem_used_bytes", "gpu_util_pct")
+
 
 def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """One row per job id (all ``--duplicates`` segments of a requeued job stitched together)."""

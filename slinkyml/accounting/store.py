@@ -54,6 +54,9 @@ FORMAT = 2
 MARGIN_S = 300
 #: the store's own column beside the frames': the row's place in sacct's answer (steps keep their order)
 _ORDER = "_seq"
+#: columns every read takes, whatever a report asks for: the record's identity and its per-window keys
+_KEYS = frozenset({"cluster", "job_id", "db_index", "submit", "step", "segment", "key", "parent_key",
+                   "array_job_id", "array_task_id"})
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 #: sacct's own order (22.05, recorded and live): by submit time; within a second, plain jobs by id
 #: before array tasks by array id and task id; steps keep their place under their record. Reports sum
@@ -261,7 +264,9 @@ class AccountingStore:
                 refetch = self._unfinished_missing(con, fetched)
                 if refetch:
                     fetched.append(self._fetch(_EPOCH, began, refetch))
-                new_watermark = watermark if (behind and watermark is not None) else began - self.margin
+                # behind: records of jobs that ended earlier are still to come, so the next sync looks
+                # back as far as this one did (a new store: to the start of what it covers)
+                new_watermark = (watermark or covered) if behind else began - self.margin
                 if watermark is not None and new_watermark < watermark:
                     new_watermark = watermark
                 jobs, steps = self._write(con, fetched, covered, new_watermark, began)
@@ -368,10 +373,12 @@ class AccountingStore:
 
     def table(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
               accounts: Sequence[str] | None = None, with_steps: bool = True,
-              columns: Sequence[str] | None = None) -> sacct.SacctTable:
+              columns: Sequence[str] | None = None, step_columns: Sequence[str] | None = None
+              ) -> sacct.SacctTable:
         """The records sacct would return for [start, end) (``-S start -E end --duplicates``, all users
-        or ``users``/``accounts``), as the one transform's frames. ``columns`` limits the job columns
-        read (a report that needs few); steps then stay empty."""
+        or ``users``/``accounts``), as the one transform's frames. ``columns``/``step_columns`` limit the
+        columns read for a report that needs few (the keys always come); ``columns`` alone leaves the
+        steps out."""
         window = ("{eligible} IS NOT NULL AND {eligible} < " + _literal(end)
                   + " AND ({end} IS NULL OR {end} >= " + _literal(start) + ")")
         where = [window.format(eligible="eligible", end='"end"')]
@@ -383,37 +390,39 @@ class AccountingStore:
             where.append(f"account IN ({', '.join('?' for _ in accounts)})")
             params += list(accounts)
         schema = _schema()
-        wanted = list(schema.names) if columns is None else \
-            [c for c in schema.names if c in set(columns) | {"job_id", "db_index", "submit", "segment", "step",
-                                                             "key", "parent_key", "cluster"}]
-        select = ", ".join(f'"{c}"' for c in wanted)
+
+        def wanted(names: Sequence[str] | None) -> list[str]:
+            return list(schema.names) if names is None else [c for c in schema.names if c in {*names, *_KEYS}]
+
+        job_columns, steps_columns = wanted(columns), wanted(step_columns)
+        read_steps = with_steps and (columns is None or step_columns is not None)
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
             try:
                 self._meta(con)
+                select = ", ".join(f'"{c}"' for c in job_columns)
                 jobs_arrow = con.sql(
                     f"SELECT {select} FROM jobs WHERE {' AND '.join(where)} ORDER BY {_SACCT_ORDER}, {_ORDER}",
                     params=params).to_arrow_table()
                 steps_arrow = None
-                if with_steps and columns is None:
+                if read_steps:
                     # a job's steps come with it (sacct prints them under their record, whatever
                     # their own times), in its order, then in the order sacct printed them
                     selected = (f"SELECT cluster, job_id, db_index, row_number() OVER (ORDER BY {_SACCT_ORDER}, "
                                 f"{_ORDER}) AS _pos FROM jobs WHERE {' AND '.join(where)}")
-                    columns_s = ", ".join(f's."{c}"' for c in wanted)
+                    select_s = ", ".join(f's."{c}"' for c in steps_columns)
                     steps_arrow = con.sql(
-                        f"SELECT {columns_s} FROM steps s JOIN ({selected}) j ON s.cluster IS NOT DISTINCT FROM "
+                        f"SELECT {select_s} FROM steps s JOIN ({selected}) j ON s.cluster IS NOT DISTINCT FROM "
                         "j.cluster AND s.job_id IS NOT DISTINCT FROM j.job_id AND s.db_index IS NOT DISTINCT FROM "
                         f"j.db_index ORDER BY j._pos, s.{_ORDER}", params=params).to_arrow_table()
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
                 con.close()
-        sub = pa.schema([schema.field(c) for c in wanted], metadata=schema.metadata)
-        jobs = _frame(jobs_arrow, sub)
-        steps = _frame(steps_arrow, sub) if steps_arrow is not None else jobs.iloc[0:0].copy()
-        if columns is None or "key" in wanted:
-            _window_keys(jobs, steps)
+        jobs = _frame(jobs_arrow, pa.schema([schema.field(c) for c in job_columns], metadata=schema.metadata))
+        steps = _frame(steps_arrow, pa.schema([schema.field(c) for c in steps_columns], metadata=schema.metadata)) \
+            if steps_arrow is not None else jobs.iloc[0:0].copy()
+        _window_keys(jobs, steps)
         return sacct.SacctTable(jobs=jobs, steps=steps)
 
 

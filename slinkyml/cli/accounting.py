@@ -198,7 +198,7 @@ def _store(args: argparse.Namespace, margin_s: float | None = None):
                                      **({"margin_s": margin_s} if margin_s is not None else {}))
 
 
-def _load(args, start, end, job_ids=None, columns=None):
+def _load(args, start, end, job_ids=None, columns=None, step_columns=None):
     """The window's records: through the store (synced first), or straight from slurmdbd with
     --no-cache or for named jobs (``sacct -j`` ignores the window, a store read would not)."""
     from slinkyml.accounting import load_jobs
@@ -209,7 +209,8 @@ def _load(args, start, end, job_ids=None, columns=None):
     store = _store(args)
     if not store.fresh(start, args.max_age):
         store.sync(since=start)
-    return store.table(start, end, users=args.user, accounts=args.account, columns=columns)
+    return store.table(start, end, users=args.user, accounts=args.account, columns=columns,
+                       step_columns=step_columns)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -386,7 +387,7 @@ def _efficiency(args: argparse.Namespace) -> int:
     from slinkyml.accounting import efficiency, plots
 
     start, end = _window(args)
-    table = _load(args, start, end, job_ids=args.job)
+    table = _load(args, start, end, job_ids=args.job, step_columns=efficiency.STEP_COLUMNS)
     runs = efficiency.runs(table.jobs, table.steps)
     if args.png:
         plots.efficiency_hist_png(runs, args.png)
@@ -413,11 +414,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace):
-    from slinkyml.accounting import dashboard, fairshare_report, parse_when
+    from slinkyml.accounting import dashboard, efficiency, fairshare_report, parse_when
     from slinkyml.slurm import Slurm
 
     start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
-    table = _load(args, start, end)
+    table = _load(args, start, end, step_columns=efficiency.STEP_COLUMNS)  # the page reads steps only there
     shares = fairshare_report(backend=args.backend)
     slurm = Slurm()
     return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm),
