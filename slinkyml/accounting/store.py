@@ -54,9 +54,8 @@ FORMAT = 2
 MARGIN_S = 300
 #: the store's own column beside the frames': the row's place in sacct's answer (steps keep their order)
 _ORDER = "_seq"
-#: columns every read takes, whatever a report asks for: the record's identity and its per-window keys
-_KEYS = frozenset({"cluster", "job_id", "db_index", "submit", "step", "segment", "key", "parent_key",
-                   "array_job_id", "array_task_id"})
+#: columns a read of steps takes whatever a report asks for: what their per-window keys are made of
+_KEYS = frozenset({"cluster", "job_id", "db_index", "submit", "step", "segment", "key", "parent_key"})
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 #: sacct's own order (22.05, recorded and live): by submit time; within a second, plain jobs by id
 #: before array tasks by array id and task id; steps keep their place under their record. Reports sum
@@ -202,8 +201,7 @@ class AccountingStore:
                 "watermark": meta.get("watermark"), "last_sync": meta.get("last_sync"),
                 "syncs": int(meta.get("syncs") or 0),
                 "jobs": jobs[0] if jobs else 0, "steps": steps[0] if steps else 0,
-                "bytes": self.path.stat().st_size + sum(p.stat().st_size for p in [Path(f"{self.path}.wal")]
-                                                        if p.is_file())}
+                "bytes": sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.is_file())}
 
     # -- sync -------------------------------------------------------------------------------------------
     def _fetch(self, start: datetime, end: datetime, job_ids: Sequence[str] | None = None) -> sacct.SacctTable:
@@ -391,10 +389,11 @@ class AccountingStore:
             params += list(accounts)
         schema = _schema()
 
-        def wanted(names: Sequence[str] | None) -> list[str]:
-            return list(schema.names) if names is None else [c for c in schema.names if c in {*names, *_KEYS}]
+        def wanted(names: Sequence[str] | None, keys: frozenset[str]) -> list[str]:
+            return list(schema.names) if names is None else [c for c in schema.names if c in {*names, *keys}]
 
-        job_columns, steps_columns = wanted(columns), wanted(step_columns)
+        # a projection of the jobs (usage) leaves their keys out: nothing that reads few columns uses them
+        job_columns, steps_columns = wanted(columns, frozenset({"job_id"})), wanted(step_columns, _KEYS)
         read_steps = with_steps and (columns is None or step_columns is not None)
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
@@ -440,7 +439,7 @@ def _window_keys(jobs: pd.DataFrame, steps: pd.DataFrame) -> None:
     """``segment``/``parent_key``/``key`` as the transform computes them over this window's records:
     only job ids whose stored keys can differ (several runs in the window, or a run numbered past 0
     when its earlier runs are outside it) are recomputed, by the transform's own function."""
-    if jobs.empty:
+    if jobs.empty or "key" not in jobs.columns:  # a projection without keys: nothing to renumber
         return
     ids = jobs["job_id"]
     affected_rows = ids.duplicated(keep=False).to_numpy(dtype=bool) | \
