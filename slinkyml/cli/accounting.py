@@ -85,15 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "(a damaged store, or one of another format)")
     p.add_argument("--margin", type=_margin, default=300, metavar="SECONDS",
                    help="look back this far past the last sync (clock skew, slurmdbd's commit lag; default 300)")
-    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"),
-                   help="where records come from (default: the Slurm CLIs)")
     p.add_argument("--store", metavar="DIR", type=_store_dir, help="the store's directory (as the reports')")
-    p.set_defaults(handler=_sync)
+    p.set_defaults(handler=_sync, backend="cli")
     p = sub.add_parser("status", description="What the store covers, its last sync and size.")
-    p.add_argument("--backend", default="cli", choices=("cli", "restapi", "rest", "pyslurm"))
     p.add_argument("--store", metavar="DIR", type=_store_dir, help="the store's directory (as the reports')")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(handler=_store_status)
+    p.set_defaults(handler=_store_status, backend="cli")
     acct.set_defaults(handler=lambda args: (acct.print_help(), 2)[1])
 
     p = subparsers.add_parser("usage", description="Usage over a window from sacct, pro-rating jobs that "
@@ -199,11 +196,12 @@ def _store(args: argparse.Namespace, margin_s: float | None = None):
 
 
 def _load(args, start, end, job_ids=None, columns=None, step_columns=None):
-    """The window's records: through the store (synced first), or straight from slurmdbd with
-    --no-cache or for named jobs (``sacct -j`` ignores the window, a store read would not)."""
+    """The window's records: through the store (synced first), or straight from their source with
+    --no-cache, for named jobs (``sacct -j`` ignores the window, a store read would not), and for the
+    restapi/pyslurm backends (the store syncs by sacct's window rule, which their queries do not follow)."""
     from slinkyml.accounting import load_jobs
 
-    if getattr(args, "no_cache", True) or job_ids:
+    if getattr(args, "no_cache", True) or job_ids or args.backend != "cli":
         return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids,
                          backend=args.backend)
     store = _store(args)
