@@ -25,9 +25,9 @@ def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     j["wait_eligible_s"] = (j["eligible"] - j["submit"]).dt.total_seconds()
     j["wait_start_s"] = (j["start"] - j["eligible"]).dt.total_seconds()
     util = steps.groupby("job_id")["gpu_util_pct"].mean() if not steps.empty else None
-    for column in ("max_rss_bytes", "mem_used_bytes"):  # per segment: the largest step
-        j[column] = j["key"].map(steps.groupby("parent_key")[column].max()) if not steps.empty \
-            else np.nan
+    largest = steps.groupby("parent_key")[["max_rss_bytes", "mem_used_bytes"]].max() if not steps.empty else None
+    for column in ("max_rss_bytes", "mem_used_bytes"):  # per segment: the largest step (one grouping for both)
+        j[column] = j["key"].map(largest[column]) if largest is not None else np.nan
     j["req_mem_bytes"] = j["req_mem_bytes"].fillna(j["alloc_mem_bytes"])
     j["time_efficiency"] = j["elapsed_s"] / j["timelimit_s"].where(j["timelimit_s"] > 0)
     grouped = j.groupby("job_id", sort=True)

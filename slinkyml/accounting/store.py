@@ -321,9 +321,7 @@ class AccountingStore:
                 con.execute("CREATE TEMP TABLE _keys AS SELECT DISTINCT cluster, job_id, db_index FROM _new_jobs")
                 stored = con.execute("SELECT count(*) FROM jobs").fetchone()
                 for name in ("jobs", "steps") if stored and stored[0] else ():  # a new store: nothing to replace
-                    con.execute(f"DELETE FROM {name} USING _keys k WHERE {name}.cluster IS NOT DISTINCT FROM k.cluster "
-                                f"AND {name}.job_id IS NOT DISTINCT FROM k.job_id "
-                                f"AND {name}.db_index IS NOT DISTINCT FROM k.db_index")
+                    con.execute(f"DELETE FROM {name} USING _keys k WHERE {_same_record(name, 'k')}")
                 con.execute("INSERT INTO jobs SELECT * FROM _new_jobs")
                 if steps_parts:
                     new_steps = pd.concat(steps_parts, ignore_index=True)
@@ -332,9 +330,7 @@ class AccountingStore:
                     steps_arrow = steps_arrow.append_column(_ORDER, pa.array(range(len(new_steps)), pa.int64()))
                     con.register("_new_steps", steps_arrow)
                     # only steps of records this sync fetched (their rows were just replaced)
-                    con.execute("INSERT INTO steps SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON "
-                                "s.cluster IS NOT DISTINCT FROM k.cluster AND s.job_id IS NOT DISTINCT FROM k.job_id "
-                                "AND s.db_index IS NOT DISTINCT FROM k.db_index")
+                    con.execute(f"INSERT INTO steps SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')}")
                     con.unregister("_new_steps")
                 con.execute("DROP TABLE _keys")
                 con.unregister("_new_jobs")
@@ -411,9 +407,8 @@ class AccountingStore:
                                 f"{_ORDER}) AS _pos FROM jobs WHERE {' AND '.join(where)}")
                     select_s = ", ".join(f's."{c}"' for c in steps_columns)
                     steps_arrow = con.sql(
-                        f"SELECT {select_s} FROM steps s JOIN ({selected}) j ON s.cluster IS NOT DISTINCT FROM "
-                        "j.cluster AND s.job_id IS NOT DISTINCT FROM j.job_id AND s.db_index IS NOT DISTINCT FROM "
-                        f"j.db_index ORDER BY j._pos, s.{_ORDER}", params=params).to_arrow_table()
+                        f"SELECT {select_s} FROM steps s JOIN ({selected}) j ON {_same_record('s', 'j')} "
+                        f"ORDER BY j._pos, s.{_ORDER}", params=params).to_arrow_table()
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -423,6 +418,13 @@ class AccountingStore:
             if steps_arrow is not None else jobs.iloc[0:0].copy()
         _window_keys(jobs, steps)
         return sacct.SacctTable(jobs=jobs, steps=steps)
+
+
+def _same_record(a: str, b: str) -> str:
+    """SQL: rows ``a`` and ``b`` are of one record (cluster, job id, DBIndex; a missing value equals a
+    missing one). Plain equalities on non-null values, so DuckDB joins by hash (IS NOT DISTINCT FROM did not)."""
+    return " AND ".join(f"coalesce({a}.{c}, {fill}) = coalesce({b}.{c}, {fill})"
+                        for c, fill in (("cluster", "''"), ("job_id", "-1"), ("db_index", "0")))
 
 
 def _frame(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
