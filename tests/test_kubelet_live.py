@@ -198,7 +198,7 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     digests = node.import_slurm_images(RELEASE)
     ctld_image, slurmd_image = image_name("slurmctld", RELEASE), image_name("slurmd", RELEASE)
     assert set(digests) == {image_name(c, RELEASE) for c in ("slurmctld", "slurmd", "login", "slurmdbd",
-                                                             "slurmrestd")}
+                                                             "slurmrestd", "mariadb")}
     core = _core(plane)
     ns = "slurm-images"
     core.create_namespace({"metadata": {"name": ns}})

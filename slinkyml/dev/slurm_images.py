@@ -43,14 +43,19 @@ COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "login": ((ENTRYPOINT,), ()),
     "slurmdbd": (("slurmdbd", "-D"), ()),
     "slurmrestd": (("slurmrestd",), ("0.0.0.0:6820",)),
+    # not one of Slinky's: the database slurmdbd needs (the operator's charts take mariadb-operator's)
+    "mariadb": ((ENTRYPOINT,), ()),
 }
+#: in every image: the operator's initconf step (Slurm's files owned by SlurmUser, 0600)
+INITCONF = "/usr/local/bin/initconf.sh"
 
 
 #: what the images need beyond the dev cluster's root: sackd and sshd for the login image (Slinky's login
 #: image runs both); systemd-standalone-sysusers satisfies openssh-server's "systemd | ..." without systemd;
 #: the shared libraries that the host's Python and torch, mounted into the pods for the local run, load
-#: from the system (ctypes: libffi.so.8, torch: libgomp.so.1)
-IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers", "libffi8", "libgomp1")
+#: from the system (ctypes: libffi.so.8, torch: libgomp.so.1); Debian's MariaDB for the accounting database
+IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers", "libffi8", "libgomp1",
+                        "mariadb-server")
 IMAGE_ROOT_MARKER = ".slinkyml-image-root.json"
 POLICY_RC_D = "#!/bin/sh\n# no service starts while packages install into an image root\nexit 101\n"
 
@@ -62,9 +67,10 @@ def image_root(release: str) -> tuple[Path, Path]:
     base = roots.install(release).root
     if base is None:
         raise SlinkyError(f"Slurm {release}: images are built from a Debian root (one of {', '.join(roots.RELEASES)})")
-    dest = base.with_name(f"{base.name}-images")
     marker = json.dumps({"from": json.loads((base / roots.MARKER).read_text()),
                          "extra": list(IMAGE_EXTRA_PACKAGES)}) + "\n"
+    # named by its contents: a checkout with other packages builds its own beside, never replaces one in use
+    dest = base.with_name(f"{base.name}-images-{hashlib.sha256(marker.encode()).hexdigest()[:8]}")
 
     def ready() -> bool:
         try:
@@ -98,6 +104,9 @@ def image_root(release: str) -> tuple[Path, Path]:
             policy.unlink()
             for key in (building / "etc" / "ssh").glob("ssh_host_*"):  # each login pod gets its own
                 key.unlink()
+            # mariadb-server's postinst made a database (143 MB): each database pod makes its own
+            for entry in (building / "var" / "lib" / "mariadb").glob("*"):
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
             (building / IMAGE_ROOT_MARKER).write_text(marker)
             shutil.rmtree(dest, ignore_errors=True)
             os.rename(building, dest)
@@ -148,7 +157,8 @@ def image_specs(root: Path, release: str, relinked_at: Path | None = None) -> li
     common = (Entry("etc/passwd", data=passwd.encode(), mode=0o644),
               Entry("etc/group", data=group.encode(), mode=0o644),
               # the relinked executables name their loader and libraries under the root's path here
-              Entry(str(relinked_at or root).lstrip("/"), link="/"))
+              Entry(str(relinked_at or root).lstrip("/"), link="/"),
+              Entry(INITCONF.lstrip("/"), source=DATA_DIR / "initconf.sh"))
     specs = []
     for component, (entrypoint, cmd) in COMPONENTS.items():
         script = DATA_DIR / f"{component}-entrypoint.sh"
@@ -165,7 +175,7 @@ def build(release: str, out_dir: Path) -> tuple[Path, dict[str, str]]:
     root, relinked_at = image_root(release)
     key = hashlib.sha256()
     for f in (root / IMAGE_ROOT_MARKER, root / "etc" / "passwd", root / "etc" / "group",
-              *sorted(DATA_DIR.glob("*-entrypoint.sh")), Path(__file__), Path(__file__).with_name("images.py")):
+              *sorted(DATA_DIR.glob("*.sh")), Path(__file__), Path(__file__).with_name("images.py")):
         key.update(f.read_bytes())
     archive = out_dir / f"slurm-{release}-{key.hexdigest()[:12]}.tar"
     digests_file = archive.with_suffix(".json")

@@ -1,0 +1,67 @@
+"""The pods' cluster that stands in for the operator (``slinkyml/dev/kubeslurm.py``), rendered offline from
+manifests/cpu-small: what the live test (tests/test_kubelet_pods_live.py) runs."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from types import SimpleNamespace
+
+from slinkyml.cluster import load_spec
+from slinkyml.dev import kubeslurm
+from slinkyml.slurm.conf import parse_line
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _spec(**extra) -> kubeslurm.PodClusterSpec:
+    return kubeslurm.PodClusterSpec.from_cluster(load_spec(REPO / "manifests" / "cpu-small" / "cluster.yaml"),
+                                                 shared=Path("/srv/shared"), max_cpus=1, max_memory_mib=2048, **extra)
+
+
+def test_the_nodeset_is_read_from_the_cluster_spec_and_capped() -> None:
+    s = _spec()
+    assert (s.cluster, s.namespace, s.nodeset, s.replicas) == ("cpu-small", "slurm", "cpu-small-cpu", 2)
+    assert s.node_conf == "Features=cpu,m7i_8xlarge"
+    assert (s.pod_cpus, s.pod_memory_mib) == (1, 2048)  # 31350m and 117288Mi do not fit this machine
+    big = kubeslurm.PodClusterSpec.from_cluster(load_spec(REPO / "manifests" / "cpu-small" / "cluster.yaml"),
+                                                shared=Path("/x"), max_cpus=64, max_memory_mib=1 << 20)
+    assert (big.pod_cpus, big.pod_memory_mib) == (32, 117288)  # the NodeSet's own requests, rounded up
+
+
+def test_render_objects() -> None:
+    s = _spec(host_paths=("/venv",), env=(("PYTHONPATH", "/src"),))
+    keys = kubeslurm.Keys()
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in kubeslurm.render(s, keys)}
+    sts = objs[("StatefulSet", "cpu-small-cpu")]
+    assert sts["spec"]["replicas"] == 2 and sts["spec"]["serviceName"] == "cpu-small-cpu"
+    slurmd = sts["spec"]["template"]["spec"]["containers"][0]
+    assert slurmd["args"] == ["-Z", "--conf-server", "cpu-small-controller-0:6817", "--conf",
+                              "'Features=cpu-small-cpu,cpu,m7i_8xlarge'"]
+    assert {e["name"]: e["value"] for e in slurmd["env"]} == {"POD_CPUS": "1", "POD_MEMORY": "2048",
+                                                             "PYTHONPATH": "/src"}
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in slurmd["volumeMounts"]}
+    assert mounts["/etc/hosts"] and mounts["/venv"] and not mounts["/srv/shared"]
+    assert objs[("StatefulSet", "cpu-small-controller")]["spec"]["replicas"] == 1
+    # secrets only in the Secret
+    config = objs[("ConfigMap", "cpu-small-slurm-config")]
+    assert keys.db_password not in str(config)
+    secret = objs[("Secret", "cpu-small-slurm-keys")]["data"]
+    assert f"StoragePass={keys.db_password}" in base64.b64decode(secret["slurmdbd.conf"]).decode()
+    conf = {line.key: line.value for line in map(parse_line, config["data"]["slurm.conf"].splitlines())
+            if line.key}
+    assert conf["SlurmctldHost"] == "cpu-small-controller-0"
+    assert conf["AccountingStorageHost"] == "cpu-small-accounting"
+    assert conf["ClusterName"] == "cpu-small"
+
+
+def test_hosts_text_lists_live_pods_only() -> None:
+    s = _spec()
+
+    def pod(name: str, ip: str | None, deleting: bool = False, subdomain: str | None = None):
+        return SimpleNamespace(metadata=SimpleNamespace(name=name, deletion_timestamp="now" if deleting else None),
+                               status=SimpleNamespace(pod_ip=ip), spec=SimpleNamespace(subdomain=subdomain))
+
+    text = kubeslurm.hosts_text(s, [pod("b", "10.0.0.3", subdomain="cpu-small-cpu"), pod("a", "10.0.0.2"),
+                                    pod("c", None), pod("d", "10.0.0.9", deleting=True)])
+    assert text.splitlines()[2:] == ["10.0.0.2\ta", "10.0.0.3\tb b.cpu-small-cpu.slurm"]
