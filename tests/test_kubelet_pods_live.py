@@ -246,8 +246,13 @@ def test_train_from_the_login_pod_and_a_deleted_slurmd_pod_resumes(pods: PodsClu
         out, _ = pods.exec_streams(s.login, [f"{sys.prefix}/bin/slinkyml", command, *args, "--json"])
         reports[command] = json.loads(out)
         print(f"slinkyml {command}: {json.dumps(reports[command])[:600]}")
-    assert str(job_id) in json.dumps(reports["efficiency"]), reports["efficiency"]
-    assert "root" in json.dumps(reports["usage"]) and "root" in json.dumps(reports["fairshare"])
+    trained = [r for r in reports["efficiency"] if r["job_id"] == job_id]
+    # two runs of one job (the first ended by the node's failure), both with CPU time gathered in the pods
+    assert [(r["state"], r["segments"]) for r in trained] == [("COMPLETED", 2)], reports["efficiency"]
+    assert trained[0]["cpu_efficiency"] and trained[0]["mem_used_bytes"], trained
+    assert [(r["user"], r["account"]) for r in reports["usage"]] == [("root", "root")], reports["usage"]
+    assert reports["usage"][0]["jobs"] >= 2 and reports["usage"][0]["cpu_hours"] > 0, reports["usage"]
+    assert "root/root" in {r["key"] for r in reports["fairshare"]}, reports["fairshare"]
 
 
 def test_scaling_the_statefulset_shows_in_sinfo(pods: PodsCluster) -> None:
