@@ -422,7 +422,7 @@ class AccountingStore:
 
 def _same_record(a: str, b: str) -> str:
     """SQL: rows ``a`` and ``b`` are of one record (cluster, job id, DBIndex; a missing value equals a
-    missing one). Plain equalities on non-null values, so DuckDB joins by hash (IS NOT DISTINCT FROM did not)."""
+    missing one), as plain equalities of non-null values."""
     return " AND ".join(f"coalesce({a}.{c}, {fill}) = coalesce({b}.{c}, {fill})"
                         for c, fill in (("cluster", "''"), ("job_id", "-1"), ("db_index", "0")))
 
