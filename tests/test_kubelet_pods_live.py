@@ -123,12 +123,13 @@ def pods() -> Iterator[PodsCluster]:
         stack = tuple(sorted({sys.prefix, sys.base_prefix, str(SOURCE), str(REPO)}))
         spec = kubeslurm.PodClusterSpec.from_cluster(
             load_spec(REPO / "manifests" / "cpu-small" / "cluster.yaml"), shared=state / "shared",
-            max_cpus=1, max_memory_mib=2048, host_paths=stack, env=(("PYTHONPATH", str(SOURCE)),))
+            max_cpus=1, max_memory_mib=2048, host_paths=stack, env=(("PYTHONPATH", str(SOURCE)),),
+            python=f"{sys.prefix}/bin/python", apiserver_port=plane.ports.apiserver)
         api = plane.api()
         applied = time.monotonic()
         hosts = kubeslurm.apply(spec, kubeslurm.Keys(), api)
         c = PodsCluster(plane, spec, hosts, client.CoreV1Api(api), client.AppsV1Api(api), applied)
-        for name in (spec.database, spec.accounting, spec.controller, spec.login):
+        for name in (spec.name("hosts"), spec.database, spec.accounting, spec.controller, spec.login):
             _wait(f"pod {name} to run", lambda n=name: _running(c, n))
         workers = [f"{spec.nodeset}-{i}" for i in range(spec.replicas)]
         _wait("the slurmd pods to register", lambda: all(c.nodes().get(w) == "idle" for w in workers))

@@ -62,6 +62,20 @@ def test_hosts_text_lists_live_pods_only() -> None:
         return SimpleNamespace(metadata=SimpleNamespace(name=name, deletion_timestamp="now" if deleting else None),
                                status=SimpleNamespace(pod_ip=ip), spec=SimpleNamespace(subdomain=subdomain))
 
-    text = kubeslurm.hosts_text(s, [pod("b", "10.0.0.3", subdomain="cpu-small-cpu"), pod("a", "10.0.0.2"),
+    text = kubeslurm.hosts_text(s.namespace, [pod("b", "10.0.0.3", subdomain="cpu-small-cpu"), pod("a", "10.0.0.2"),
                                     pod("c", None), pod("d", "10.0.0.9", deleting=True)])
     assert text.splitlines()[2:] == ["10.0.0.2\ta", "10.0.0.3\tb b.cpu-small-cpu.slurm"]
+
+
+def test_the_hosts_keeper_pod_may_only_list_pods() -> None:
+    s = _spec(python="/venv/bin/python", apiserver_port=18243, host_paths=("/venv",))
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in kubeslurm.render(s, kubeslurm.Keys())}
+    assert objs[("Role", "cpu-small-hosts")]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    pod = objs[("Pod", "cpu-small-hosts")]["spec"]
+    assert pod["hostNetwork"] and pod["serviceAccountName"] == "cpu-small-hosts"
+    main = pod["containers"][0]
+    assert main["command"][:4] == ["/venv/bin/python", "-m", "slinkyml.dev.kubeslurm", "hosts"]
+    assert {"name": "KUBERNETES_SERVICE_PORT", "value": "18243"} in main["env"]
+    assert "/etc/hosts" not in {m["mountPath"] for m in main["volumeMounts"]}
+    assert ("Pod", "cpu-small-hosts") not in {(o["kind"], o["metadata"]["name"]) for o in
+                                              kubeslurm.render(_spec(), kubeslurm.Keys())}

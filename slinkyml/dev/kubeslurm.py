@@ -11,22 +11,25 @@ address, as a NodeSet pod does. Its CPUs and memory are capped to what this one 
 
 No cluster DNS and no kube-proxy run here, so Services would have no address to give: every Slurm pod
 mounts one hosts file at ``/etc/hosts`` (the kubelet leaves a container's own ``/etc/hosts`` mount alone)
-that :class:`PodHosts` rewrites from the pods' addresses as they change, which is what a headless
-Service's DNS names give the operator's pods.
+that :class:`PodHosts` rewrites from the pods' addresses as they change (in a keeper pod of its own, see
+:func:`hosts_keeper`), which is what a headless Service's DNS names give the operator's pods.
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import math
 import os
 import secrets
+import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, config
 
 from slinkyml.cluster.apply import apply_objects
 from slinkyml.cluster.render import render_nodeset
@@ -57,6 +60,10 @@ class PodClusterSpec:
     host_paths: tuple[str, ...] = ()  # read-only hostPaths at their own paths (the training stack)
     env: tuple[tuple[str, str], ...] = ()  # for the login and slurmd containers
     slurmd_timeout_s: int = 30
+    #: the hosts file's keeper as a pod (host network, this Python from the mounted stack, the API server on
+    #: the node's loopback at this port); without them the process that applies runs it (PodHosts.start)
+    python: str | None = None
+    apiserver_port: int | None = None
 
     @classmethod
     def from_cluster(cls, spec: SlurmCluster, *, shared: Path, max_cpus: int, max_memory_mib: int,
@@ -232,7 +239,35 @@ def render(s: PodClusterSpec, keys: Keys) -> list[dict[str, Any]]:
                             "volumeMounts": [*stack_mounts, {"name": "keys", "mountPath": "/etc/slurm",
                                                              "readOnly": True}]}]}),
     ]
+    if s.python and s.apiserver_port:
+        objs[3:3] = hosts_keeper(s)  # first: the others' names resolve as soon as they have addresses
     return objs
+
+
+def hosts_keeper(s: PodClusterSpec) -> list[dict[str, Any]]:
+    """The hosts file's keeper as a pod: ``python -m slinkyml.dev.kubeslurm hosts`` on the host network
+    (the API server listens on the node's loopback: no kube-proxy gives the ``kubernetes`` Service an
+    address), as a ServiceAccount that may only list the namespace's pods."""
+    name = s.name("hosts")
+    _, mounts = _volumes(s, stack=True)
+    vols, _ = _volumes(s, stack=True)
+    keep = [m["name"] for m in mounts if m["mountPath"] != "/etc/hosts"]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(s, name, "hosts")},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(s, name, "hosts"),
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(s, name, "hosts"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": s.namespace}]},
+        _pod(s, name, "hosts", {
+            "serviceAccountName": name, "automountServiceAccountToken": True, "hostNetwork": True,
+            "volumes": [v for v in vols if v["name"] in keep],
+            "containers": [{"name": "hosts", "image": image_name("login", s.release),
+                            "command": [str(s.python), "-m", "slinkyml.dev.kubeslurm", "hosts", "--namespace",
+                                        s.namespace, "--cluster", s.cluster, "--file", str(s.hosts_file)],
+                            "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                                    {"name": "KUBERNETES_SERVICE_PORT", "value": str(s.apiserver_port)}, *_env(s)],
+                            "volumeMounts": [m for m in mounts if m["name"] in keep]}]})]
 
 
 
@@ -293,7 +328,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def hosts_text(s: PodClusterSpec, pods: list[Any]) -> str:
+def hosts_text(namespace: str, pods: list[Any]) -> str:
     """/etc/hosts of every Slurm pod: localhost, then each running pod's address, name and FQDN-like
     name in its Service's subdomain, sorted so the file changes only when an address does."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
@@ -302,7 +337,7 @@ def hosts_text(s: PodClusterSpec, pods: list[Any]) -> str:
         if ip and pod.metadata.deletion_timestamp is None:
             names = [pod.metadata.name]
             if pod.spec.subdomain:
-                names.append(f"{pod.metadata.name}.{pod.spec.subdomain}.{s.namespace}")
+                names.append(f"{pod.metadata.name}.{pod.spec.subdomain}.{namespace}")
             lines.append(f"{ip}\t{' '.join(names)}")
     return "\n".join(lines) + "\n"
 
@@ -311,17 +346,18 @@ class PodHosts(threading.Thread):
     """Keeps the shared hosts file equal to the pods' addresses (the part of cluster DNS the pods use),
     rewritten in place: each pod bind-mounts the file itself, which a rename would leave behind."""
 
-    def __init__(self, s: PodClusterSpec, api: Any, interval_s: float = 0.5) -> None:
-        super().__init__(name=f"pod-hosts-{s.cluster}", daemon=True)
-        self.spec, self.core, self.interval_s = s, client.CoreV1Api(api), interval_s
+    def __init__(self, namespace: str, cluster: str, hosts_file: Path, api: Any, interval_s: float = 0.5) -> None:
+        super().__init__(name=f"pod-hosts-{cluster}", daemon=True)
+        self.namespace, self.cluster, self.hosts_file = namespace, cluster, hosts_file
+        self.core, self.interval_s = client.CoreV1Api(api), interval_s
         self.stopping = threading.Event()
         self.error: Exception | None = None
 
     def refresh(self) -> bool:
         """Rewrite the file if an address changed; True if it did."""
-        pods = self.core.list_namespaced_pod(self.spec.namespace, label_selector=f"{LABEL}={self.spec.cluster}").items
-        text = hosts_text(self.spec, pods).encode()
-        path = self.spec.hosts_file
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"{LABEL}={self.cluster}").items
+        text = hosts_text(self.namespace, pods).encode()
+        path = self.hosts_file
         if path.exists() and path.read_bytes() == text:
             return False
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -337,11 +373,16 @@ class PodHosts(threading.Thread):
             try:
                 self.refresh()
             except Exception as exc:  # noqa: BLE001 - the API server restarting: try again next round
+                if str(exc) != str(self.error):  # each new failure once, in the keeper pod's log
+                    print(f"hosts: {self.hosts_file}: {exc}", file=sys.stderr, flush=True)
                 self.error = exc
+            else:
+                self.error = None
 
     def stop(self) -> None:
         self.stopping.set()
-        self.join(timeout=5)
+        if self.is_alive():
+            self.join(timeout=5)
 
 
 def prepare(s: PodClusterSpec) -> None:
@@ -355,10 +396,32 @@ def prepare(s: PodClusterSpec) -> None:
 
 
 def apply(s: PodClusterSpec, keys: Keys, api: Any) -> PodHosts:
-    """Apply every object and start the hosts file's keeper (the caller stops it)."""
+    """Apply every object; the hosts file written once from here, then kept by the keeper pod, or (spec
+    without ``python``/``apiserver_port``) by the returned thread, started (the caller stops it)."""
     prepare(s)
-    hosts = PodHosts(s, api)
+    hosts = PodHosts(s.namespace, s.cluster, s.hosts_file, api)
     hosts.refresh()
-    hosts.start()
+    if not (s.python and s.apiserver_port):
+        hosts.start()
     apply_objects(render(s, keys), api, log=lambda _: None)
     return hosts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m slinkyml.dev.kubeslurm hosts ...``: the keeper pod's program (in-cluster credentials)."""
+    parser = argparse.ArgumentParser(prog="python -m slinkyml.dev.kubeslurm")
+    parser.add_argument("action", choices=["hosts"])
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--file", type=Path, required=True)
+    parser.add_argument("--interval", type=float, default=0.5)
+    args = parser.parse_args(argv)
+    config.load_incluster_config()
+    keeper = PodHosts(args.namespace, args.cluster, args.file, client.ApiClient(), args.interval)
+    signal.signal(signal.SIGTERM, lambda *_: keeper.stopping.set())
+    keeper.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
