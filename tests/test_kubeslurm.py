@@ -4,6 +4,9 @@ manifests/cpu-small: what the live test (tests/test_kubelet_pods_live.py) runs."
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -79,3 +82,23 @@ def test_the_hosts_keeper_pod_may_only_list_pods() -> None:
     assert "/etc/hosts" not in {m["mountPath"] for m in main["volumeMounts"]}
     assert ("Pod", "cpu-small-hosts") not in {(o["kind"], o["metadata"]["name"]) for o in
                                               kubeslurm.render(_spec(), kubeslurm.Keys())}
+
+
+def test_keys_are_made_once_and_kept_0600(tmp_path) -> None:
+    path = tmp_path / "keys.json"
+    first = kubeslurm.saved_keys(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert kubeslurm.saved_keys(path) == first  # a second up applies the same Secret
+
+
+def test_slurm_pods_option_errors_are_one_line(tmp_path) -> None:
+    env = {**os.environ, "SLINKYML_KUBE_STATE_DIR": str(tmp_path / "kube")}
+    cli = [sys.executable, "-m", "slinkyml", "dev", "kube", "up"]
+    spec = str(REPO / "manifests" / "cpu-small" / "cluster.yaml")
+    no_kubelet = subprocess.run([*cli, "--slurm-pods", spec], capture_output=True, text=True, env=env)
+    missing = subprocess.run([*cli, "--kubelet", "--slurm-pods", str(tmp_path / "none.yaml")], capture_output=True,
+                             text=True, env=env)
+    assert (no_kubelet.returncode, no_kubelet.stderr) == (
+        2, "slinkyml: error: --slurm-pods: needs --kubelet (the pods run on the node)\n")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "none.yaml: cannot read" in missing.stderr
+    assert not (tmp_path / "kube").exists()  # nothing started

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from slinkyml.errors import SlinkyError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     dev = subparsers.add_parser("dev",
@@ -113,6 +115,10 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--slurm-images", metavar="RELEASE", choices=("26.05",),
                            help="with --kubelet: build the slurmctld, slurmd, login, slurmdbd and slurmrestd images of this Slurm "
                            "release from its Debian root (as `dev up --slurm-version` unpacks it) and import them")
+            p.add_argument("--slurm-pods", metavar="CLUSTER_YAML",
+                           help="with --kubelet: run this cluster spec's Slurm in pods on the node without the "
+                           "operator (MariaDB, slurmdbd, slurmctld, login and the first node set's slurmd pods "
+                           "as a StatefulSet; slurm_version 26.05), standing in for it until it can be built")
         p.set_defaults(handler=handler)
 
 
@@ -125,15 +131,30 @@ def _kube(args: argparse.Namespace):
 def _kube_up(args: argparse.Namespace) -> int:
     import time
 
+    from slinkyml.cluster.spec import load_spec
+
+    spec = load_spec(args.slurm_pods) if args.slurm_pods else None  # a bad spec stops before anything starts
+    if spec is not None and not args.kubelet:
+        raise SlinkyError("--slurm-pods: needs --kubelet (the pods run on the node)")
+    if spec is not None and spec.slurm_version != "26.05":
+        raise SlinkyError(f"{args.slurm_pods}: slurm_version: --slurm-pods runs 26.05 only (its images are built "
+                          f"from Debian sid's Slurm 26.05), got {spec.slurm_version}")
     start = time.monotonic()
     plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, webhook=args.webhook,
-                           slurm_images=args.slurm_images)
+                           slurm_images=args.slurm_images or (spec.slurm_version if spec else None))
     versions = plane.versions()
     print(f"local Kubernetes {versions.get('kubernetes', '?')} control plane up in {time.monotonic() - start:.1f} s "
           f"at {plane.server} (slurm-operator {versions.get('slurm-operator', '?')}), state in {plane.state_dir}")
     if args.kubelet or args.slurm_images:
         node = plane.node().settings
         print(f"  node {node.name} Ready at {node.node_ip} (bridge {node.bridge}, pods in {node.subnet})")
+    if spec is not None:
+        from slinkyml.dev import kubeslurm
+
+        pods = kubeslurm.up_here(spec, plane.state_dir / "slurm-pods" / spec.name, plane.api(), plane.ports.apiserver)
+        print(f"  Slurm cluster {pods.cluster} applied in pods (namespace {pods.namespace}, without the operator): "
+              f"{pods.controller}, {pods.accounting}, {pods.database}, {pods.login}, StatefulSet {pods.nodeset} "
+              f"x{pods.replicas}; jobs' shared folder {pods.shared}")
     print(f"  eval $(slinkyml dev kube env --state-dir {plane.state_dir})")
     return 0
 

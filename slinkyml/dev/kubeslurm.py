@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import math
 import os
 import secrets
@@ -31,12 +32,14 @@ from typing import Any
 
 from kubernetes import client, config
 
+import slinkyml
 from slinkyml.cluster.apply import apply_objects
 from slinkyml.cluster.render import render_nodeset
 from slinkyml.cluster.spec import SlurmCluster
 from slinkyml.dev.slurm_images import INITCONF, SLURM_UID, image_name
 from slinkyml.errors import SlinkyError
 from slinkyml.kube import dig, quantity
+from slinkyml.secretfile import write_secret
 from slinkyml.slurm.conf import SlurmConfBuilder
 
 LABEL = "slinkyml.io/pod-cluster"
@@ -405,6 +408,36 @@ def apply(s: PodClusterSpec, keys: Keys, api: Any) -> PodHosts:
         hosts.start()
     apply_objects(render(s, keys), api, log=lambda _: None)
     return hosts
+
+
+def saved_keys(path: Path) -> Keys:
+    """The cluster's keys, kept 0600 at ``path`` (made the first time), so a second ``up`` applies the same
+    Secret instead of re-keying running daemons."""
+    try:
+        data = json.loads(path.read_text())
+        return Keys(base64.b64decode(data["slurm.key"]), base64.b64decode(data["jwt_hs256.key"]), data["db-password"])
+    except FileNotFoundError:
+        keys = Keys()
+        write_secret(path, json.dumps({"slurm.key": _b64(keys.slurm_key), "jwt_hs256.key": _b64(keys.jwt_key),
+                                       "db-password": keys.db_password}).encode())
+        return keys
+    except (OSError, ValueError, KeyError) as exc:
+        raise SlinkyError(f"{path}: cannot read the pods' cluster keys: {exc}") from None
+
+
+def up_here(spec: SlurmCluster, folder: Path, api: Any, apiserver_port: int) -> PodClusterSpec:
+    """``dev kube up --slurm-pods``: the cluster of ``spec`` in pods on this machine's node, the training
+    stack this process runs from mounted read-only (its venv, the Python it was made from, the source tree
+    of this slinkyml), each slurmd pod capped at half this machine's CPUs over the replicas and 2 GiB."""
+    replicas = max(1, spec.node_sets[0].count if spec.node_sets else 1)
+    source = str(Path(slinkyml.__file__).resolve().parents[1])
+    s = PodClusterSpec.from_cluster(
+        spec, shared=folder / "shared", max_cpus=max(1, (os.cpu_count() or 2) // (2 * replicas)),
+        max_memory_mib=2048, host_paths=tuple(sorted({sys.prefix, sys.base_prefix, source})),
+        env=(("PYTHONPATH", source),), python=f"{sys.prefix}/bin/python", apiserver_port=apiserver_port)
+    folder.mkdir(parents=True, exist_ok=True)
+    apply(s, saved_keys(folder / "keys.json"), api)
+    return s
 
 
 def main(argv: list[str] | None = None) -> int:
