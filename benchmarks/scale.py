@@ -48,6 +48,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accounting import synthesise  # noqa: E402 - the sibling benchmark's sacct generator
+from store_fill import fill  # noqa: E402 - real records, as benchmarks/store.py fills its cluster
 
 from slinkyml.accounting import fairshare  # noqa: E402
 from slinkyml.accounting.backends.cli import CliBackend  # noqa: E402
@@ -306,20 +307,7 @@ def records(total: int) -> None:
     cluster = LocalCluster("/var/lib/slinkyml/bench-records", keep_running=True, gpus=0,
                            **{**EMULATED_NODE, **RECORDS_CLUSTER}).up()
     slurm = cluster.slurm
-    have = len(slurm.run("sacct", ["-X", "-n", "-a", "-S", "2026-01-01", "-o", "JobID", "-s", "CD"]).stdout.split())
-    t0 = time.perf_counter()
-    while have < total:
-        count = min(1000, total - have)
-        job = slurm.run("sbatch", ["--parsable", f"--array=0-{count - 1}", "-n1", "--mem=1M", "-o", "/dev/null",
-                                   "--wrap", "true"], cwd="/tmp").stdout.strip()
-        while left := slurm.run("squeue", ["-h", "-j", job, "-o", "%i|%r"], check=False).stdout.splitlines():
-            # a node that missed a heartbeat under load: slurmctld holds the tasks it could not launch
-            held = [line.split("|")[0] for line in left if line.endswith("|launch failed requeued held")]
-            if held:
-                slurm.run("scontrol", ["release", *held], check=False)
-            time.sleep(1)
-        have += count
-        print(f"  {have:,} records ({have / (time.perf_counter() - t0):.0f} tasks/s)", flush=True)
+    fill(slurm, total)
     time.sleep(30)  # slurmdbd commits the last completions
     env = {**os.environ, "SLURM_CONF": str(cluster.spec.slurm_conf)}
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Fill the current cluster's slurmdbd with real job records for benchmarks/store.py.
 
-Real jobs, as benchmarks/scale.py's ``records`` step fills its cluster: 1,000-task arrays of ``true``
+Real jobs (benchmarks/scale.py's ``records`` step fills its own cluster with this too): 1,000-task arrays of ``true``
 submitted one after another until sacct counts ``--records`` completed allocations since 2026-01-01,
 so every record went through slurmctld, slurmstepd and slurmdbd. The cluster is the one
 ``$SLURM_CONF`` names (``eval "$(slinkyml dev env)"``); run it niced, it keeps both cores busy.

@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -485,11 +485,7 @@ class KubeNode:
             pids = {int(p) for d in self._cgroup_dirs() for cg in _cgroup_tree(d) for p in _read(cg / "cgroup.procs")}
             if not pids:
                 return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _sigkill(pids)
             time.sleep(0.1)
 
     def _kill_shims(self) -> None:
@@ -503,11 +499,7 @@ class KubeNode:
 
         deadline = time.monotonic() + 5
         while (pids := shims()) and time.monotonic() < deadline:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _sigkill(pids)
             time.sleep(0.1)
 
     def _remove_netns(self) -> None:
@@ -555,6 +547,15 @@ def _pids() -> list[int]:
 def _is_kubelet(pid: int) -> bool:
     argv0 = cmdline(pid, settle=0).split(" ", 1)[0]
     return os.path.basename(argv0) == "kubelet" and is_alive(pid)
+
+
+def _sigkill(pids: Iterable[int]) -> None:
+    """SIGKILL each of ``pids``, passing over those already gone."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _cgroup_tree(root: Path) -> list[Path]:
