@@ -132,13 +132,14 @@ def _kube_up(args: argparse.Namespace) -> int:
     import time
 
     from slinkyml.cluster.spec import load_spec
+    from slinkyml.dev import roots
 
     spec = load_spec(args.slurm_pods) if args.slurm_pods else None  # a bad spec stops before anything starts
     if spec is not None and not args.kubelet:
         raise SlinkyError("--slurm-pods: needs --kubelet (the pods run on the node)")
-    if spec is not None and spec.slurm_version != "26.05":
-        raise SlinkyError(f"{args.slurm_pods}: slurm_version: --slurm-pods runs 26.05 only (its images are built "
-                          f"from Debian sid's Slurm 26.05), got {spec.slurm_version}")
+    if spec is not None and spec.slurm_version not in roots.RELEASES:  # the releases images can be built for
+        raise SlinkyError(f"{args.slurm_pods}: slurm_version: --slurm-pods runs {', '.join(roots.RELEASES)} only (its "
+                          f"images are built from a Debian root of that Slurm), got {spec.slurm_version}")
     start = time.monotonic()
     plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, webhook=args.webhook,
                            slurm_images=args.slurm_images or (spec.slurm_version if spec else None))
