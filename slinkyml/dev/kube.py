@@ -384,15 +384,7 @@ class KubeControlPlane:
             return
         daemon.start()
         started.append(daemon)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready():
-            if daemon.exited_early():
-                raise SlinkyError(f"{daemon.name} exited at start; last lines of {daemon.log_file}:\n"
-                                  f"{daemon.log_tail()}")
-            if time.monotonic() > deadline:
-                raise SlinkyError(f"{daemon.name} not ready after {READY_TIMEOUT_S:.0f} s; last lines of "
-                                  f"{daemon.log_file}:\n{daemon.log_tail()}")
-            time.sleep(0.2)
+        daemon.wait_ready(ready, READY_TIMEOUT_S, 0.2)
 
     def _etcd_healthy(self) -> bool:
         return _http_ok(f"http://127.0.0.1:{self.ports.etcd_client}/health")

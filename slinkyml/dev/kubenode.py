@@ -307,12 +307,12 @@ class KubeNode:
             if not containerd.running:
                 containerd.start()
                 started.append(containerd)
-                self._wait(containerd, lambda: unix_connectable(self.socket))
+                containerd.wait_ready(lambda: unix_connectable(self.socket), READY_TIMEOUT_S, 0.5)
             self._import_images(log)
             if not kubelet.running:
                 kubelet.start()
                 started.append(kubelet)
-            self._wait(kubelet, lambda: self._node_ready(api))
+            kubelet.wait_ready(lambda: self._node_ready(api), READY_TIMEOUT_S, 0.5)
         except BaseException:
             for daemon in reversed(started):
                 daemon.stop()
@@ -380,17 +380,6 @@ class KubeNode:
                 "node_ip": self.settings.node_ip, "daemons": {d.name: d.pid for d in self.daemons()}}
 
     # -- steps -------------------------------------------------------------------------------------
-    def _wait(self, daemon: Daemon, ready: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not ready():
-            if daemon.exited_early() or (not daemon.running and daemon.pid_file.exists() is False):
-                raise SlinkyError(f"{daemon.name} exited at start; last lines of {daemon.log_file}:\n"
-                                  f"{daemon.log_tail()}")
-            if time.monotonic() > deadline:
-                raise SlinkyError(f"{daemon.name} not ready after {READY_TIMEOUT_S:.0f} s; last lines of "
-                                  f"{daemon.log_file}:\n{daemon.log_tail()}")
-            time.sleep(0.5)
-
     def _node_ready(self, api: Any) -> bool:
         # lazy: the kubernetes client is the optional [k8s] extra
         from kubernetes import client

@@ -13,8 +13,10 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+
+from slinkyml.errors import SlinkyError
 
 
 def unix_connectable(path: Path) -> bool:
@@ -134,6 +136,18 @@ class Daemon:
         """True when the process we just started has already died."""
         proc = getattr(self, "_popen", None)
         return proc is not None and proc.poll() is not None
+
+    def wait_ready(self, ready: Callable[[], bool], timeout_s: float, interval_s: float) -> None:
+        """Poll ``ready`` until it holds; a SlinkyError with the log's last lines when the daemon dies first
+        (or its PID file is taken away: a ``down`` meanwhile) or ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            if self.exited_early() or (not self.running and not self.pid_file.exists()):
+                raise SlinkyError(f"{self.name} exited at start; last lines of {self.log_file}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise SlinkyError(f"{self.name} not ready after {timeout_s:.0f} s; last lines of "
+                                  f"{self.log_file}:\n{self.log_tail()}")
+            time.sleep(interval_s)
 
     def stop(self, timeout: float = 15.0) -> bool:
         """SIGTERM, then SIGKILL after ``timeout``; True if something was stopped."""
