@@ -120,7 +120,7 @@ def live(since: str, work: Path) -> None:
     usage.usage(jobs_only, start, datetime.now(UTC), by=["account", "user"])
     line("usage in process: store read + report", time.perf_counter() - t, None, "goal ≤ 1 s")
     t = time.perf_counter()
-    whole = store.table(start, datetime.now(UTC), step_columns=efficiency.STEP_COLUMNS)
+    whole = store.table(start, datetime.now(UTC), columns=efficiency.COLUMNS, step_stats=True)
     efficiency.runs(whole.jobs, whole.steps)
     line("efficiency in process: store read + report", time.perf_counter() - t, None, "goal ≤ 1 s")
     # 1,000 new jobs, then an incremental sync against sacct of exactly those jobs
@@ -183,16 +183,16 @@ def synthetic(count: int, work: Path) -> None:
     usage.usage(jobs, start, end, by=["account", "user"], now=end)
     line("usage: store read (usage's columns) + report", time.perf_counter() - t, parse, "goal ≤ 1 s")
     t = time.perf_counter()
-    few = store.table(start, end, step_columns=efficiency.STEP_COLUMNS)
+    few = store.table(start, end, columns=efficiency.COLUMNS, step_stats=True)
     runs = efficiency.runs(few.jobs, few.steps)
-    line("efficiency: store read (its step columns) + report", time.perf_counter() - t, parse, "goal ≤ 1 s")
+    line("efficiency: store read (steps' statistics) + report", time.perf_counter() - t, parse, "goal ≤ 1 s")
     t = time.perf_counter()
     whole = store.table(start, end)
     line("store read, jobs + steps (every column)", time.perf_counter() - t, parse)
     t = time.perf_counter()
-    data = dashboard.collect(store.table(start, end, step_columns=efficiency.STEP_COLUMNS), None, start, end, now=end)
+    data = dashboard.collect(store.table(start, end, step_stats=True), None, start, end, now=end)
     dashboard.render_html(data)
-    line("report: store read (its step columns) + figures + HTML", time.perf_counter() - t, parse, "goal ≤ 3 s")
+    line("report: store read (steps' statistics) + figures + HTML", time.perf_counter() - t, parse, "goal ≤ 3 s")
     del runs, whole
 
 

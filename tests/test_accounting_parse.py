@@ -96,6 +96,25 @@ def test_recorded_requeue_keeps_both_segments_apart(release):
 
 
 @pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
+def test_runs_do_not_depend_on_the_records_order(release):
+    """efficiency.runs groups rows as they stand when every job id's runs already come in segment order
+    (sacct's order) and sorts them otherwise: a requeued job's records in either order, and every record
+    reversed, give the same runs to the last bit (the per-record step statistics included)."""
+    table = parse_sacct(_recorded_fields(release))
+    jobs = table.jobs
+    requeued = jobs.loc[jobs["name"] == "rec-requeue", "job_id"].iloc[0]
+    assert efficiency._in_run_order(jobs)
+    reversed_jobs = jobs.iloc[::-1].reset_index(drop=True)
+    assert not efficiency._in_run_order(reversed_jobs)
+    expected = efficiency.runs(jobs, table.steps)
+    assert expected.loc[expected["job_id"] == requeued, "segments"].tolist() == [2]
+    assert expected.loc[expected["job_id"] == requeued, "state"].tolist() == ["COMPLETED"]  # the last run's
+    pd.testing.assert_frame_equal(efficiency.runs(reversed_jobs, table.steps), expected, check_exact=True)
+    with_stats = pd.concat([jobs, efficiency.step_stats(jobs, table.steps)], axis=1)
+    pd.testing.assert_frame_equal(efficiency.runs(with_stats, table.steps.iloc[0:0]), expected, check_exact=True)
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
 def test_recorded_json_records_equal_recorded_sacct(release):
     """The REST backend's record conversion (slurmdbd's job records: ``sacct --json`` has the same
     shape) gives the CLI parser's rows, requeued record included: 24.11 lists it as

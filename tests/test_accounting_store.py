@@ -162,6 +162,31 @@ def test_store_of_another_format_is_refused(tmp_path):
         store.table(START, END)
 
 
+def test_store_before_step_statistics_is_upgraded_by_a_sync(tmp_path):
+    """A format-2 store (records without their steps' statistics): a read says to sync, the sync adds the
+    statistics from the stored steps, and efficiency over it equals efficiency over every column."""
+    from slinkyml.accounting import efficiency
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START)
+    import duckdb
+
+    con = duckdb.connect(str(store.path))
+    con.execute("DROP TABLE step_stats")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    con.close()
+    with pytest.raises(StoreError, match="format 2.*`slinkyml accounting sync` upgrades it"):
+        store.table(START, END, step_stats=True)
+    store.sync()
+    whole, stats = store.table(START, END), store.table(START, END, step_stats=True)
+    pd.testing.assert_frame_equal(efficiency.runs(stats.jobs, stats.steps),
+                                  efficiency.runs(whole.jobs, whole.steps), check_exact=True)
+    few_stats = store.table(START, END, columns=efficiency.COLUMNS, step_stats=True)  # what `efficiency` reads
+    assert few_stats.steps.empty and len(few_stats.jobs.columns) < len(stats.jobs.columns)
+    pd.testing.assert_frame_equal(efficiency.runs(few_stats.jobs, few_stats.steps),
+                                  efficiency.runs(whole.jobs, whole.steps), check_exact=True)
+
+
 def test_concurrent_syncs_are_serialised(tmp_path):
     """Four syncs at once (threads; the lock is fcntl's, per open file): none fails, nothing doubles."""
     errors: list[BaseException] = []
@@ -232,8 +257,8 @@ def test_sshare_ranks_over_another_user_count_are_recognised():
 
 
 def test_reads_of_a_reports_columns_give_its_numbers(tmp_path):
-    """usage reads only usage.COLUMNS of the jobs, efficiency only efficiency.STEP_COLUMNS of the steps:
-    the reports from those reads equal the reports from every column."""
+    """usage reads only usage.COLUMNS of the jobs, efficiency only efficiency.STEP_COLUMNS of the steps or
+    none of them but their statistics: the reports from those reads equal the reports from every column."""
     from slinkyml.accounting import efficiency, usage
 
     store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
@@ -246,4 +271,11 @@ def test_reads_of_a_reports_columns_give_its_numbers(tmp_path):
     steps_few = store.table(START, END, step_columns=efficiency.STEP_COLUMNS)
     assert len(steps_few.steps) == len(whole.steps) and len(steps_few.steps.columns) < len(whole.steps.columns)
     pd.testing.assert_frame_equal(efficiency.runs(steps_few.jobs, steps_few.steps),
+                                  efficiency.runs(whole.jobs, whole.steps), check_exact=True)
+    # efficiency and report: no steps, each record with its steps' statistics (kept at ingest)
+    stats = store.table(START, END, step_stats=True)
+    assert stats.steps.empty and set(efficiency.STEP_STATS) <= set(stats.jobs.columns)
+    assert stats.jobs["step_gpu_util_count"].sum() == whole.steps["gpu_util_pct"].notna().sum()
+    assert stats.jobs["step_max_rss_bytes"].max() == whole.steps["max_rss_bytes"].max() > 0
+    pd.testing.assert_frame_equal(efficiency.runs(stats.jobs, stats.steps),
                                   efficiency.runs(whole.jobs, whole.steps), check_exact=True)

@@ -172,21 +172,27 @@ def test_every_report_equals_the_direct_one(history):
     # what the commands read: only their columns
     few = _ours(history["store"].table(start, until, step_columns=efficiency.STEP_COLUMNS), ids)
     pd.testing.assert_frame_equal(efficiency.runs(few.jobs, few.steps), runs_direct, check_exact=True)
+    with_stats = _ours(history["store"].table(start, until, step_stats=True), ids)  # no steps: their statistics
+    assert with_stats.steps.empty
+    pd.testing.assert_frame_equal(efficiency.runs(with_stats.jobs, with_stats.steps), runs_direct, check_exact=True)
+    few = _ours(history["store"].table(start, until, columns=efficiency.COLUMNS, step_stats=True), ids)  # `efficiency`
+    pd.testing.assert_frame_equal(efficiency.runs(few.jobs, few.steps), runs_direct, check_exact=True)
     few = _ours(history["store"].table(start, until, columns=(*usage.COLUMNS, "array_job_id", "db_index")), ids)
     pd.testing.assert_frame_equal(usage.usage(few.jobs, start, until, now=until),
                                   usage.usage(direct.jobs, start, until, now=until), check_exact=True)
-    a = dashboard.collect(stored, None, start, until, now=until)
     b = dashboard.collect(direct, None, start, until, now=until)
-    for name in ("usage_over_time", "usage_by", "runs", "distributions", "lost", "waits", "top_jobs"):
-        left, right = getattr(a, name), getattr(b, name)
-        if isinstance(left, dict):
-            assert left.keys() == right.keys(), name
-            for key in left:
-                pd.testing.assert_frame_equal(left[key], right[key], obj=f"{name}[{key}]", check_exact=True)
-        else:
-            pd.testing.assert_frame_equal(left, right, obj=name, check_exact=True)
-    b.generated, b.pending = a.generated, a.pending  # the build time and squeue now: not from the records
-    assert dashboard.render_html(a) == dashboard.render_html(b)
+    for read in (stored, with_stats):  # every column and steps; what `report` reads
+        a = dashboard.collect(read, None, start, until, now=until)
+        for name in ("usage_over_time", "usage_by", "runs", "distributions", "lost", "waits", "top_jobs"):
+            left, right = getattr(a, name), getattr(b, name)
+            if isinstance(left, dict):
+                assert left.keys() == right.keys(), name
+                for key in left:
+                    pd.testing.assert_frame_equal(left[key], right[key], obj=f"{name}[{key}]", check_exact=True)
+            else:
+                pd.testing.assert_frame_equal(left, right, obj=name, check_exact=True)
+        b.generated, b.pending = a.generated, a.pending  # the build time and squeue now: not from the records
+        assert dashboard.render_html(a) == dashboard.render_html(b)
 
 
 def test_cli_reports_from_the_store_equal_no_cache(history, cli):
@@ -204,6 +210,26 @@ def test_cli_reports_from_the_store_equal_no_cache(history, cli):
         assert json.loads(cached) == json.loads(plain)
     code, out, err = cli("accounting", "status", "--json")
     assert code == 0 and json.loads(out)["jobs"] >= 1, err
+
+
+def test_library_reports_read_the_store_by_default(history, accounting_store_dir):
+    """``usage_report``/``efficiency_report``/``cost_report`` go through the store as the commands do (a
+    store appears in the user's store dir) and equal the same call with ``cache=False``."""
+    from slinkyml.accounting import cost_report, efficiency_report, usage_report
+
+    start, until, slurm = history["since"], history["until"], history["backend"].slurm
+    users = ["alice", "bob", "carol", "dave"]  # the scenario's (other tests' jobs may reach slurmdbd meanwhile)
+    stored = usage_report(start, until, users=users, slurm=slurm)
+    assert list(accounting_store_dir.glob("*.duckdb")) and len(stored) >= 2
+    pd.testing.assert_frame_equal(stored, usage_report(start, until, users=users, slurm=slurm, cache=False),
+                                  check_exact=True)
+    runs = efficiency_report(start, until, users=users, slurm=slurm)
+    direct = efficiency_report(start, until, users=users, slurm=slurm, cache=False)
+    assert {history["ids"][name] for name in ("long", "requeue", "fail")} <= set(runs["job_id"])
+    assert runs.loc[runs["job_id"] == history["ids"]["requeue"], "segments"].tolist() == [2]
+    pd.testing.assert_frame_equal(runs, direct, check_exact=True)
+    pd.testing.assert_frame_equal(cost_report(start, until, users=users, slurm=slurm),
+                                  cost_report(start, until, users=users, slurm=slurm, cache=False), check_exact=True)
 
 
 def test_serve_reads_the_store_and_syncs_once_per_interval(local_cluster, tmp_path):

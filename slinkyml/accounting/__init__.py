@@ -1,6 +1,8 @@
 """Accounting from slurmdbd as pandas DataFrames: usage, efficiency, cost and fair-share reports.
 
-Everything goes through a backend (the Slurm CLIs by default), so results do not depend on it.
+Everything goes through a backend (the Slurm CLIs by default), so results do not depend on it; with
+the CLI backend the records come through the incremental store (``accounting/store.py``) unless a
+caller passes ``cache=False``, as the commands do with ``--no-cache``.
 """
 
 from __future__ import annotations
@@ -22,21 +24,36 @@ def _backend(backend, slurm: Slurm | None):
 
 
 def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
-              backend=None, slurm: Slurm | None = None):
-    """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window."""
+              backend=None, slurm: Slurm | None = None, cache: bool = True, store_dir=None,
+              max_age_s: float = 0, columns=None, step_stats: bool = False):
+    """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window.
+
+    Through the incremental store (synced first, unless synced less than ``max_age_s`` ago; in
+    ``store_dir`` or the default place), or straight from the backend: with ``cache=False``, for named
+    jobs (``sacct -j`` ignores the window, a store read would not) and for the restapi/pyslurm backends
+    (the store syncs by sacct's window rule, which their queries do not follow). ``columns`` and
+    ``step_stats`` narrow a store read to what one report needs (see ``AccountingStore.table``)."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     if end <= start:
         raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since "
                           f"{start:%Y-%m-%dT%H:%M:%S}")
-    return _backend(backend, slurm).jobs(start, end, users=users, accounts=accounts,
-                                         job_ids=job_ids)
+    source = _backend(backend, slurm)
+    if not cache or job_ids or getattr(source, "name", None) != "cli":
+        return source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
+    from slinkyml.accounting import store  # lazy: DuckDB only for a report that reads the store
+
+    kept = store.AccountingStore(store.store_path(source, store_dir), source)
+    if not kept.fresh(start, max_age_s):
+        kept.sync(since=start)
+    return kept.table(start, end, users=users, accounts=accounts, columns=columns, step_stats=step_stats)
 
 
 def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm: Slurm | None = None,
-                 users=None, accounts=None, with_cost: bool = True):
+                 users=None, accounts=None, with_cost: bool = True, cache: bool = True):
     """CPU/GPU/billing hours (and cost) per group over the window, pro-rated at its edges."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
-    table = load_jobs(start, end, users=users, accounts=accounts, backend=backend, slurm=slurm)
+    table = load_jobs(start, end, users=users, accounts=accounts, backend=backend, slurm=slurm, cache=cache,
+                      columns=usage.COLUMNS)
     report = usage.usage(table.jobs, start, end, by=by)
     if with_cost and len(table.jobs):
         seconds = usage.overlap_seconds(table.jobs, start, end)
@@ -72,16 +89,17 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm
 
 
 def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
-                      backend=None, slurm: Slurm | None = None):
+                      backend=None, slurm: Slurm | None = None, cache: bool = True):
     """One row per training run (requeued segments stitched) with efficiency and waste."""
     table = load_jobs(since, until, users=users, accounts=accounts, job_ids=job_ids,
-                      backend=backend, slurm=slurm)
+                      backend=backend, slurm=slurm, cache=cache, columns=efficiency.COLUMNS, step_stats=True)
     return efficiency.runs(table.jobs, table.steps)
 
 
 def cost_report(since="1d", until="now", by=("account", "user"), *, prices=None, backend=None,
-                slurm: Slurm | None = None):
+                slurm: Slurm | None = None, users=None, accounts=None, cache: bool = True):
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
-    table = load_jobs(start, end, backend=backend, slurm=slurm)
+    table = load_jobs(start, end, users=users, accounts=accounts, backend=backend, slurm=slurm, cache=cache,
+                      columns=usage.COLUMNS)
     seconds = usage.overlap_seconds(table.jobs, start, end)
     return cost.cost(table.jobs, by=by, prices=cost.load_prices(prices), seconds=seconds)

@@ -15,7 +15,9 @@ before the end and ``time_end`` is 0 or at/after the start, as_mysql_jobacct_pro
   earlier can still arrive, so the next sync looks back from the old W again.
 
 Records are keyed by (cluster, job id, DBIndex, step): a record fetched again replaces its rows (a
-job's steps travel with it), so nothing is counted twice. A report reads the records its window
+job's steps travel with it), so nothing is counted twice. What efficiency needs of a record's steps
+(``efficiency.STEP_STATS``: largest step memory, GPU utilisation sum and count) is kept per record at
+ingest, so efficiency and the dashboard read one row per record instead of its three or four steps. A report reads the records its window
 selects with the same predicate as slurmdbd, and the per-window key columns (``segment``) are
 recomputed as the one transform computes them for what sacct would have returned.
 
@@ -44,13 +46,14 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from slinkyml.accounting import sacct
+from slinkyml.accounting import efficiency, sacct
 from slinkyml.accounting.sacct_arrow import parse_sacct
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
 
-#: bumped when the stored columns change; an older store is rebuilt on request
-FORMAT = 2
+#: bumped when the stored columns change; an older store is rebuilt on request (format 2, before the
+#: per-record step statistics, is upgraded by the next sync)
+FORMAT = 3
 MARGIN_S = 300
 #: the store's own column beside the frames': the row's place in sacct's answer (steps keep their order)
 _ORDER = "_seq"
@@ -168,12 +171,21 @@ class AccountingStore:
             raise self._unreadable(exc) from exc
         return con
 
-    def _meta(self, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    def _meta(self, con: duckdb.DuckDBPyConnection, *, upgrade: bool = False) -> dict[str, Any]:
         try:
             rows = con.execute("SELECT key, value FROM meta").fetchall()
         except duckdb.Error as exc:
             raise self._unreadable(exc) from exc
         meta = dict(rows)
+        if meta.get("format") == "2" and upgrade:  # the same records: add their step statistics
+            con.execute("BEGIN TRANSACTION")
+            con.execute(f"CREATE TABLE step_stats AS {_STEP_STATS_SQL.format(steps='steps')}")
+            con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [str(FORMAT)])
+            con.execute("COMMIT")
+            meta["format"] = str(FORMAT)
+        if meta.get("format") == "2":
+            raise StoreError(f"{self.path}: the accounting store has format 2, this slinkyml reads {FORMAT}; "
+                             "`slinkyml accounting sync` upgrades it in place (or bypass it with --no-cache)")
         if meta.get("format") != str(FORMAT):
             raise StoreError(f"{self.path}: the accounting store has format {meta.get('format')!r}, this "
                              f"slinkyml writes {FORMAT}; rebuild it with `slinkyml accounting sync --rebuild` "
@@ -240,7 +252,7 @@ class AccountingStore:
             try:
                 if fresh:
                     self._create(con)
-                meta = self._meta(con)
+                meta = self._meta(con, upgrade=True)
                 covered = datetime.fromisoformat(meta["covered_since"]) if meta.get("covered_since") else None
                 watermark = datetime.fromisoformat(meta["watermark"]) if meta.get("watermark") else None
                 if since is None:
@@ -283,6 +295,7 @@ class AccountingStore:
         con.execute(f"CREATE TABLE jobs AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
         con.execute(f"CREATE TABLE steps AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
         con.unregister("_empty")
+        con.execute(f"CREATE TABLE step_stats AS {_STEP_STATS_SQL.format(steps='steps')}")
         con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         con.execute("INSERT INTO meta VALUES ('format', ?)", [str(FORMAT)])
 
@@ -320,7 +333,7 @@ class AccountingStore:
                 con.register("_new_jobs", jobs_arrow)
                 con.execute("CREATE TEMP TABLE _keys AS SELECT DISTINCT cluster, job_id, db_index FROM _new_jobs")
                 stored = con.execute("SELECT count(*) FROM jobs").fetchone()
-                for name in ("jobs", "steps") if stored and stored[0] else ():  # a new store: nothing to replace
+                for name in ("jobs", "steps", "step_stats") if stored and stored[0] else ():  # a new store: nothing to replace
                     con.execute(f"DELETE FROM {name} USING _keys k WHERE {_same_record(name, 'k')}")
                 con.execute("INSERT INTO jobs SELECT * FROM _new_jobs")
                 if steps_parts:
@@ -331,6 +344,8 @@ class AccountingStore:
                     con.register("_new_steps", steps_arrow)
                     # only steps of records this sync fetched (their rows were just replaced)
                     con.execute(f"INSERT INTO steps SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')}")
+                    fetched_steps = f"(SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')})"
+                    con.execute(f"INSERT INTO step_stats {_STEP_STATS_SQL.format(steps=fetched_steps)}")
                     con.unregister("_new_steps")
                 con.execute("DROP TABLE _keys")
                 con.unregister("_new_jobs")
@@ -367,12 +382,13 @@ class AccountingStore:
 
     def table(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
               accounts: Sequence[str] | None = None, with_steps: bool = True,
-              columns: Sequence[str] | None = None, step_columns: Sequence[str] | None = None
-              ) -> sacct.SacctTable:
+              columns: Sequence[str] | None = None, step_columns: Sequence[str] | None = None,
+              step_stats: bool = False) -> sacct.SacctTable:
         """The records sacct would return for [start, end) (``-S start -E end --duplicates``, all users
         or ``users``/``accounts``), as the one transform's frames. ``columns``/``step_columns`` limit the
         columns read for a report that needs few (the keys always come); ``columns`` alone leaves the
-        steps out."""
+        steps out. ``step_stats``: no steps, each record with its ``efficiency.STEP_STATS`` instead
+        (what efficiency and the dashboard need of steps; ``columns`` then also reads the keys)."""
         window = ("{eligible} IS NOT NULL AND {eligible} < " + _literal(end)
                   + " AND ({end} IS NULL OR {end} >= " + _literal(start) + ")")
         where = [window.format(eligible="eligible", end='"end"')]
@@ -389,15 +405,26 @@ class AccountingStore:
             return list(schema.names) if names is None else [c for c in schema.names if c in {*names, *keys}]
 
         # a projection of the jobs (usage) leaves their keys out: nothing that reads few columns uses them
-        job_columns, steps_columns = wanted(columns, frozenset({"job_id"})), wanted(step_columns, _KEYS)
-        read_steps = with_steps and (columns is None or step_columns is not None)
+        # (with step statistics it is efficiency's: its runs are stitched by the window's own segments)
+        job_columns = wanted(columns, _KEYS if step_stats else frozenset({"job_id"}))
+        steps_columns = wanted(step_columns, _KEYS)
+        read_steps = with_steps and not step_stats and (columns is None or step_columns is not None)
+        source, stats = "jobs", ""
+        if step_stats:  # the store's per-record statistics beside each record (keys renamed: no ambiguity)
+            source = ("jobs LEFT JOIN (SELECT cluster AS _c, job_id AS _j, db_index AS _d, "
+                      "* EXCLUDE (cluster, job_id, db_index) FROM step_stats) st ON coalesce(jobs.cluster, '') = "
+                      "coalesce(st._c, '') AND coalesce(jobs.job_id, -1) = coalesce(st._j, -1) AND "
+                      "coalesce(jobs.db_index, 0) = coalesce(st._d, 0)")
+            stats = "".join(f", coalesce({c}, 0) AS {c}" if c.endswith(("_sum", "_count")) else f", {c}"
+                            for c in efficiency.STEP_STATS)
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
             try:
                 self._meta(con)
                 select = ", ".join(f'"{c}"' for c in job_columns)
                 jobs_arrow = con.sql(
-                    f"SELECT {select} FROM jobs WHERE {' AND '.join(where)} ORDER BY {_SACCT_ORDER}, {_ORDER}",
+                    f"SELECT {select}{stats} FROM {source} WHERE {' AND '.join(where)} "
+                    f"ORDER BY {_SACCT_ORDER}, {_ORDER}",
                     params=params).to_arrow_table()
                 steps_arrow = None
                 if read_steps:
@@ -414,10 +441,20 @@ class AccountingStore:
             finally:
                 con.close()
         jobs = _frame(jobs_arrow, pa.schema([schema.field(c) for c in job_columns], metadata=schema.metadata))
+        if step_stats:
+            for name in efficiency.STEP_STATS:
+                jobs[name] = jobs_arrow.column(name).to_numpy().astype("float64")
         steps = _frame(steps_arrow, pa.schema([schema.field(c) for c in steps_columns], metadata=schema.metadata)) \
             if steps_arrow is not None else jobs.iloc[0:0].copy()
         _window_keys(jobs, steps)
         return sacct.SacctTable(jobs=jobs, steps=steps)
+
+
+#: per record (cluster, job id, DBIndex): efficiency.STEP_STATS of its steps, as efficiency.step_stats
+#: computes them (max skips missing values; a record without GPU figures has sum 0 and count 0)
+_STEP_STATS_SQL = ("SELECT cluster, job_id, db_index, max(max_rss_bytes) AS step_max_rss_bytes, "
+                   "max(mem_used_bytes) AS step_mem_used_bytes, coalesce(sum(gpu_util_pct), 0) AS step_gpu_util_sum, "
+                   "count(gpu_util_pct)::DOUBLE AS step_gpu_util_count FROM {steps} GROUP BY cluster, job_id, db_index")
 
 
 def _same_record(a: str, b: str) -> str:

@@ -195,20 +195,14 @@ def _store(args: argparse.Namespace, margin_s: float | None = None):
                                      **({"margin_s": margin_s} if margin_s is not None else {}))
 
 
-def _load(args, start, end, job_ids=None, columns=None, step_columns=None):
-    """The window's records: through the store (synced first), or straight from their source with
-    --no-cache, for named jobs (``sacct -j`` ignores the window, a store read would not), and for the
-    restapi/pyslurm backends (the store syncs by sacct's window rule, which their queries do not follow)."""
+def _load(args, start, end, job_ids=None, columns=None, step_stats=False):
+    """The window's records as the options ask: through the store, or straight from their source with
+    --no-cache (``load_jobs`` says when else)."""
     from slinkyml.accounting import load_jobs
 
-    if getattr(args, "no_cache", True) or job_ids or args.backend != "cli":
-        return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids,
-                         backend=args.backend)
-    store = _store(args)
-    if not store.fresh(start, args.max_age):
-        store.sync(since=start)
-    return store.table(start, end, users=args.user, accounts=args.account, columns=columns,
-                       step_columns=step_columns)
+    return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids, backend=args.backend,
+                     cache=not getattr(args, "no_cache", True), store_dir=getattr(args, "store", None),
+                     max_age_s=getattr(args, "max_age", 0), columns=columns, step_stats=step_stats)
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -385,7 +379,7 @@ def _efficiency(args: argparse.Namespace) -> int:
     from slinkyml.accounting import efficiency, plots
 
     start, end = _window(args)
-    table = _load(args, start, end, job_ids=args.job, step_columns=efficiency.STEP_COLUMNS)
+    table = _load(args, start, end, job_ids=args.job, columns=efficiency.COLUMNS, step_stats=True)
     runs = efficiency.runs(table.jobs, table.steps)
     if args.png:
         plots.efficiency_hist_png(runs, args.png)
@@ -412,11 +406,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace):
-    from slinkyml.accounting import dashboard, efficiency, fairshare_report, parse_when
+    from slinkyml.accounting import dashboard, fairshare_report, parse_when
     from slinkyml.slurm import Slurm
 
     start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
-    table = _load(args, start, end, step_columns=efficiency.STEP_COLUMNS)  # the page reads steps only there
+    table = _load(args, start, end, step_stats=True)  # the page needs of steps only their statistics
     shares = fairshare_report(backend=args.backend)
     slurm = Slurm()
     return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm),
