@@ -17,9 +17,10 @@ before the end and ``time_end`` is 0 or at/after the start, as_mysql_jobacct_pro
 Records are keyed by (cluster, job id, DBIndex, step): a record fetched again replaces its rows (a
 job's steps travel with it), so nothing is counted twice. What efficiency needs of a record's steps
 (``efficiency.STEP_STATS``: largest step memory, GPU utilisation sum and count) is kept per record at
-ingest, so efficiency and the dashboard read one row per record instead of its three or four steps. A report reads the records its window
-selects with the same predicate as slurmdbd, and the per-window key columns (``segment``) are
-recomputed as the one transform computes them for what sacct would have returned.
+ingest, so efficiency and the dashboard read one row per record instead of its three or four steps.
+A report reads the records its window selects with the same predicate as slurmdbd, and the per-window
+key columns (``segment``) are recomputed as the one transform computes them for what sacct would have
+returned.
 
 DuckDB rather than Parquet files by measurement (benchmarks/store_format.py): reports read far more
 often than syncs write, and DuckDB read a window 1.7-2.4x faster (projection and predicate
@@ -333,7 +334,7 @@ class AccountingStore:
                 con.register("_new_jobs", jobs_arrow)
                 con.execute("CREATE TEMP TABLE _keys AS SELECT DISTINCT cluster, job_id, db_index FROM _new_jobs")
                 stored = con.execute("SELECT count(*) FROM jobs").fetchone()
-                for name in ("jobs", "steps", "step_stats") if stored and stored[0] else ():  # a new store: nothing to replace
+                for name in ("jobs", "steps", "step_stats") if stored and stored[0] else ():  # new: none to replace
                     con.execute(f"DELETE FROM {name} USING _keys k WHERE {_same_record(name, 'k')}")
                 con.execute("INSERT INTO jobs SELECT * FROM _new_jobs")
                 if steps_parts:
