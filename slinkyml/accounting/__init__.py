@@ -42,7 +42,7 @@ def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
         return source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
     from slinkyml.accounting import store  # lazy: DuckDB only for a report that reads the store
 
-    kept = store.AccountingStore(store.store_path(source, store_dir), source)
+    kept = store.AccountingStore.for_backend(source, store_dir)
     if not kept.fresh(start, max_age_s):
         kept.sync(since=start)
     return kept.table(start, end, users=users, accounts=accounts, columns=columns, step_stats=step_stats)

@@ -137,6 +137,12 @@ def _literal(value: datetime) -> str:
 class AccountingStore:
     """Job and step records of one cluster in one DuckDB file, synced incrementally."""
 
+    @classmethod
+    def for_backend(cls, backend: Any, directory: str | os.PathLike[str] | None = None, *,
+                    margin_s: float = MARGIN_S) -> AccountingStore:
+        """The store of ``backend``'s records and this user (:func:`store_path`) in ``directory``."""
+        return cls(store_path(backend, directory), backend, margin_s=margin_s)
+
     def __init__(self, path: str | os.PathLike[str], backend: Any, *, margin_s: float = MARGIN_S):
         self.path = Path(path)
         self.backend = backend
@@ -344,8 +350,8 @@ class AccountingStore:
                     steps_arrow = steps_arrow.append_column(_ORDER, pa.array(range(len(new_steps)), pa.int64()))
                     con.register("_new_steps", steps_arrow)
                     # only steps of records this sync fetched (their rows were just replaced)
-                    con.execute(f"INSERT INTO steps SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')}")
                     fetched_steps = f"(SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')})"
+                    con.execute(f"INSERT INTO steps SELECT * FROM {fetched_steps}")
                     con.execute(f"INSERT INTO step_stats {_STEP_STATS_SQL.format(steps=fetched_steps)}")
                     con.unregister("_new_steps")
                 con.execute("DROP TABLE _keys")
@@ -411,13 +417,12 @@ class AccountingStore:
         steps_columns = wanted(step_columns, _KEYS)
         read_steps = with_steps and not step_stats and (columns is None or step_columns is not None)
         source, stats = "jobs", ""
-        if step_stats:  # the store's per-record statistics beside each record (keys renamed: no ambiguity)
-            source = ("jobs LEFT JOIN (SELECT cluster AS _c, job_id AS _j, db_index AS _d, "
-                      "* EXCLUDE (cluster, job_id, db_index) FROM step_stats) st ON coalesce(jobs.cluster, '') = "
-                      "coalesce(st._c, '') AND coalesce(jobs.job_id, -1) = coalesce(st._j, -1) AND "
-                      "coalesce(jobs.db_index, 0) = coalesce(st._d, 0)")
-            stats = "".join(f", coalesce({c}, 0) AS {c}" if c.endswith(("_sum", "_count")) else f", {c}"
-                            for c in efficiency.STEP_STATS)
+        if step_stats:  # the store's per-record statistics beside each record, under the jobs' name
+            joined = ", ".join(f"coalesce(st.{c}, 0) AS {c}" if c.endswith(("_sum", "_count")) else f"st.{c}"
+                               for c in efficiency.STEP_STATS)
+            source = (f"(SELECT jobs.*, {joined} FROM jobs LEFT JOIN step_stats st "
+                      f"ON {_same_record('jobs', 'st')}) AS jobs")
+            stats = "".join(f", {c}" for c in efficiency.STEP_STATS)
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
             try:

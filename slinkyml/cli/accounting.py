@@ -190,9 +190,8 @@ def _store(args: argparse.Namespace, margin_s: float | None = None):
     from slinkyml.accounting import store as store_mod
     from slinkyml.accounting.backends import get_backend
 
-    backend = get_backend(args.backend)
-    return store_mod.AccountingStore(store_mod.store_path(backend, args.store), backend,
-                                     **({"margin_s": margin_s} if margin_s is not None else {}))
+    return store_mod.AccountingStore.for_backend(get_backend(args.backend), args.store,
+                                                 margin_s=store_mod.MARGIN_S if margin_s is None else margin_s)
 
 
 def _load(args, start, end, job_ids=None, columns=None, step_stats=False):
