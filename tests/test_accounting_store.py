@@ -102,6 +102,13 @@ def test_a_requeued_jobs_runs_are_numbered_per_window(tmp_path):
     direct = parse_sacct(_lines(RECORDED, lambda f: f[1].split(".")[0] == "46" and int(f[2]) in selected))
     pd.testing.assert_frame_equal(_sorted(only.reset_index(drop=True)), _sorted(direct.jobs))
     pd.testing.assert_frame_equal(_sorted(steps.reset_index(drop=True)), _sorted(direct.steps))
+    # runs computed in the store: its two runs stitched over the whole window, the second alone after
+    from slinkyml.accounting import efficiency
+
+    for since, frames, segments in ((START, whole, 2), (later, window, 1)):
+        in_store = store.runs(since, END)
+        pd.testing.assert_frame_equal(in_store, efficiency.runs(frames.jobs, frames.steps), check_exact=True)
+        assert in_store.loc[in_store["job_id"] == 46, "segments"].tolist() == [segments]
 
 
 def test_window_selects_as_slurmdbd_does(tmp_path):
@@ -162,22 +169,31 @@ def test_store_of_another_format_is_refused(tmp_path):
         store.table(START, END)
 
 
-def test_store_before_step_statistics_is_upgraded_by_a_sync(tmp_path):
-    """A format-2 store (records without their steps' statistics): a read says to sync, the sync adds the
-    statistics from the stored steps, and efficiency over it equals efficiency over every column."""
+@pytest.mark.parametrize("old_format", ["2", "3"])
+def test_store_before_step_statistics_is_upgraded_by_a_sync(tmp_path, old_format):
+    """A format-2 store (records without their steps' statistics) or format-3 (the statistics in a table
+    of their own): a read says to sync, the sync puts the statistics from the stored steps beside each
+    record, and efficiency over it equals efficiency over every column."""
     from slinkyml.accounting import efficiency
+    from slinkyml.accounting.store import _STEP_STATS_SQL
 
     store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
     store.sync(START)
     import duckdb
 
     con = duckdb.connect(str(store.path))
-    con.execute("DROP TABLE step_stats")
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'format'")
+    if old_format == "3":
+        con.execute(f"CREATE TABLE step_stats AS {_STEP_STATS_SQL.format(steps='steps')}")
+    for column in efficiency.STEP_STATS:
+        con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [old_format])
     con.close()
-    with pytest.raises(StoreError, match="format 2.*`slinkyml accounting sync` upgrades it"):
+    with pytest.raises(StoreError, match=f"format {old_format}.*`slinkyml accounting sync` upgrades it"):
         store.table(START, END, step_stats=True)
     store.sync()
+    every = store.table(START, END)
+    pd.testing.assert_frame_equal(store.runs(START, END), efficiency.runs(every.jobs, every.steps),
+                                  check_exact=True)
     whole, stats = store.table(START, END), store.table(START, END, step_stats=True)
     pd.testing.assert_frame_equal(efficiency.runs(stats.jobs, stats.steps),
                                   efficiency.runs(whole.jobs, whole.steps), check_exact=True)
@@ -279,3 +295,35 @@ def test_reads_of_a_reports_columns_give_its_numbers(tmp_path):
     assert stats.jobs["step_max_rss_bytes"].max() == whole.steps["max_rss_bytes"].max() > 0
     pd.testing.assert_frame_equal(efficiency.runs(stats.jobs, stats.steps),
                                   efficiency.runs(whole.jobs, whole.steps), check_exact=True)
+    # efficiency's own read: the runs computed in the store, all users or some
+    pd.testing.assert_frame_equal(store.runs(START, END), efficiency.runs(whole.jobs, whole.steps), check_exact=True)
+    some = sorted(whole.jobs["user"].dropna().unique())[:1]
+    mine = store.table(START, END, users=some)
+    assert 0 < len(mine.jobs) < len(whole.jobs)
+    pd.testing.assert_frame_equal(store.runs(START, END, users=some), efficiency.runs(mine.jobs, mine.steps),
+                                  check_exact=True)
+
+
+def test_the_report_from_its_columns_and_the_stores_runs_is_the_full_ones(tmp_path):
+    """``report`` reads dashboard.COLUMNS of the records and the runs computed in the store (of the
+    partitions asked for): every figure equals the page drawn from every column and the steps."""
+    from slinkyml.accounting import dashboard
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START)
+    whole = store.table(START, END)
+    page = store.table(START, END, columns=dashboard.COLUMNS)
+    assert page.steps.empty and set(page.jobs.columns) < set(whole.jobs.columns)
+    partition = sorted(whole.jobs["partition"].dropna().unique())[0]
+    for partitions in (None, [partition]):
+        runs = store.runs(START, END, partitions=partitions)
+        a = dashboard.collect(page, None, START, END, now=END, runs=runs, partitions=partitions, prices={})
+        b = dashboard.collect(whole, None, START, END, now=END, partitions=partitions, prices={})
+        for name in ("usage_over_time", "usage_by", "runs", "distributions", "lost", "waits", "top_jobs"):
+            left, right = getattr(a, name), getattr(b, name)
+            for key in left if isinstance(left, dict) else [None]:
+                pd.testing.assert_frame_equal(left[key] if key else left, right[key] if key else right,
+                                              obj=f"{name}[{key}]", check_exact=True)
+        b.generated = a.generated
+        assert dashboard.render_html(a) == dashboard.render_html(b)
+    assert 0 < len(store.runs(START, END, partitions=[partition])) < len(store.runs(START, END))  # debug, not short

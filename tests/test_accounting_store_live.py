@@ -62,6 +62,12 @@ def _ours(table: sacct.SacctTable, ids: set[int]) -> sacct.SacctTable:
     return sacct.SacctTable(jobs=jobs, steps=steps[keep].reset_index(drop=True))
 
 
+def _our_runs(runs: pd.DataFrame, ids: set[int]) -> pd.DataFrame:
+    """This module's runs (of its job ids and its arrays' tasks)."""
+    mask = runs["job_id"].isin(ids) | runs["array_job_id"].isin(ids)
+    return runs[mask.fillna(False).to_numpy(dtype=bool)].reset_index(drop=True)
+
+
 def _queue_empty(slurm) -> bool:
     return records.dbd_agent_queue(slurm.run("sdiag", [], check=False).stdout) == 0
 
@@ -175,14 +181,18 @@ def test_every_report_equals_the_direct_one(history):
     with_stats = _ours(history["store"].table(start, until, step_stats=True), ids)  # no steps: their statistics
     assert with_stats.steps.empty
     pd.testing.assert_frame_equal(efficiency.runs(with_stats.jobs, with_stats.steps), runs_direct, check_exact=True)
-    few = _ours(history["store"].table(start, until, columns=efficiency.COLUMNS, step_stats=True), ids)  # `efficiency`
+    few = _ours(history["store"].table(start, until, columns=efficiency.COLUMNS, step_stats=True), ids)
     pd.testing.assert_frame_equal(efficiency.runs(few.jobs, few.steps), runs_direct, check_exact=True)
+    in_store = _our_runs(history["store"].runs(start, until), ids)  # what `efficiency` and `report` read
+    pd.testing.assert_frame_equal(in_store, runs_direct, check_exact=True)
     few = _ours(history["store"].table(start, until, columns=(*usage.COLUMNS, "array_job_id", "db_index")), ids)
     pd.testing.assert_frame_equal(usage.usage(few.jobs, start, until, now=until),
                                   usage.usage(direct.jobs, start, until, now=until), check_exact=True)
     b = dashboard.collect(direct, None, start, until, now=until)
-    for read in (stored, with_stats):  # every column and steps; what `report` reads
-        a = dashboard.collect(read, None, start, until, now=until)
+    page = _ours(history["store"].table(start, until, columns=(*dashboard.COLUMNS, "array_job_id")), ids)
+    # every column and steps; the steps' statistics; what `report` reads: its columns and the store's runs
+    for read, runs in ((stored, None), (with_stats, None), (page, in_store)):
+        a = dashboard.collect(read, None, start, until, now=until, runs=runs)
         for name in ("usage_over_time", "usage_by", "runs", "distributions", "lost", "waits", "top_jobs"):
             left, right = getattr(a, name), getattr(b, name)
             if isinstance(left, dict):

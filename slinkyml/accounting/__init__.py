@@ -7,13 +7,13 @@ caller passes ``cache=False``, as the commands do with ``--no-cache``.
 
 from __future__ import annotations
 
-from slinkyml.accounting import cost, efficiency, fairshare, usage
+from slinkyml.accounting import cost, efficiency, fairshare, sacct, usage
 from slinkyml.accounting.backends import get_backend
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.runner import Slurm
 
-__all__ = ["load_jobs", "usage_report", "fairshare_report", "efficiency_report", "cost_report",
+__all__ = ["load_jobs", "load_runs", "load_report", "usage_report", "fairshare_report", "efficiency_report", "cost_report",
            "parse_when"]
 
 
@@ -23,29 +23,66 @@ def _backend(backend, slurm: Slurm | None):
     return backend
 
 
-def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
-              backend=None, slurm: Slurm | None = None, cache: bool = True, store_dir=None,
-              max_age_s: float = 0, columns=None, step_stats: bool = False):
-    """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window.
-
-    Through the incremental store (synced first, unless synced less than ``max_age_s`` ago; in
-    ``store_dir`` or the default place), or straight from the backend: with ``cache=False``, for named
-    jobs (``sacct -j`` ignores the window, a store read would not) and for the restapi/pyslurm backends
-    (the store syncs by sacct's window rule, which their queries do not follow). ``columns`` and
-    ``step_stats`` narrow a store read to what one report needs (see ``AccountingStore.table``)."""
-    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+def _synced_store(start, end, *, job_ids, source, cache: bool, store_dir, max_age_s: float):
+    """The store to read the window from, synced first unless synced less than ``max_age_s`` ago; None
+    when the records come straight from the backend: with ``cache=False``, for named jobs (``sacct -j``
+    ignores the window, a store read would not) and for the restapi/pyslurm backends (the store syncs by
+    sacct's window rule, which their queries do not follow)."""
     if end <= start:
         raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since "
                           f"{start:%Y-%m-%dT%H:%M:%S}")
-    source = _backend(backend, slurm)
     if not cache or job_ids or getattr(source, "name", None) != "cli":
-        return source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
-    from slinkyml.accounting import store  # lazy: DuckDB only for a report that reads the store
+        return None
+    from slinkyml.accounting import store  # lazy: the store only for a report that reads it
 
     kept = store.AccountingStore.for_backend(source, store_dir)
     if not kept.fresh(start, max_age_s):
         kept.sync(since=start)
+    return kept
+
+
+def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
+              backend=None, slurm: Slurm | None = None, cache: bool = True, store_dir=None,
+              max_age_s: float = 0, columns=None, step_stats: bool = False):
+    """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window:
+    through the incremental store (in ``store_dir`` or the default place) or straight from the backend
+    (``_synced_store`` says when). ``columns`` and ``step_stats`` narrow a store read to what one report
+    needs (see ``AccountingStore.table``)."""
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+    source = _backend(backend, slurm)
+    kept = _synced_store(start, end, job_ids=job_ids, source=source, cache=cache, store_dir=store_dir,
+                         max_age_s=max_age_s)
+    if kept is None:
+        return source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
     return kept.table(start, end, users=users, accounts=accounts, columns=columns, step_stats=step_stats)
+
+
+def load_runs(since="1d", until="now", *, users=None, accounts=None, job_ids=None, backend=None,
+              slurm: Slurm | None = None, cache: bool = True, store_dir=None, max_age_s: float = 0):
+    """``efficiency.runs`` over the window, as :func:`load_jobs` would give its records: through the
+    store the runs are computed where the records lie (the same SQL), not from a frame of them."""
+    return load_report(since, until, users=users, accounts=accounts, job_ids=job_ids, backend=backend,
+                       slurm=slurm, cache=cache, store_dir=store_dir, max_age_s=max_age_s, columns=())[1]
+
+
+def load_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None, partitions=None,
+                backend=None, slurm: Slurm | None = None, cache: bool = True, store_dir=None,
+                max_age_s: float = 0, columns=None):
+    """The window's records (``columns`` of them; none for ``()``) and their runs (records of
+    ``partitions`` only, when given), from one sync: what the dashboard draws."""
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+    source = _backend(backend, slurm)
+    kept = _synced_store(start, end, job_ids=job_ids, source=source, cache=cache, store_dir=store_dir,
+                         max_age_s=max_age_s)
+    if kept is None:
+        table = source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
+        if partitions:
+            keep = table.jobs["partition"].astype("string").isin(partitions).fillna(False).to_numpy(dtype=bool)
+            table = sacct.SacctTable(jobs=table.jobs[keep].reset_index(drop=True), steps=table.steps,
+                                     malformed=table.malformed)
+        return table, efficiency.runs(table.jobs, table.steps)
+    records = kept.table(start, end, users=users, accounts=accounts, columns=columns) if columns != () else None
+    return records, kept.runs(start, end, users=users, accounts=accounts, partitions=partitions)
 
 
 def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm: Slurm | None = None,
@@ -91,9 +128,8 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm
 def efficiency_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
                       backend=None, slurm: Slurm | None = None, cache: bool = True):
     """One row per training run (requeued segments stitched) with efficiency and waste."""
-    table = load_jobs(since, until, users=users, accounts=accounts, job_ids=job_ids,
-                      backend=backend, slurm=slurm, cache=cache, columns=efficiency.COLUMNS, step_stats=True)
-    return efficiency.runs(table.jobs, table.steps)
+    return load_runs(since, until, users=users, accounts=accounts, job_ids=job_ids, backend=backend, slurm=slurm,
+                     cache=cache)
 
 
 def cost_report(since="1d", until="now", by=("account", "user"), *, prices=None, backend=None,

@@ -98,6 +98,10 @@ def job_costs(jobs: pd.DataFrame, prices: dict[str, PartitionPrice], seconds=Non
 
 def cost(jobs: pd.DataFrame, by=("account", "user"), prices=None, seconds=None) -> pd.DataFrame:
     prices = load_prices() if prices is None else prices
-    table = job_costs(jobs, prices, seconds)
+    return grouped(job_costs(jobs, prices, seconds), by)
+
+
+def grouped(priced: pd.DataFrame, by=("account", "user")) -> pd.DataFrame:
+    """:func:`job_costs`' rows summed per ``by`` (one pricing serves several groupings)."""
     by = [by] if isinstance(by, str) else list(by)
-    return table.groupby(by, dropna=False)["cost_usd"].sum(min_count=1).reset_index()
+    return priced.groupby(by, dropna=False)["cost_usd"].sum(min_count=1).reset_index()

@@ -29,6 +29,8 @@ MAX_BINS = 96
 TOP_JOBS = 50
 EFFICIENCY_BINS = np.array([0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, np.inf])
 METRICS = (("cpu_hours", "CPU-hours"), ("gpu_hours", "GPU-hours"), ("cost_usd", "cost (USD)"))
+#: the record columns :func:`collect` reads beside the runs (a store read of these serves the page)
+COLUMNS = (*usage.COLUMNS, "job_id", "segment", "nodelist")
 
 
 @dataclass
@@ -78,10 +80,11 @@ def binned_hours(jobs: pd.DataFrame, start: datetime, end: datetime, width_s: in
     ok = begin != nat
     finish = np.where(finish == nat, now_ns, finish)
     finish = np.maximum(finish, begin)
-    keys = jobs[group].astype("string").fillna("").to_numpy() if len(jobs) else np.array([], dtype=object)
+    codes, names = pd.factorize(jobs[group].astype("string").fillna("")) if len(jobs) else \
+        (np.array([], dtype="int64"), pd.Index([], dtype="string"))
     rows = []
-    for name in sorted(set(keys[ok].tolist())):
-        mask = ok & (keys == name)
+    for code, name in sorted(((code, str(names[code])) for code in np.unique(codes[ok])), key=lambda pair: pair[1]):
+        mask = ok & (codes == code)
         s, f = begin[mask].astype("float64") / 1e9, finish[mask].astype("float64") / 1e9
         e = edges.astype("float64") / 1e9
         order_s, order_f = np.argsort(s), np.argsort(f)
@@ -116,12 +119,12 @@ def _rate_weights(jobs: pd.DataFrame, prices) -> pd.DataFrame:
 
 
 def _usage_by(jobs: pd.DataFrame, start, end, prices) -> dict[str, pd.DataFrame]:
-    seconds = usage.overlap_seconds(jobs, start, end)
+    priced = cost_mod.job_costs(jobs, prices, usage.overlap_seconds(jobs, start, end)) if len(jobs) else None
     out = {}
     for group in ("account", "user", "partition"):
         table = usage.usage(jobs, start, end, by=(group,))
-        if len(jobs):
-            costs = cost_mod.cost(jobs, by=(group,), prices=prices, seconds=seconds)
+        if priced is not None:
+            costs = cost_mod.grouped(priced, (group,))
             costs[group] = costs[group].astype("string").fillna("")
             table = table.merge(costs, on=group, how="left")
         else:
@@ -203,8 +206,8 @@ def _waits(runs: pd.DataFrame, start, width_s: int) -> pd.DataFrame:
         median_start_wait_s=("wait_start_s", "median")).reset_index()
 
 
-def _runs(table: SacctTable) -> pd.DataFrame:
-    runs = efficiency.runs(table.jobs, table.steps)
+def _runs(table: SacctTable, runs: pd.DataFrame | None) -> pd.DataFrame:
+    runs = efficiency.runs(table.jobs, table.steps) if runs is None else runs.copy(deep=False)  # columns added
     if not len(runs):
         return runs
     if "time_efficiency" not in runs:
@@ -253,8 +256,12 @@ def pending_jobs(slurm) -> pd.DataFrame:
 
 def collect(table: SacctTable, shares: pd.DataFrame | None, start: datetime, end: datetime, *,
             pending: pd.DataFrame | None = None, prices=None, partitions: list[str] | None = None,
-            algorithm: str = "fair_tree", now: datetime | None = None) -> DashboardData:
-    """Every figure of the dashboard as DataFrames (the HTML is drawn from these alone)."""
+            algorithm: str = "fair_tree", now: datetime | None = None,
+            runs: pd.DataFrame | None = None) -> DashboardData:
+    """Every figure of the dashboard as DataFrames (the HTML is drawn from these alone). ``runs``:
+    ``efficiency.runs`` of the same records (of ``partitions``), when the store has computed them;
+    else they are computed from ``table`` (which then needs ``COLUMNS`` and the step statistics or
+    steps)."""
     prices = cost_mod.load_prices() if prices is None else prices
     jobs = table.jobs
     if partitions:
@@ -265,7 +272,7 @@ def collect(table: SacctTable, shares: pd.DataFrame | None, start: datetime, end
         jobs = table.jobs
     label, width = choose_bin(start, end)
     weights = _rate_weights(jobs, prices) if len(jobs) else pd.DataFrame(columns=[m for m, _ in METRICS])
-    runs = _runs(table)
+    runs = _runs(table, runs)
     return DashboardData(
         start=start, end=end, bin=label, records=len(jobs),
         usage_over_time=binned_hours(jobs, start, end, width, weights, now=now),

@@ -4,8 +4,13 @@ lost GPU-hours, and the wait split into submit→eligible and eligible→start.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from slinkyml.slurm.states import LOST_STATES
 
@@ -40,15 +45,82 @@ COLUMNS = ("job_id", "segment", "name", "user", "account", "partition", "state",
            "alloc_mem_bytes", "nnodes", "alloc_gpus", "alloc_gpu_type", "array_job_id", "array_task_id")
 
 
-def _in_run_order(jobs: pd.DataFrame) -> bool:
-    """Whether each job id's rows already come in segment order, ties in row order: then grouping them
-    as they stand gives what grouping them sorted by (job id, segment) gives, without moving a million
-    rows (sacct's order usually is this one)."""
-    ids = jobs["job_id"].to_numpy(dtype="float64", na_value=np.inf)
-    segments = jobs["segment"].to_numpy(dtype="float64", na_value=np.inf)  # missing last, as sort_values
-    order = np.lexsort((segments, ids))  # stable: ties keep their row order
-    same = ids[order][1:] == ids[order][:-1]
-    return bool(np.all(order[1:][same] > order[:-1][same]))
+#: each run's columns from its records' values in segment order, in one table that both sources compile:
+#: (column, how, SQL over one record), how one of last/first (non-missing, as pandas' groupby), sum
+#: (missing as 0), max (missing if all are), count (of non-missing). The same SQL serves a frame from sacct
+#: and the store's tables, so a report from either is the same one.
+_GPU_SECONDS = "coalesce(alloc_gpus, 0) * coalesce(elapsed_s, 0)"
+_LOST = "state IN (" + ", ".join(f"'{state}'" for state in LOST_STATES) + ")"
+_RULES: tuple[tuple[str, str, str], ...] = (
+    ("name", "last", "name"), ("user", "last", '"user"'), ("account", "last", "account"),
+    ("partition", "last", '"partition"'), ("segments", "count", "segment"), ("state", "last", "state"),
+    ("first_submit", "first", "submit"), ("start", "last", "start"), ("end", "last", '"end"'),
+    ("elapsed_s", "sum", "elapsed_s"), ("cpu_time_s", "sum", "cpu_time_s"), ("total_cpu_s", "sum", "total_cpu_s"),
+    ("max_rss_bytes", "max", "step_max_rss_bytes"),  # per segment: its largest step
+    ("mem_used_bytes", "max", "step_mem_used_bytes"), ("job", "last", "job_id_display"),
+    ("timelimit_s", "last", "timelimit_s"),
+    ("time_efficiency", "last", "elapsed_s / CASE WHEN timelimit_s > 0 THEN timelimit_s END"),
+    ("req_mem_bytes", "max", "coalesce(req_mem_bytes, alloc_mem_bytes)"), ("nnodes", "max", "nnodes"),
+    ("gpus", "max", "alloc_gpus"), ("gpu_type", "last", "alloc_gpu_type"),
+    ("gpu_seconds", "sum", _GPU_SECONDS),
+    ("lost_gpu_seconds", "sum", f"CASE WHEN {_LOST} THEN {_GPU_SECONDS} ELSE 0 END"),
+    ("lost_cpu_seconds", "sum", f"CASE WHEN {_LOST} THEN coalesce(cpu_time_s, 0) ELSE 0 END"),
+    ("gpu_util_sum", "sum", "step_gpu_util_sum"), ("gpu_util_count", "sum", "step_gpu_util_count"),
+    ("wait_eligible_s", "sum", "(epoch_us(eligible) - epoch_us(submit)) / 1000000"),
+    ("wait_start_s", "sum", "(epoch_us(start) - epoch_us(eligible)) / 1000000"),
+    ("array_job_id", "first", "array_job_id"), ("array_task_id", "first", "array_task_id"),
+)
+#: computed from a run's columns (seff's ratios; GPU-hours)
+_RATIOS = (
+    ("cpu_efficiency", "CASE WHEN cpu_time_s > 0 THEN total_cpu_s / cpu_time_s END"),
+    ("mem_efficiency", "mem_used_bytes / CASE WHEN req_mem_bytes > 0 THEN req_mem_bytes END"),
+    ("gpu_util_pct", "gpu_util_sum / CASE WHEN gpu_util_count > 0 THEN gpu_util_count END"),
+    ("gpu_hours", "gpu_seconds / 3600"), ("lost_gpu_hours", "lost_gpu_seconds / 3600"),
+    ("lost_cpu_hours", "lost_cpu_seconds / 3600"),
+)
+#: a run's column that carries one record column as it is (or counts it) keeps that column's dtype
+_CARRIED = {column: sql.strip('"') for column, how, sql in _RULES if how != "sum" and sql.strip('"').isidentifier()}
+
+
+def _single(how: str, sql: str) -> str:
+    """A rule over a job id's one record (most job ids have one: no aggregation needed)."""
+    return {"sum": f"coalesce({sql}, 0)", "count": f"({sql} IS NOT NULL)::BIGINT"}.get(how, sql)
+
+
+def _aggregate(how: str, sql: str) -> str:
+    """A rule over a job id's records, ordered by ``_o``; sums in that order, so they never depend on
+    how DuckDB splits the work."""
+    return {"last": f"max_by({sql}, _o)", "first": f"min_by({sql}, _o)", "max": f"max({sql})",
+            "count": f"count({sql})", "sum": f"coalesce(list_sum(list(({sql})::DOUBLE ORDER BY _o)), 0)"}[how]
+
+
+def runs_sql(source: str, order: str, order_columns: Sequence[str] = ()) -> str:
+    """SQL for one row per job id over ``source`` (records with ``COLUMNS`` and ``STEP_STATS``), its
+    records taken in ``order`` (an ORDER BY list: segment order, ties as sacct printed them) over
+    those columns and ``order_columns``."""
+    read = ", ".join(f'"{c}"' for c in dict.fromkeys([*COLUMNS, *STEP_STATS, *order_columns]))
+    single = ", ".join(f"{_single(how, sql)} AS \"{column}\"" for column, how, sql in _RULES)
+    several = ", ".join(f"{_aggregate(how, sql)} AS \"{column}\"" for column, how, sql in _RULES)
+    kept = ", ".join(f'"{column}"' for column, _, _ in _RULES if not column.startswith("gpu_util_"))
+    ratios = ", ".join(f"{sql} AS {column}" for column, sql in _RATIOS)
+    return (f"WITH w AS NOT MATERIALIZED (SELECT {read} FROM {source} WHERE job_id IS NOT NULL), "
+            "multi AS (SELECT job_id FROM w GROUP BY job_id HAVING count(*) > 1), "
+            f"r AS (SELECT job_id, {single} FROM w ANTI JOIN multi USING (job_id) "
+            f"UNION ALL SELECT job_id, {several} FROM (SELECT w.*, row_number() OVER (PARTITION BY job_id "
+            f"ORDER BY {order}) AS _o FROM w SEMI JOIN multi USING (job_id)) GROUP BY job_id) "
+            f"SELECT job_id, {kept}, {ratios} FROM r ORDER BY job_id")
+
+
+def runs_frame(answer: pa.Table, dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    """:func:`runs_sql`'s answer as a frame: a column carried from one record column (or counting it)
+    in that column's dtype (``dtypes``: the transform's), the rest float64."""
+    kinds = {pa.int64(): pd.Int64Dtype(), pa.string(): pd.StringDtype("pyarrow")}  # as the transform's
+    frame = answer.to_pandas(types_mapper=kinds.get)
+    for name in frame.columns:
+        source = "job_id" if name == "job_id" else _CARRIED.get(name, "")
+        if source in dtypes and frame[name].dtype != dtypes[source]:
+            frame[name] = frame[name].astype(dtypes[source])
+    return frame
 
 
 def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -59,46 +131,12 @@ def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     if not all(column in jobs.columns for column in STEP_STATS):
         jobs = pd.concat([jobs.drop(columns=[c for c in STEP_STATS if c in jobs.columns]),
                           step_stats(jobs, steps)], axis=1)
-    j = jobs[[*COLUMNS, *STEP_STATS]]
-    if not _in_run_order(j):
-        j = j.sort_values(["job_id", "segment"])
-    j["gpu_seconds"] = j["alloc_gpus"].fillna(0) * j["elapsed_s"].fillna(0)
-    j["lost_gpu_seconds"] = np.where(j["state"].isin(LOST_STATES), j["gpu_seconds"], 0.0)
-    j["lost_cpu_seconds"] = np.where(j["state"].isin(LOST_STATES),
-                                     j["cpu_time_s"].fillna(0), 0.0)
-    j["wait_eligible_s"] = (j["eligible"] - j["submit"]).dt.total_seconds()
-    j["wait_start_s"] = (j["start"] - j["eligible"]).dt.total_seconds()
-    j["max_rss_bytes"] = j["step_max_rss_bytes"]  # per segment: its largest step
-    j["mem_used_bytes"] = j["step_mem_used_bytes"]
-    j["req_mem_bytes"] = j["req_mem_bytes"].fillna(j["alloc_mem_bytes"])
-    j["time_efficiency"] = j["elapsed_s"] / j["timelimit_s"].where(j["timelimit_s"] > 0)
-    grouped = j.groupby("job_id", sort=True)
-    out = grouped.agg(
-        name=("name", "last"), user=("user", "last"), account=("account", "last"),
-        partition=("partition", "last"), segments=("segment", "count"), state=("state", "last"),
-        first_submit=("submit", "first"), start=("start", "last"), end=("end", "last"),
-        elapsed_s=("elapsed_s", "sum"), cpu_time_s=("cpu_time_s", "sum"),
-        total_cpu_s=("total_cpu_s", "sum"), max_rss_bytes=("max_rss_bytes", "max"),
-        mem_used_bytes=("mem_used_bytes", "max"), job=("job_id_display", "last"),
-        timelimit_s=("timelimit_s", "last"), time_efficiency=("time_efficiency", "last"),
-        req_mem_bytes=("req_mem_bytes", "max"), nnodes=("nnodes", "max"),
-        gpus=("alloc_gpus", "max"), gpu_type=("alloc_gpu_type", "last"),
-        gpu_seconds=("gpu_seconds", "sum"), lost_gpu_seconds=("lost_gpu_seconds", "sum"),
-        lost_cpu_seconds=("lost_cpu_seconds", "sum"),
-        gpu_util_sum=("step_gpu_util_sum", "sum"), gpu_util_count=("step_gpu_util_count", "sum"),
-        wait_eligible_s=("wait_eligible_s", "sum"), wait_start_s=("wait_start_s", "sum"),
-        array_job_id=("array_job_id", "first"), array_task_id=("array_task_id", "first"),
-    ).reset_index()
-    out["cpu_efficiency"] = np.where(out["cpu_time_s"] > 0,
-                                     out["total_cpu_s"] / out["cpu_time_s"], np.nan)
-    out["mem_efficiency"] = out["mem_used_bytes"] / out["req_mem_bytes"].where(
-        out["req_mem_bytes"] > 0)
-    out["gpu_util_pct"] = out["gpu_util_sum"] / out["gpu_util_count"].where(out["gpu_util_count"] > 0)
-    out = out.drop(columns=["gpu_util_sum", "gpu_util_count"])
-    out["gpu_hours"] = out["gpu_seconds"] / 3600
-    out["lost_gpu_hours"] = out["lost_gpu_seconds"] / 3600
-    out["lost_cpu_hours"] = out["lost_cpu_seconds"] / 3600
-    return out
+    records = pa.Table.from_pandas(jobs[[*COLUMNS, *STEP_STATS]], preserve_index=False)
+    records = records.append_column("_row", pa.array(np.arange(len(jobs), dtype="int64")))
+    with duckdb.connect() as con:
+        con.register("records", records)
+        answer = con.sql(runs_sql("records", "segment NULLS LAST, _row", ["_row"])).to_arrow_table()
+    return runs_frame(answer, jobs.dtypes)
 
 
 def summary(table: pd.DataFrame, by: str = "user") -> pd.DataFrame:

@@ -52,9 +52,10 @@ from slinkyml.accounting.sacct_arrow import parse_sacct
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
 
-#: bumped when the stored columns change; an older store is rebuilt on request (format 2, before the
-#: per-record step statistics, is upgraded by the next sync)
-FORMAT = 3
+#: bumped when the stored columns change; an older store is rebuilt on request (formats 2 and 3, before
+#: the step statistics were columns of each record, are upgraded in place by the next sync)
+FORMAT = 4
+_UPGRADABLE = ("2", "3")
 MARGIN_S = 300
 #: the store's own column beside the frames': the row's place in sacct's answer (steps keep their order)
 _ORDER = "_seq"
@@ -184,15 +185,21 @@ class AccountingStore:
         except duckdb.Error as exc:
             raise self._unreadable(exc) from exc
         meta = dict(rows)
-        if meta.get("format") == "2" and upgrade:  # the same records: add their step statistics
+        if meta.get("format") in _UPGRADABLE and upgrade:  # the same records: their step statistics beside them
             con.execute("BEGIN TRANSACTION")
-            con.execute(f"CREATE TABLE step_stats AS {_STEP_STATS_SQL.format(steps='steps')}")
+            con.execute("DROP TABLE IF EXISTS step_stats")  # format 3 kept them in a table of their own
+            for column in efficiency.STEP_STATS:
+                default = " DEFAULT 0" if column.endswith(("_sum", "_count")) else ""
+                con.execute(f"ALTER TABLE jobs ADD COLUMN {column} DOUBLE{default}")
+            assign = ", ".join(f"{c} = st.{c}" for c in efficiency.STEP_STATS)
+            con.execute(f"UPDATE jobs SET {assign} FROM ({_STEP_STATS_SQL.format(steps='steps')}) st "
+                        f"WHERE {_same_record('jobs', 'st')}")
             con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [str(FORMAT)])
             con.execute("COMMIT")
             meta["format"] = str(FORMAT)
-        if meta.get("format") == "2":
-            raise StoreError(f"{self.path}: the accounting store has format 2, this slinkyml reads {FORMAT}; "
-                             "`slinkyml accounting sync` upgrades it in place (or bypass it with --no-cache)")
+        if meta.get("format") in _UPGRADABLE:
+            raise StoreError(f"{self.path}: the accounting store has format {meta['format']}, this slinkyml reads "
+                             f"{FORMAT}; `slinkyml accounting sync` upgrades it in place (or bypass it with --no-cache)")
         if meta.get("format") != str(FORMAT):
             raise StoreError(f"{self.path}: the accounting store has format {meta.get('format')!r}, this "
                              f"slinkyml writes {FORMAT}; rebuild it with `slinkyml accounting sync --rebuild` "
@@ -299,10 +306,10 @@ class AccountingStore:
     def _create(self, con: duckdb.DuckDBPyConnection) -> None:
         empty = _schema().empty_table()
         con.register("_empty", empty)
-        con.execute(f"CREATE TABLE jobs AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
+        stats = "".join(f", NULL::DOUBLE AS {c}" for c in efficiency.STEP_STATS)
+        con.execute(f"CREATE TABLE jobs AS SELECT *, 0::BIGINT AS {_ORDER}{stats} FROM _empty")
         con.execute(f"CREATE TABLE steps AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
         con.unregister("_empty")
-        con.execute(f"CREATE TABLE step_stats AS {_STEP_STATS_SQL.format(steps='steps')}")
         con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         con.execute("INSERT INTO meta VALUES ('format', ?)", [str(FORMAT)])
 
@@ -339,21 +346,24 @@ class AccountingStore:
                 jobs_arrow = jobs_arrow.append_column(_ORDER, pa.array(range(len(new_jobs)), pa.int64()))
                 con.register("_new_jobs", jobs_arrow)
                 con.execute("CREATE TEMP TABLE _keys AS SELECT DISTINCT cluster, job_id, db_index FROM _new_jobs")
-                stored = con.execute("SELECT count(*) FROM jobs").fetchone()
-                for name in ("jobs", "steps", "step_stats") if stored and stored[0] else ():  # new: none to replace
+                stored = con.execute("SELECT count(*) FROM jobs").fetchall()[0][0]
+                for name in ("jobs", "steps") if stored else ():  # new: none to replace
                     con.execute(f"DELETE FROM {name} USING _keys k WHERE {_same_record(name, 'k')}")
-                con.execute("INSERT INTO jobs SELECT * FROM _new_jobs")
+                steps_arrow = schema.empty_table()
                 if steps_parts:
                     new_steps = pd.concat(steps_parts, ignore_index=True)
                     new_steps = new_steps.iloc[::-1].drop_duplicates(["cluster", "job_id", "db_index", "step"]).iloc[::-1]
                     steps_arrow = pa.Table.from_pandas(new_steps, preserve_index=False).cast(schema)
-                    steps_arrow = steps_arrow.append_column(_ORDER, pa.array(range(len(new_steps)), pa.int64()))
-                    con.register("_new_steps", steps_arrow)
-                    # only steps of records this sync fetched (their rows were just replaced)
-                    fetched_steps = f"(SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')})"
-                    con.execute(f"INSERT INTO steps SELECT * FROM {fetched_steps}")
-                    con.execute(f"INSERT INTO step_stats {_STEP_STATS_SQL.format(steps=fetched_steps)}")
-                    con.unregister("_new_steps")
+                steps_arrow = steps_arrow.append_column(_ORDER, pa.array(range(steps_arrow.num_rows), pa.int64()))
+                con.register("_new_steps", steps_arrow)
+                # only steps of records this sync fetched (their rows were just replaced)
+                fetched_steps = f"(SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')})"
+                stats = ", ".join(f"coalesce(st.{c}, 0)" if c.endswith(("_sum", "_count")) else f"st.{c}"
+                                  for c in efficiency.STEP_STATS)
+                con.execute(f"INSERT INTO jobs SELECT j.*, {stats} FROM _new_jobs j LEFT JOIN "
+                            f"({_STEP_STATS_SQL.format(steps=fetched_steps)}) st ON {_same_record('j', 'st')}")
+                con.execute(f"INSERT INTO steps SELECT * FROM {fetched_steps}")
+                con.unregister("_new_steps")
                 con.execute("DROP TABLE _keys")
                 con.unregister("_new_jobs")
             count = con.execute("SELECT value FROM meta WHERE key = 'syncs'").fetchone()
@@ -396,32 +406,20 @@ class AccountingStore:
         columns read for a report that needs few (the keys always come); ``columns`` alone leaves the
         steps out. ``step_stats``: no steps, each record with its ``efficiency.STEP_STATS`` instead
         (what efficiency and the dashboard need of steps; ``columns`` then also reads the keys)."""
-        window = ("{eligible} IS NOT NULL AND {eligible} < " + _literal(end)
-                  + " AND ({end} IS NULL OR {end} >= " + _literal(start) + ")")
-        where = [window.format(eligible="eligible", end='"end"')]
-        params: list[Any] = []
-        if users:
-            where.append(f"\"user\" IN ({', '.join('?' for _ in users)})")
-            params += list(users)
-        if accounts:
-            where.append(f"account IN ({', '.join('?' for _ in accounts)})")
-            params += list(accounts)
+        where, params = _selection(start, end, users, accounts)
         schema = _schema()
 
         def wanted(names: Sequence[str] | None, keys: frozenset[str]) -> list[str]:
             return list(schema.names) if names is None else [c for c in schema.names if c in {*names, *keys}]
 
-        # a projection of the jobs (usage) leaves their keys out: nothing that reads few columns uses them
-        # (with step statistics it is efficiency's: its runs are stitched by the window's own segments)
-        job_columns = wanted(columns, _KEYS if step_stats else frozenset({"job_id"}))
+        # a projection of the jobs (usage) leaves their keys out unless it asks for one (the window's own
+        # segments are made of them) or for the step statistics (efficiency's: runs stitched by segment)
+        asks_keys = step_stats or bool(_KEYS.intersection(columns or ()) - {"job_id"})
+        job_columns = wanted(columns, _KEYS if asks_keys else frozenset({"job_id"}))
         steps_columns = wanted(step_columns, _KEYS)
         read_steps = with_steps and not step_stats and (columns is None or step_columns is not None)
-        source, stats = "jobs", ""
-        if step_stats:  # the store's per-record statistics beside each record, under the jobs' name
-            joined = ", ".join(f"coalesce(st.{c}, 0) AS {c}" if c.endswith(("_sum", "_count")) else f"st.{c}"
-                               for c in efficiency.STEP_STATS)
-            source = (f"(SELECT jobs.*, {joined} FROM jobs LEFT JOIN step_stats st "
-                      f"ON {_same_record('jobs', 'st')}) AS jobs")
+        stats = ""
+        if step_stats:  # the store's per-record statistics, kept beside each record
             stats = "".join(f", {c}" for c in efficiency.STEP_STATS)
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
@@ -429,7 +427,7 @@ class AccountingStore:
                 self._meta(con)
                 select = ", ".join(f'"{c}"' for c in job_columns)
                 jobs_arrow = con.sql(
-                    f"SELECT {select}{stats} FROM {source} WHERE {' AND '.join(where)} "
+                    f"SELECT {select}{stats} FROM jobs WHERE {' AND '.join(where)} "
                     f"ORDER BY {_SACCT_ORDER}, {_ORDER}",
                     params=params).to_arrow_table()
                 steps_arrow = None
@@ -455,12 +453,54 @@ class AccountingStore:
         _window_keys(jobs, steps)
         return sacct.SacctTable(jobs=jobs, steps=steps)
 
+    def runs(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
+             accounts: Sequence[str] | None = None, partitions: Sequence[str] | None = None) -> pd.DataFrame:
+        """``efficiency.runs`` of what :meth:`table` returns for the window (records of ``partitions``
+        only, when given), computed where the records lie with the same SQL as for a frame from sacct:
+        a million records never pass through pandas."""
+        where, params = _selection(start, end, users, accounts, partitions)
+        # a job id's records in the window's segment order (the transform numbers them by submit time,
+        # then DBIndex), ties as sacct prints them
+        order = f"submit NULLS LAST, db_index NULLS LAST, {_SACCT_ORDER}, {_ORDER}"
+        source = f"(SELECT * FROM jobs WHERE {' AND '.join(where)})"
+        with self._lock(exclusive=False):
+            con = self._connect(read_only=True)
+            try:
+                self._meta(con)
+                answer = con.sql(efficiency.runs_sql(source, order, ["db_index", _ORDER]), params=params).to_arrow_table()
+            except duckdb.Error as exc:
+                raise self._unreadable(exc) from exc
+            finally:
+                con.close()
+        if not answer.num_rows:
+            return efficiency.runs(pd.DataFrame(), pd.DataFrame())
+        return efficiency.runs_frame(answer, _dtypes())
+
 
 #: per record (cluster, job id, DBIndex): efficiency.STEP_STATS of its steps, as efficiency.step_stats
 #: computes them (max skips missing values; a record without GPU figures has sum 0 and count 0)
 _STEP_STATS_SQL = ("SELECT cluster, job_id, db_index, max(max_rss_bytes) AS step_max_rss_bytes, "
                    "max(mem_used_bytes) AS step_mem_used_bytes, coalesce(sum(gpu_util_pct), 0) AS step_gpu_util_sum, "
                    "count(gpu_util_pct)::DOUBLE AS step_gpu_util_count FROM {steps} GROUP BY cluster, job_id, db_index")
+
+
+def _selection(start: datetime, end: datetime, users: Sequence[str] | None, accounts: Sequence[str] | None,
+               partitions: Sequence[str] | None = None) -> tuple[list[str], list[Any]]:
+    """WHERE terms and their parameters for the records sacct selects for [start, end) (slurmdbd's
+    window predicate), of ``users``/``accounts``/``partitions`` when given."""
+    where = [f"eligible IS NOT NULL AND eligible < {_literal(end)} AND (\"end\" IS NULL OR \"end\" >= {_literal(start)})"]
+    params: list[Any] = []
+    for column, values in (('"user"', users), ("account", accounts), ('"partition"', partitions)):
+        if values:
+            where.append(f"{column} IN ({', '.join('?' for _ in values)})")
+            params += list(values)
+    return where, params
+
+
+@lru_cache(maxsize=1)
+def _dtypes() -> pd.Series:
+    """The transform's pandas dtype of each column."""
+    return parse_sacct("").jobs.dtypes
 
 
 def _same_record(a: str, b: str) -> str:

@@ -200,8 +200,13 @@ def _load(args, start, end, job_ids=None, columns=None, step_stats=False):
     from slinkyml.accounting import load_jobs
 
     return load_jobs(start, end, users=args.user, accounts=args.account, job_ids=job_ids, backend=args.backend,
-                     cache=not getattr(args, "no_cache", True), store_dir=getattr(args, "store", None),
-                     max_age_s=getattr(args, "max_age", 0), columns=columns, step_stats=step_stats)
+                     columns=columns, step_stats=step_stats, **_store_read(args))
+
+
+def _store_read(args) -> dict:
+    """--no-cache, --store and --max-age as ``load_jobs``/``load_runs`` take them."""
+    return {"cache": not getattr(args, "no_cache", True), "store_dir": getattr(args, "store", None),
+            "max_age_s": getattr(args, "max_age", 0)}
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -375,11 +380,11 @@ def _agreement(table, compared: list[str], algo: str, theirs: str) -> str:
 
 
 def _efficiency(args: argparse.Namespace) -> int:
-    from slinkyml.accounting import efficiency, plots
+    from slinkyml.accounting import efficiency, load_runs, plots
 
     start, end = _window(args)
-    table = _load(args, start, end, job_ids=args.job, columns=efficiency.COLUMNS, step_stats=True)
-    runs = efficiency.runs(table.jobs, table.steps)
+    runs = load_runs(start, end, users=args.user, accounts=args.account, job_ids=args.job, backend=args.backend,
+                     **_store_read(args))
     if args.png:
         plots.efficiency_hist_png(runs, args.png)
     if args.summary:
@@ -405,12 +410,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace):
-    from slinkyml.accounting import dashboard, fairshare_report, parse_when
+    from slinkyml.accounting import dashboard, fairshare_report, load_report, parse_when
     from slinkyml.slurm import Slurm
 
     start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
-    table = _load(args, start, end, step_stats=True)  # the page needs of steps only their statistics
+    # the page's columns of the records, and their runs computed in the store (of its partitions)
+    table, runs = load_report(start, end, users=args.user, accounts=args.account, partitions=args.partition,
+                              backend=args.backend, columns=dashboard.COLUMNS, **_store_read(args))
     shares = fairshare_report(backend=args.backend)
     slurm = Slurm()
-    return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm),
+    return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm), runs=runs,
                              partitions=args.partition, algorithm=shares.attrs.get("algorithm", "fair_tree"))
