@@ -7,6 +7,7 @@ syncs is tests/test_accounting_store_live.py."""
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -315,9 +316,12 @@ def test_the_report_from_its_columns_and_the_stores_runs_is_the_full_ones(tmp_pa
     page = store.table(START, END, columns=dashboard.COLUMNS)
     assert page.steps.empty and set(page.jobs.columns) < set(whole.jobs.columns)
     partition = sorted(whole.jobs["partition"].dropna().unique())[0]
-    for partitions in (None, [partition]):
-        runs = store.runs(START, END, partitions=partitions)
-        a = dashboard.collect(page, None, START, END, now=END, runs=runs, partitions=partitions, prices={})
+    for partitions, background in ((None, False), ([partition], False), ([partition], True)):
+        # background: the runs computed by another thread while the records are drawn, as `report` does
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            runs = pool.submit(store.runs, START, END, partitions=partitions) if background else \
+                store.runs(START, END, partitions=partitions)
+            a = dashboard.collect(page, None, START, END, now=END, runs=runs, partitions=partitions, prices={})
         b = dashboard.collect(whole, None, START, END, now=END, partitions=partitions, prices={})
         for name in ("usage_over_time", "usage_by", "runs", "distributions", "lost", "waits", "top_jobs"):
             left, right = getattr(a, name), getattr(b, name)

@@ -7,6 +7,8 @@ caller passes ``cache=False``, as the commands do with ``--no-cache``.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 from slinkyml.accounting import cost, efficiency, fairshare, sacct, usage
 from slinkyml.accounting.backends import get_backend
 from slinkyml.accounting.timeparse import parse_when
@@ -67,9 +69,11 @@ def load_runs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
 
 def load_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None, partitions=None,
                 backend=None, slurm: Slurm | None = None, cache: bool = True, store_dir=None,
-                max_age_s: float = 0, columns=None):
+                max_age_s: float = 0, columns=None, background: bool = False):
     """The window's records (``columns`` of them; none for ``()``) and their runs (records of
-    ``partitions`` only, when given), from one sync: what the dashboard draws."""
+    ``partitions`` only, when given), from one sync: what the dashboard draws. ``background``: the runs
+    as a Future, computed by DuckDB's threads while this one reads and draws the records (the
+    dashboard's figures of records need no runs)."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     source = _backend(backend, slurm)
     kept = _synced_store(start, end, job_ids=job_ids, source=source, cache=cache, store_dir=store_dir,
@@ -80,9 +84,19 @@ def load_report(since="1d", until="now", *, users=None, accounts=None, job_ids=N
             keep = table.jobs["partition"].astype("string").isin(partitions).fillna(False).to_numpy(dtype=bool)
             table = sacct.SacctTable(jobs=table.jobs[keep].reset_index(drop=True), steps=table.steps,
                                      malformed=table.malformed)
-        return table, efficiency.runs(table.jobs, table.steps)
-    records = kept.table(start, end, users=users, accounts=accounts, columns=columns) if columns != () else None
-    return records, kept.runs(start, end, users=users, accounts=accounts, partitions=partitions)
+        computed = efficiency.runs(table.jobs, table.steps)
+        if not background:
+            return table, computed
+        done: Future = Future()
+        done.set_result(computed)
+        return table, done
+    if not background:
+        records = kept.table(start, end, users=users, accounts=accounts, columns=columns) if columns != () else None
+        return records, kept.runs(start, end, users=users, accounts=accounts, partitions=partitions)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slinkyml-runs")
+    pending = pool.submit(kept.runs, start, end, users=users, accounts=accounts, partitions=partitions)
+    pool.shutdown(wait=False)  # its one task still runs to the end
+    return kept.table(start, end, users=users, accounts=accounts, columns=columns), pending
 
 
 def usage_report(since="1d", until="now", by=("account", "user"), *, backend=None, slurm: Slurm | None = None,

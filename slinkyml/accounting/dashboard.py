@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -257,11 +258,11 @@ def pending_jobs(slurm) -> pd.DataFrame:
 def collect(table: SacctTable, shares: pd.DataFrame | None, start: datetime, end: datetime, *,
             pending: pd.DataFrame | None = None, prices=None, partitions: list[str] | None = None,
             algorithm: str = "fair_tree", now: datetime | None = None,
-            runs: pd.DataFrame | None = None) -> DashboardData:
+            runs: pd.DataFrame | Future | None = None) -> DashboardData:
     """Every figure of the dashboard as DataFrames (the HTML is drawn from these alone). ``runs``:
-    ``efficiency.runs`` of the same records (of ``partitions``), when the store has computed them;
-    else they are computed from ``table`` (which then needs ``COLUMNS`` and the step statistics or
-    steps)."""
+    ``efficiency.runs`` of the same records (of ``partitions``) when the store has computed them, or
+    is computing them (a Future: the figures of records are drawn meanwhile); else they are computed
+    from ``table`` (which then needs ``COLUMNS`` and the step statistics or steps)."""
     prices = cost_mod.load_prices() if prices is None else prices
     jobs = table.jobs
     if partitions:
@@ -272,16 +273,17 @@ def collect(table: SacctTable, shares: pd.DataFrame | None, start: datetime, end
         jobs = table.jobs
     label, width = choose_bin(start, end)
     weights = _rate_weights(jobs, prices) if len(jobs) else pd.DataFrame(columns=[m for m, _ in METRICS])
-    runs = _runs(table, runs)
+    over_time = binned_hours(jobs, start, end, width, weights, now=now)
+    usage_by, lost = _usage_by(jobs, start, end, prices), _lost(jobs)
+    unpriced = cost_mod.unpriced(jobs, prices) if len(jobs) else []
+    per_run = _runs(table, runs.result() if isinstance(runs, Future) else runs)
     return DashboardData(
-        start=start, end=end, bin=label, records=len(jobs),
-        usage_over_time=binned_hours(jobs, start, end, width, weights, now=now),
-        usage_by=_usage_by(jobs, start, end, prices),
+        start=start, end=end, bin=label, records=len(jobs), usage_over_time=over_time, usage_by=usage_by,
         fairshare=fairshare_tree(shares, algorithm) if shares is not None else fairshare_tree(None),
-        runs=runs, distributions=_distributions(runs) if len(runs) else _distributions(pd.DataFrame()),
-        lost=_lost(jobs), waits=_waits(runs, start, width),
+        runs=per_run, distributions=_distributions(per_run) if len(per_run) else _distributions(pd.DataFrame()),
+        lost=lost, waits=_waits(per_run, start, width),
         pending=pending if pending is not None else pending_jobs(None),
-        top_jobs=_top_jobs(runs, jobs), unpriced=cost_mod.unpriced(jobs, prices) if len(jobs) else [])
+        top_jobs=_top_jobs(per_run, jobs), unpriced=unpriced)
 
 
 # -- HTML ----------------------------------------------------------------------------------------
