@@ -63,36 +63,29 @@ def load_runs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
               slurm: Slurm | None = None, cache: bool = True, store_dir=None, max_age_s: float = 0):
     """``efficiency.runs`` over the window, as :func:`load_jobs` would give its records: through the
     store the runs are computed where the records lie (the same SQL), not from a frame of them."""
-    return load_report(since, until, users=users, accounts=accounts, job_ids=job_ids, backend=backend,
-                       slurm=slurm, cache=cache, store_dir=store_dir, max_age_s=max_age_s, columns=())[1]
-
-
-def load_report(since="1d", until="now", *, users=None, accounts=None, job_ids=None, partitions=None,
-                backend=None, slurm: Slurm | None = None, cache: bool = True, store_dir=None,
-                max_age_s: float = 0, columns=None, background: bool = False):
-    """The window's records (``columns`` of them; none for ``()``) and their runs (records of
-    ``partitions`` only, when given), from one sync: what the dashboard draws. ``background``: the runs
-    as a Future, computed by DuckDB's threads while this one reads and draws the records (the
-    dashboard's figures of records need no runs)."""
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     source = _backend(backend, slurm)
     kept = _synced_store(start, end, job_ids=job_ids, source=source, cache=cache, store_dir=store_dir,
                          max_age_s=max_age_s)
     if kept is None:
         table = source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
-        if partitions:
-            keep = table.jobs["partition"].astype("string").isin(partitions).fillna(False).to_numpy(dtype=bool)
-            table = sacct.SacctTable(jobs=table.jobs[keep].reset_index(drop=True), steps=table.steps,
-                                     malformed=table.malformed)
-        computed = efficiency.runs(table.jobs, table.steps)
-        if not background:
-            return table, computed
-        done: Future = Future()
-        done.set_result(computed)
-        return table, done
-    if not background:
-        records = kept.table(start, end, users=users, accounts=accounts, columns=columns) if columns != () else None
-        return records, kept.runs(start, end, users=users, accounts=accounts, partitions=partitions)
+        return efficiency.runs(table.jobs, table.steps)
+    return kept.runs(start, end, users=users, accounts=accounts)
+
+
+def load_report(since="1d", until="now", *, users=None, accounts=None, partitions=None, backend=None,
+                slurm: Slurm | None = None, cache: bool = True, store_dir=None, max_age_s: float = 0,
+                columns=None) -> tuple[sacct.SacctTable, Future | None]:
+    """What the dashboard draws, from one sync: the window's records (``columns`` of them) and, through
+    the store, their runs (records of ``partitions`` only, when given) as a Future computed by DuckDB's
+    threads while this one reads and draws the records (the figures of records need no runs). Straight
+    from the backend the runs are None: ``dashboard.collect`` computes them from the records and steps."""
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
+    source = _backend(backend, slurm)
+    kept = _synced_store(start, end, job_ids=None, source=source, cache=cache, store_dir=store_dir,
+                         max_age_s=max_age_s)
+    if kept is None:
+        return source.jobs(start, end, users=users, accounts=accounts), None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slinkyml-runs")
     pending = pool.submit(kept.runs, start, end, users=users, accounts=accounts, partitions=partitions)
     pool.shutdown(wait=False)  # its one task still runs to the end

@@ -84,8 +84,8 @@ def binned_hours(jobs: pd.DataFrame, start: datetime, end: datetime, width_s: in
     codes, names = pd.factorize(jobs[group].astype("string").fillna("")) if len(jobs) else \
         (np.array([], dtype="int64"), pd.Index([], dtype="string"))
     rows = []
-    for code, name in sorted(((code, str(names[code])) for code in np.unique(codes[ok])), key=lambda pair: pair[1]):
-        mask = ok & (codes == code)
+    for code in sorted(np.unique(codes[ok]), key=lambda code: str(names[code])):
+        name, mask = str(names[code]), ok & (codes == code)
         s, f = begin[mask].astype("float64") / 1e9, finish[mask].astype("float64") / 1e9
         e = edges.astype("float64") / 1e9
         order_s, order_f = np.argsort(s), np.argsort(f)

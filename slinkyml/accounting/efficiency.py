@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -133,6 +132,8 @@ def runs(jobs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
                           step_stats(jobs, steps)], axis=1)
     records = pa.Table.from_pandas(jobs[[*COLUMNS, *STEP_STATS]], preserve_index=False)
     records = records.append_column("_row", pa.array(np.arange(len(jobs), dtype="int64")))
+    import duckdb  # lazy: only runs from a frame need it here (the store has its own), not every accounting command
+
     with duckdb.connect() as con:
         con.register("records", records)
         answer = con.sql(runs_sql("records", "segment NULLS LAST, _row", ["_row"])).to_arrow_table()

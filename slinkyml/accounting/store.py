@@ -89,9 +89,15 @@ class SyncStats:
 
 
 @lru_cache(maxsize=1)
+def _empty() -> pd.DataFrame:
+    """The one transform's frame, empty: its columns and dtypes."""
+    return parse_sacct("").jobs
+
+
+@lru_cache(maxsize=1)
 def _schema() -> pa.Schema:
     """The Arrow schema of the one transform's frames (pandas dtypes in its metadata)."""
-    return pa.Schema.from_pandas(parse_sacct("").jobs, preserve_index=False)
+    return pa.Schema.from_pandas(_empty(), preserve_index=False)
 
 
 def default_dir() -> Path:
@@ -474,7 +480,7 @@ class AccountingStore:
                 con.close()
         if not answer.num_rows:
             return efficiency.runs(pd.DataFrame(), pd.DataFrame())
-        return efficiency.runs_frame(answer, _dtypes())
+        return efficiency.runs_frame(answer, _empty().dtypes)
 
 
 #: per record (cluster, job id, DBIndex): efficiency.STEP_STATS of its steps, as efficiency.step_stats
@@ -495,12 +501,6 @@ def _selection(start: datetime, end: datetime, users: Sequence[str] | None, acco
             where.append(f"{column} IN ({', '.join('?' for _ in values)})")
             params += list(values)
     return where, params
-
-
-@lru_cache(maxsize=1)
-def _dtypes() -> pd.Series:
-    """The transform's pandas dtype of each column."""
-    return parse_sacct("").jobs.dtypes
 
 
 def _same_record(a: str, b: str) -> str:

@@ -416,7 +416,7 @@ def _dashboard(args: argparse.Namespace):
     start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
     # the page's columns of the records, and their runs computed in the store meanwhile (of its partitions)
     table, runs = load_report(start, end, users=args.user, accounts=args.account, partitions=args.partition,
-                              backend=args.backend, columns=dashboard.COLUMNS, background=True, **_store_read(args))
+                              backend=args.backend, columns=dashboard.COLUMNS, **_store_read(args))
     shares = fairshare_report(backend=args.backend)
     slurm = Slurm()
     return dashboard.collect(table, shares, start, end, pending=dashboard.pending_jobs(slurm), runs=runs,
