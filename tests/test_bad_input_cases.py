@@ -17,8 +17,9 @@ CLUSTER = str(REPO / "manifests" / "cpu-small" / "cluster.yaml")
 def files(tmp_path):
     (tmp_path / "deep.yaml").write_text("a: " + "[" * 600 + "]" * 600 + "\n")
     (tmp_path / "deep-map.yaml").write_text("x:\n" + "".join("  " * (i + 1) + "k:\n" for i in range(600)))
-    with open(tmp_path / "big.yaml", "w") as fh:  # 50 MB: refused unread
-        fh.write("# " + "x" * (50 << 20) + "\nkind: PyTorchJob\n")
+    with open(tmp_path / "big.yaml", "w") as fh:  # 50 MB, refused unread: sparse, so no disk is spent
+        fh.write("kind: PyTorchJob\n# ")
+        fh.truncate(50 << 20)
     (tmp_path / "empty.yaml").write_text("")
     (tmp_path / "list-kubeconfig.yaml").write_text("- a\n- b\n")
     (tmp_path / "bad-kubeconfig.yaml").write_text("a: [1\n")
