@@ -25,22 +25,24 @@ def _backend(backend, slurm: Slurm | None):
     return backend
 
 
-def _synced_store(start, end, *, job_ids, source, cache: bool, store_dir, max_age_s: float):
-    """The store to read the window from, synced first unless synced less than ``max_age_s`` ago; None
-    when the records come straight from the backend: with ``cache=False``, for named jobs (``sacct -j``
-    ignores the window, a store read would not) and for the restapi/pyslurm backends (the store syncs by
-    sacct's window rule, which their queries do not follow)."""
+def _window(since, until, *, job_ids, backend, slurm: Slurm | None, cache: bool, store_dir, max_age_s: float):
+    """The window's (start, end), the backend, and the store to read it from, synced first unless synced
+    less than ``max_age_s`` ago; the store is None when the records come straight from the backend: with
+    ``cache=False``, for named jobs (``sacct -j`` ignores the window, a store read would not) and for the
+    restapi/pyslurm backends (the store syncs by sacct's window rule, which their queries do not follow)."""
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
     if end <= start:
         raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since "
                           f"{start:%Y-%m-%dT%H:%M:%S}")
+    source = _backend(backend, slurm)
     if not cache or job_ids or getattr(source, "name", None) != "cli":
-        return None
+        return start, end, source, None
     from slinkyml.accounting import store  # lazy: the store only for a report that reads it
 
     kept = store.AccountingStore.for_backend(source, store_dir)
     if not kept.fresh(start, max_age_s):
         kept.sync(since=start)
-    return kept
+    return start, end, source, kept
 
 
 def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=None,
@@ -48,12 +50,10 @@ def load_jobs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
               max_age_s: float = 0, columns=None, step_stats: bool = False):
     """Jobs and steps (a :class:`~slinkyml.accounting.sacct.SacctTable`) overlapping the window:
     through the incremental store (in ``store_dir`` or the default place) or straight from the backend
-    (``_synced_store`` says when). ``columns`` and ``step_stats`` narrow a store read to what one report
+    (``_window`` says when). ``columns`` and ``step_stats`` narrow a store read to what one report
     needs (see ``AccountingStore.table``)."""
-    start, end = parse_when(since, "--since"), parse_when(until, "--until")
-    source = _backend(backend, slurm)
-    kept = _synced_store(start, end, job_ids=job_ids, source=source, cache=cache, store_dir=store_dir,
-                         max_age_s=max_age_s)
+    start, end, source, kept = _window(since, until, job_ids=job_ids, backend=backend, slurm=slurm, cache=cache,
+                                       store_dir=store_dir, max_age_s=max_age_s)
     if kept is None:
         return source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
     return kept.table(start, end, users=users, accounts=accounts, columns=columns, step_stats=step_stats)
@@ -63,10 +63,8 @@ def load_runs(since="1d", until="now", *, users=None, accounts=None, job_ids=Non
               slurm: Slurm | None = None, cache: bool = True, store_dir=None, max_age_s: float = 0):
     """``efficiency.runs`` over the window, as :func:`load_jobs` would give its records: through the
     store the runs are computed where the records lie (the same SQL), not from a frame of them."""
-    start, end = parse_when(since, "--since"), parse_when(until, "--until")
-    source = _backend(backend, slurm)
-    kept = _synced_store(start, end, job_ids=job_ids, source=source, cache=cache, store_dir=store_dir,
-                         max_age_s=max_age_s)
+    start, end, source, kept = _window(since, until, job_ids=job_ids, backend=backend, slurm=slurm, cache=cache,
+                                       store_dir=store_dir, max_age_s=max_age_s)
     if kept is None:
         table = source.jobs(start, end, users=users, accounts=accounts, job_ids=job_ids)
         return efficiency.runs(table.jobs, table.steps)
@@ -80,10 +78,8 @@ def load_report(since="1d", until="now", *, users=None, accounts=None, partition
     the store, their runs (records of ``partitions`` only, when given) as a Future computed by DuckDB's
     threads while this one reads and draws the records (the figures of records need no runs). Straight
     from the backend the runs are None: ``dashboard.collect`` computes them from the records and steps."""
-    start, end = parse_when(since, "--since"), parse_when(until, "--until")
-    source = _backend(backend, slurm)
-    kept = _synced_store(start, end, job_ids=None, source=source, cache=cache, store_dir=store_dir,
-                         max_age_s=max_age_s)
+    start, end, source, kept = _window(since, until, job_ids=None, backend=backend, slurm=slurm, cache=cache,
+                                       store_dir=store_dir, max_age_s=max_age_s)
     if kept is None:
         return source.jobs(start, end, users=users, accounts=accounts), None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slinkyml-runs")
