@@ -18,7 +18,7 @@ SLURM2605 := SLINKYML_STATE_DIR=/var/lib/slinkyml/dev-26.05 SLINKYML_DEV_SLURM_V
              SLINKYML_DEV_PORT_BASE=8817 SLINKYML_DEV_MARIADB_PORT=15306
 ON_CLUSTER = $(if $(filter 26.05,$(1)),export $(SLURM2605) && $(SLINKYML) dev up && eval "$$($(SLINKYML) dev env)" &&,)
 
-.PHONY: setup apt venv bytecode kube demo test lint bench down
+.PHONY: setup apt venv bytecode kube demo test check lint bench down
 
 setup: apt venv bytecode
 
@@ -62,15 +62,20 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 kube:
 	@bash kube/build.sh >/dev/null
 
-demo: setup kube
+# the demo runs on the local Slurm cluster only: it needs no Kubernetes build
+demo: setup
 	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo
 
-# the whole suite on the machine's Slurm, then the tests marked slurm2605 on a Slurm 26.05 cluster
-test: setup kube
+# the whole suite, its tiers side by side (tests/run_tiers.py: the Go builds of `make kube` start first and
+# overlap the offline and Slurm tiers; the Kubernetes tiers wait for them; the tests marked slurm2605 run on
+# a Slurm 26.05 cluster beside the machine's); prints the tests per tier and the 30 slowest
+test: setup
 	$(SLINKYML) dev up
-	$(SLINKYML) dev kube up
-	$(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 $(PYTEST_ARGS)
-	$(call ON_CLUSTER,26.05) $(PY) -m pytest -q -rfEs -p no:cacheprovider --timeout=900 -m slurm2605 $(PYTEST_ARGS)
+	$(PY) tests/run_tiers.py $(PYTEST_ARGS)
+
+# the offline tier (no daemon: tests/tiers.py) on both cores: a change's answer in about a minute
+check: venv bytecode
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m offline $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks

@@ -10,11 +10,48 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tiers import TIERS, needs, tier_of
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    for tier, what in TIERS.items():
+        config.addinivalue_line("markers", f"{tier}: tier: {what} (set from the test's fixtures: tests/tiers.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test gets exactly one tier mark, from the fixtures it uses (tests/tiers.py)."""
+    counts = dict.fromkeys(TIERS, 0)
+    files: dict[str, set[str]] = {tier: set() for tier in TIERS}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        funcs = []
+        if info is not None:
+            for name in info.names_closure:
+                defs = info.name2fixturedefs.get(name)
+                if defs:
+                    funcs.append(defs[-1].func)  # the definition this test gets (a module's own overrides)
+        tier = tier_of(funcs, item.get_closest_marker("slurm") is not None)
+        item.add_marker(tier)
+        counts[tier] += 1
+        files[tier].add(item.nodeid.split("::")[0])
+    if os.environ.get("SLINKYML_TIER_COUNTS"):  # before -m deselects: the whole suite's count per tier
+        print("\ntiers: " + ", ".join(f"{tier} {n}" for tier, n in counts.items()) + f" ({len(items)} tests)")
+        for tier, paths in files.items():  # so that each tier's run collects only its own modules
+            print(f"tier-files {tier}: {' '.join(sorted(paths))}")
+
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """``SLINKYML_TEST_PROGRESS=FILE``: a line per finished test, which tests/run_tiers.py counts."""
+    path = os.environ.get("SLINKYML_TEST_PROGRESS")
+    if path and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        with open(path, "a") as progress:
+            progress.write(f"{report.outcome} {report.nodeid}\n")
+
 @pytest.fixture(scope="session")
+@needs("slurm")
 def local_cluster():
     """The real local multi-node Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, 4 slurmd, slurmrestd).
 
@@ -28,7 +65,16 @@ def local_cluster():
     return cluster
 
 
+@pytest.fixture
+@needs("disruptive")
+def exclusive_cluster(local_cluster):
+    """The session's cluster, for a test that stops or restarts its daemons: such a test never runs beside
+    another test of the session's cluster (its tier, ``disruptive``, runs alone: tests/run_tiers.py)."""
+    return local_cluster
+
+
 @pytest.fixture(scope="session")
+@needs("kube")
 def kube_plane():
     """The local Kubernetes control plane of `slinkyml dev kube` (etcd, kube-apiserver, -controller-manager,
     -scheduler, the slurm-operator's manager and webhook), brought up once per session and left running,

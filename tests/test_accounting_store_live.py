@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tiers import needs
 
 from slinkyml.accounting import dashboard, efficiency, sacct, usage
 from slinkyml.accounting.backends.cli import CliBackend
@@ -73,6 +74,7 @@ def _queue_empty(slurm) -> bool:
 
 
 @pytest.fixture(scope="module")
+@needs("disruptive")  # stops and restarts slurmdbd
 def history(local_cluster, tmp_path_factory):
     """The scenario, with syncs between its steps; returns the store, the window and the job ids."""
     slurm = local_cluster.slurm

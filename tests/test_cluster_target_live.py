@@ -13,6 +13,7 @@ import time
 import uuid
 
 import pytest
+from tiers import needs
 
 from slinkyml.dev import LocalCluster
 from slinkyml.dispatch import Executor
@@ -25,6 +26,7 @@ OTHER = dict(bridge="slkmltg", node_prefix="tg", subnet="10.218.0.0/24", slurmct
 
 
 @pytest.fixture(scope="module")
+@needs("own_cluster")
 def other_cluster(local_cluster):
     """A second live cluster beside the session's (which stays up: ``local_cluster`` is the first)."""
     cluster = LocalCluster("/var/lib/slinkyml/dev-target-test", nodes=2, gpus=0, **OTHER)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tiers import needs
 
 from slinkyml.dev import LocalCluster
 from slinkyml.dev.config import EMULATED_NODE
@@ -32,6 +33,7 @@ def cube(x: int) -> int:
 
 
 @pytest.fixture(scope="module")
+@needs("own_cluster")
 def emulated():
     state = Path(tempfile.mkdtemp(prefix="slinkyml-emulated-", dir="/var/tmp"))
     cluster = LocalCluster(state, nodes=NODES, bridge="slkemu0", node_prefix="emu", subnet="10.200.0.0/22",

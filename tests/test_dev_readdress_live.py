@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from private_cluster import cancel_at_end, kept_workdir, private_cluster
 from test_train_cluster import _logs, _metrics, _submit, _train_spec, _wait_done, _wait_steps, needs_torch
+from tiers import needs
 
 from slinkyml.dev import LocalCluster, network
 from slinkyml.jobs.follow import job_state
@@ -26,6 +27,7 @@ STEPS = 20
 
 
 @pytest.fixture(scope="module")
+@needs("own_cluster")
 def local_cluster():
     yield from private_cluster("rdr", subnet="10.206.0.0/24", port_base=7967)
 

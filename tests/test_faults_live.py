@@ -34,6 +34,7 @@ from test_train_cluster import (
     _wait_steps,
     needs_torch,
 )
+from tiers import needs
 
 from slinkyml.dev.cluster import ClusterUnhealthy
 from slinkyml.dev.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
@@ -52,6 +53,7 @@ PREEMPT_GRACE_S = 30  # this cluster's GraceTime for jobs of its preemptible par
 
 
 @pytest.fixture(scope="module")
+@needs("own_cluster")
 def local_cluster():
     """A cluster of this module's own: these tests kill slurmctld and slurmd with -9, and Slurm 22.05
     restarting from older state can reuse job ids and drain nodes ("Duplicate jobid"); the session's

@@ -29,6 +29,7 @@ import pytest
 from kubernetes import client
 from kubernetes.stream import stream
 from private_cluster import port_shift
+from tiers import needs
 
 from slinkyml.dev.kube import KubeControlPlane, Ports
 from slinkyml.dev.kubenode import (
@@ -76,6 +77,7 @@ PartitionName=all Nodes=kube Default=YES State=UP
 
 
 @pytest.fixture(scope="module")
+@needs("kubelet")
 def node_plane() -> Iterator[tuple[KubeControlPlane, KubeNode]]:
     if os.geteuid() != 0:
         pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")

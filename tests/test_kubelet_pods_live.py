@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client
 from kubernetes.stream import stream
 from private_cluster import port_shift
+from tiers import needs
 
 import slinkyml
 from slinkyml.cluster import load_spec
@@ -102,6 +103,7 @@ def _running(c: PodsCluster, name: str):
 
 
 @pytest.fixture(scope="module")
+@needs("kubelet")
 def pods() -> Iterator[PodsCluster]:
     if os.geteuid() != 0:
         pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from private_cluster import cancel_at_end, kept_workdir, private_cluster
 from test_train_cluster import _logs, _submit
+from tiers import needs
 
 from slinkyml.jobs.follow import wait
 from slinkyml.jobs.spec import JobSpec
@@ -35,6 +36,7 @@ print("survived", flush=True)
 
 
 @pytest.fixture(scope="module")
+@needs("own_cluster")
 def local_cluster():
     yield from private_cluster("omk", subnet="10.207.0.0/24", port_base=7977, cgroups=False,
                                extra_slurm_conf="JobAcctGatherParams=OverMemoryKill")

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tiers import needs
 
 from slinkyml.dev import LocalCluster
 from slinkyml.jobs.follow import wait
@@ -60,6 +61,7 @@ def pyxis() -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
+@needs("own_cluster")
 def pyxis_cluster(pyxis, request):
     """The session's local cluster with the pyxis plugin in its plugstack.conf."""
     plugin, _image = pyxis

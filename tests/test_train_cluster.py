@@ -181,6 +181,7 @@ def _assert_zero2_trained(slurm, spec, job_id: int) -> None:
 
 @needs_torch
 @pytest.mark.timeout(360)
+@pytest.mark.usefixtures("exclusive_cluster")  # stops a slurmd
 def test_node_failure_requeues_and_resumes_from_last_checkpoint(slurm, local_cluster, workdir, own_jobs):
     third, fourth = local_cluster.spec.node_names[2:4]
     spec = _train_spec(workdir, "nodefail", ["--steps", "30", "--checkpoint-every", "4", "--step-sleep", "0.3"],

@@ -7,6 +7,8 @@ import pytest
 from slinkyml.dev import LocalCluster
 from slinkyml.dev.process import is_alive
 
+pytestmark = pytest.mark.usefixtures("exclusive_cluster")  # stops and restarts the session's cluster
+
 
 @pytest.mark.slurm
 @pytest.mark.timeout(240)

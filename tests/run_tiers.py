@@ -1,0 +1,247 @@
+"""`make test`: the whole suite, its tiers side by side, on 2 cores (what `.ci/run` runs).
+
+1. Start the Go builds of `make kube` (kube/build.sh, niced) at once: they take most of a cold machine's CPU
+   for ~20-30 min, while the live tests below mostly wait on Slurm.
+2. The offline tier in parallel (pytest-xdist, 2 workers).
+3. Then lanes side by side, each one pytest process with a log of its own (printed whole when it ends):
+   - slurm: the session's cluster, one test at a time, then the disruptive tier (tests that stop its
+     daemons) once nothing else uses it;
+   - own_cluster: the modules with a Slurm cluster of their own (ports, bridges and subnets of their own);
+   - kube: the Kubernetes tiers once the Go builds are done;
+   - 26.05: a Slurm 26.05 cluster beside the machine's (its own state dir, ports and bridge), its smoke suite.
+4. One summary: tests per tier, the 30 slowest tests of all lanes, and one closing line.
+
+Extra arguments go to every pytest run (e.g. `-x`, `-k expr`). `SLINKYML_TEST_LANES=slurm,kube` runs only those.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tiers import exclusive
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SLINKYML = [PY, "-m", "slinkyml"]
+PYTEST = [PY, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "--timeout=900"]
+#: the Slurm 26.05 cluster beside the machine's (Makefile SLURM2605; README "Slurm 26.05 beside ...")
+SLURM2605 = {"SLINKYML_STATE_DIR": "/var/lib/slinkyml/dev-26.05", "SLINKYML_DEV_SLURM_VERSION": "26.05",
+             "SLINKYML_DEV_BRIDGE": "slkml26", "SLINKYML_DEV_NODE_PREFIX": "u", "SLINKYML_DEV_SUBNET": "10.226.0.0/24",
+             "SLINKYML_DEV_PORT_BASE": "8817", "SLINKYML_DEV_MARIADB_PORT": "15306"}
+PROGRESS_EVERY_S = 30.0
+T0 = time.monotonic()
+
+
+def elapsed() -> str:
+    s = int(time.monotonic() - T0)
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def say(line: str) -> None:
+    print(f"[{elapsed()}] {line}", flush=True)
+
+
+@dataclass
+class Run:
+    """One pytest process of a lane."""
+
+    name: str
+    marks: str
+    tiers: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    workers: int = 0
+    log: Path | None = None
+    junit: Path | None = None
+    progress: Path | None = None
+    code: int | None = None
+    seconds: float = 0.0
+
+    def done_count(self) -> int:
+        try:
+            return len(self.progress.read_text().splitlines()) if self.progress else 0
+        except OSError:
+            return 0
+
+
+class Suite:
+    def __init__(self, args: list[str], out: Path) -> None:
+        self.args = args
+        self.out = out
+        self.runs: list[Run] = []
+        self.running: list[Run] = []
+        self.lock = threading.Lock()
+        self.failed: list[str] = []
+        self.files: dict[str, list[str]] = {}  # tier -> its test modules (from the counting collection)
+
+    def pytest(self, run: Run) -> int:
+        """Run one pytest process to its end; its log is printed whole when it ends."""
+        run.log = self.out / f"{run.name}.log"
+        run.junit = self.out / f"{run.name}.xml"
+        run.progress = self.out / f"{run.name}.progress"
+        paths = sorted({path for tier in run.tiers for path in self.files.get(tier, ["tests"])})
+        if not paths:
+            say(f"{run.name}: no tests")
+            return 5
+        argv = [*PYTEST, "-m", run.marks, f"--junitxml={run.junit}", *self.args, *paths]
+        if run.workers:
+            argv += ["-n", str(run.workers)]
+        env = {**os.environ, **run.env, "SLINKYML_TEST_PROGRESS": str(run.progress)}
+        with self.lock:
+            self.runs.append(run)
+            self.running.append(run)
+        say(f"{run.name}: started (pytest -m '{run.marks}')")
+        start = time.monotonic()
+        with open(run.log, "wb") as log:
+            run.code = subprocess.run(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        run.seconds = time.monotonic() - start
+        with self.lock:
+            self.running.remove(run)
+            ok = run.code in (0, 5)  # 5: nothing collected for this tier (e.g. with -k)
+            if not ok:
+                self.failed.append(run.name)
+            print(f"\n===== {run.name}: exit {run.code} after {run.seconds / 60:.1f} min =====", flush=True)
+            sys.stdout.write(run.log.read_text(errors="replace"))
+            print(f"===== end of {run.name} =====\n", flush=True)
+        return run.code
+
+    def step(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> bool:
+        """A set-up command of a lane (its output printed when it fails)."""
+        say(f"{name}: {' '.join(argv[-3:])}")
+        done = subprocess.run(argv, cwd=REPO, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+        if done.returncode != 0:
+            with self.lock:
+                self.failed.append(name)
+                print(f"===== {name} failed ({done.returncode}) =====\n{done.stdout}{done.stderr}", flush=True)
+            return False
+        return True
+
+
+class GoBuild(threading.Thread):
+    """kube/build.sh in the background, niced: its lines are passed on as they come."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.code: int | None = None
+        self.finished = threading.Event()
+        self.current = "starting"
+
+    def run(self) -> None:
+        proc = subprocess.Popen(["nice", "-n", "10", "bash", str(REPO / "kube" / "build.sh")], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            if line:
+                self.current = line
+                say(f"go builds: {line}")
+        self.code = proc.wait()
+        say(f"go builds: {'done' if self.code == 0 else f'FAILED ({self.code})'}")
+        self.finished.set()
+
+
+def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thread]:
+    def slurm_lane() -> None:
+        suite.pytest(Run("slurm", exclusive("slurm"), ("slurm",)))
+        own.join()  # the disruptive tier stops the session cluster's daemons: nothing else may use it then
+        suite.pytest(Run("disruptive", exclusive("disruptive"), ("disruptive",)))
+
+    def own_lane() -> None:
+        suite.pytest(Run("own_cluster", exclusive("own_cluster"), ("own_cluster",)))
+
+    def kube_lane() -> None:
+        build.finished.wait()
+        if build.code != 0:
+            with suite.lock:
+                suite.failed.append("go builds")
+            return
+        suite.pytest(Run("kube", f"({exclusive('kube')}) or ({exclusive('kubelet')})", ("kube", "kubelet")))
+
+    def lane_2605() -> None:
+        if suite.step("26.05 cluster", [*SLINKYML, "dev", "up"], SLURM2605):
+            suite.pytest(Run("slurm2605", f"slurm2605 and ({exclusive('offline')} or {exclusive('slurm')})",
+                             ("offline", "slurm"), env=SLURM2605))
+
+    own = threading.Thread(target=own_lane if "own_cluster" in wanted else (lambda: None), name="own_cluster")
+    threads = [own]
+    for name, target in (("slurm", slurm_lane), ("kube", kube_lane), ("2605", lane_2605)):
+        if name in wanted:
+            threads.append(threading.Thread(target=target, name=name))
+    return threads
+
+
+def summary(suite: Suite) -> int:
+    totals = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    cases: list[tuple[float, str]] = []
+    for run in suite.runs:
+        if not run.junit or not run.junit.is_file():
+            continue
+        for case in ET.parse(run.junit).getroot().iter("testcase"):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            cases.append((float(case.get("time") or 0), f"{run.name:<12} {name}"))
+            kinds = {child.tag for child in case}
+            if "failure" in kinds:
+                totals["failed"] += 1
+            elif "error" in kinds:
+                totals["error"] += 1
+            elif "skipped" in kinds:
+                totals["skipped"] += 1
+            else:
+                totals["passed"] += 1
+    print("\n===== slowest 30 tests (all lanes) =====")
+    for seconds, name in sorted(cases, reverse=True)[:30]:
+        print(f"{seconds:8.1f}s {name}")
+    print("\n===== lanes =====")
+    for run in suite.runs:
+        print(f"{run.name:<12} exit {run.code}  {run.seconds / 60:5.1f} min  {run.done_count()} tests")
+    print(f"whole suite: {elapsed()}")
+    if suite.failed:
+        print(f"FAILED: {', '.join(suite.failed)}")
+    ran = totals["passed"] + totals["failed"] + totals["error"]
+    # the one closing line for the whole suite (each lane's own pytest line is in its log above)
+    print(f"{totals['passed']} passed, {totals['failed'] + totals['error']} failed, {totals['skipped']} skipped")
+    return 1 if suite.failed or ran == 0 else 0
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    wanted = set(filter(None, os.environ.get("SLINKYML_TEST_LANES", "offline,slurm,own_cluster,kube,2605")
+                        .split(",")))
+    out = Path(tempfile.mkdtemp(prefix="slinkyml-tiers-"))
+    suite = Suite(args, out)
+    build = GoBuild()
+    if "kube" in wanted:
+        build.start()
+    counted = subprocess.run([*PYTEST, "--collect-only", "-q", *args], cwd=REPO, capture_output=True, text=True,
+                             env={**os.environ, "SLINKYML_TIER_COUNTS": "1"})
+    match = re.search(r"^tiers: .*$", counted.stdout, re.M)
+    for tier, paths in re.findall(r"^tier-files (\w+): ?(.*)$", counted.stdout, re.M):
+        suite.files[tier] = paths.split()
+    say(match.group(0) if match else f"tiers: could not count ({counted.stdout[-500:]}{counted.stderr[-500:]})")
+    if "offline" in wanted:
+        suite.pytest(Run("offline", exclusive("offline"), ("offline",), workers=2))
+    threads = lanes(suite, build, wanted)
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=PROGRESS_EVERY_S / max(1, len(threads)))
+        with suite.lock:
+            busy = ", ".join(f"{run.name} {run.done_count()} done" for run in suite.running)
+        state = busy or "setting up"
+        if "kube" in wanted and not build.finished.is_set():
+            state += f"; go builds: {build.current}"
+        say(f"running: {state}")
+    return summary(suite)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
