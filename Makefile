@@ -8,6 +8,8 @@ APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb
                 libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time \
                 containerd runc containernetworking-plugins busybox-static
 PYTEST_ARGS ?=
+# a long step prints a line every 30 s (the machine's python3: it runs before the venv exists)
+TICK := python3 slinkyml/dev/progress.py
 # Go where its official archive installs it, for shells whose PATH lacks it (make kube, the tests' `go` calls)
 export PATH := $(PATH):/usr/local/go/bin
 # `make demo SLURM_VERSION=26.05`: the demo on the Slurm 26.05 cluster (README: Slurm 26.05 beside the
@@ -45,14 +47,16 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt torch
-	DS_BUILD_OPS=0 $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt \
-	    'deepspeed>=0.16'
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots]'
+	$(TICK) "installing torch (about 4 GB to download the first time; pip's cache keeps it)" -- \
+	    $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt torch
+	DS_BUILD_OPS=0 $(TICK) "installing DeepSpeed" -- $(PY) -m pip install -q --disable-pip-version-check \
+	    --no-build-isolation -c constraints.txt 'deepspeed>=0.16'
+	$(TICK) "installing slinkyml and its extras" -- \
+	    $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots]'
 	@# DeepSpeed's CPU accelerator JIT-builds its shared-memory comm op in every rank's init_distributed;
 	@# built here once (~/.cache/torch_extensions), not inside a job's time limit (a cold build took
 	@# 6.5 min on 2 loaded cores, and a rank killed mid-build leaves torch's lock file behind).
-	$(PY) -c 'from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder("ShareMemCommBuilder"); b and b.load()'
+	$(TICK) "building DeepSpeed's CPU comm op" -- $(PY) -c 'from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder("ShareMemCommBuilder"); b and b.load()'
 	touch $@
 
 # Kubernetes from Go modules (README: a local Kubernetes control plane): kube-apiserver, -controller-manager,

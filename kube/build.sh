@@ -65,9 +65,17 @@ step() {  # step NAME MODULE_DIR LDFLAGS PACKAGE...
     local name=$1 dir=$2 ldflags=$3
     shift 3
     echo "== $name: go build $* ($(date -u +%FT%TZ))" >>"$log"
-    echo "kube/build.sh: building $name (long on a cold cache; log: $log)" >&2
+    echo "kube/build.sh: building $name (minutes on a cold cache; log: $log)" >&2
+    # a line every 30 s: a cold build is silent for many minutes
+    local began=$SECONDS
+    ( while sleep 30; do echo "kube/build.sh:   ... still building $name ($((SECONDS - began)) s)" >&2; done ) &
+    local ticker=$!
+    local status=0
     (cd "$here/$dir" && CGO_ENABLED=0 /usr/bin/time -v go build -trimpath -ldflags "$ldflags" \
-        -o "$work/bin/" "$@") >>"$log" 2>&1 || { tail -40 "$log" >&2; exit 1; }
+        -o "$work/bin/" "$@") >>"$log" 2>&1 || status=$?
+    kill "$ticker" 2>/dev/null || true
+    if [[ $status -ne 0 ]]; then tail -40 "$log" >&2; exit 1; fi
+    echo "kube/build.sh: built $name in $((SECONDS - began)) s" >&2
 }
 
 step etcd etcd "-s -w" .

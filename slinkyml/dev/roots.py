@@ -11,11 +11,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from slinkyml.dev.process import exclusive_lock
+from slinkyml.dev.progress import ticking
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.version import SlurmVersion
 
@@ -135,8 +137,11 @@ def ensure_root(release: str, root: Path) -> None:
         building = Path(tempfile.mkdtemp(prefix=f"{root.name}.build-", dir=root.parent))
         os.chmod(building, 0o755)  # it becomes the root's "/": munge's set-up refuses a private one
         try:
-            _run([debootstrap, "--variant=minbase", f"--include={','.join(ROOT_PACKAGES)}",
-                  RELEASES[release], str(building)], f"debootstrap {RELEASES[release]}")
+            print(f"building the Slurm {release} root from Debian {RELEASES[release]} (debootstrap, about 3 min "
+                  "the first time)", file=sys.stderr, flush=True)
+            with ticking(f"building the Slurm {release} root"):
+                _run([debootstrap, "--variant=minbase", f"--include={','.join(ROOT_PACKAGES)}",
+                      RELEASES[release], str(building)], f"debootstrap {RELEASES[release]}")
             shutil.rmtree(root, ignore_errors=True)
             os.rename(building, root)
         except BaseException:
