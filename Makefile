@@ -77,9 +77,10 @@ test: setup
 	$(SLINKYML) dev up
 	$(PY) tests/run_tiers.py $(PYTEST_ARGS)
 
-# the offline tier (no daemon: tests/tiers.py) on both cores: a change's answer in about a minute
+# the offline tier (no daemon: tests/tiers.py) on both cores, less its few tests that train or install for
+# more than ~30 s each (marked slow; make test runs them): a change's answer in about a minute
 check: venv bytecode
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m offline $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "offline and not slow" $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks

@@ -84,6 +84,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_agent_forwards_the_preemption_signal_and_waits_for_the_checkpoint(tmp_path):
     agent, spec = _start(tmp_path, plain=False)
@@ -107,6 +108,7 @@ def test_agent_forwards_the_preemption_signal_and_waits_for_the_checkpoint(tmp_p
     assert not any(map(_alive, workers))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_plain_torchrun_dies_of_the_signal_and_takes_its_workers_along(tmp_path):
     agent, spec = _start(tmp_path, plain=True)

@@ -71,6 +71,7 @@ def _run(args, monkeypatch, tmp_path):
     return rows, json.loads((tmp_path / FINAL_FILE).read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_train_resume_continues_steps_and_loss(tmp_path, monkeypatch):
     rows, final = _run(["--steps", "6", "--checkpoint-every", "3"], monkeypatch, tmp_path)
