@@ -220,6 +220,18 @@ def main() -> int:
     build = GoBuild()
     if "kube" in wanted:
         build.start()
+    finished = threading.Event()
+
+    def report() -> None:  # a status line every 30 s: a terminal is never silent for long
+        while not finished.wait(PROGRESS_EVERY_S):
+            with suite.lock:
+                state = ", ".join(f"{run.name} {run.done_count()} done" for run in suite.running) or "setting up"
+            if "kube" in wanted and not build.finished.is_set():
+                state += f"; go builds: {build.current}"
+            say(f"running: {state}")
+
+    reporter = threading.Thread(target=report, daemon=True)
+    reporter.start()
     counted = subprocess.run([*PYTEST, "--collect-only", "-q", *args], cwd=REPO, capture_output=True, text=True,
                              env={**os.environ, "SLINKYML_TIER_COUNTS": "1"})
     match = re.search(r"^tiers: .*$", counted.stdout, re.M)
@@ -231,15 +243,9 @@ def main() -> int:
     threads = lanes(suite, build, wanted)
     for thread in threads:
         thread.start()
-    while any(thread.is_alive() for thread in threads):
-        for thread in threads:
-            thread.join(timeout=PROGRESS_EVERY_S / max(1, len(threads)))
-        with suite.lock:
-            busy = ", ".join(f"{run.name} {run.done_count()} done" for run in suite.running)
-        state = busy or "setting up"
-        if "kube" in wanted and not build.finished.is_set():
-            state += f"; go builds: {build.current}"
-        say(f"running: {state}")
+    for thread in threads:
+        thread.join()
+    finished.set()
     return summary(suite)
 
 
