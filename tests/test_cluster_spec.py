@@ -78,8 +78,9 @@ def test_python_api_builds_and_checks() -> None:
     (lambda d: d["storage"].__setitem__("capacity_gib", 3000),
      "storage.capacity_gib: 3000 GiB: PERSISTENT_2 takes 1200 GiB or a multiple of 2400 GiB"),
     (lambda d: d.__setitem__("slurm_version", "24.05"), "slurm_version: unsupported '24.05'"),
-    (lambda d: d.__setitem__("slurm_version", "25.11"), "slurm_version: unsupported '25.11': slurm-operator "
-     "1.3.0-rc1 declares minimum-slurm-version 26.05 (supported: 26.05)"),
+    (lambda d: d.update(slurm_version="25.11", slurm_operator="f2ed3fc"), "slurm_version: unsupported '25.11': "
+     "slurm-operator f2ed3fc (chart 1.3.0-rc1, unreleased) declares minimum-slurm-version 26.05 (supported: 26.05)"),
+    (lambda d: d.__setitem__("slurm_operator", "1.3.0-rc1"), "slurm_operator: "),
     (lambda d: d["node_sets"][1].__setitem__("zone", "us-west-2a"),
      "node_sets[1].zone: 'us-west-2a' is not in region 'us-east-1'"),
     (lambda d: d["node_sets"][0].__setitem__("spare_nodes", -1), "node_sets[0].spare_nodes: must be between 0 and 100"),

@@ -13,6 +13,9 @@ from slinkyml.cluster import addons
 from slinkyml.cluster.issues import describe
 from slinkyml.kube import dig
 
+#: the Controller's annotation naming the slurm-operator release its objects were rendered for
+ANNOTATION_OPERATOR = "slinkyml.io/slurm-operator"
+
 #: where an object claims a volume: kind -> (storage class path, size path)
 _CLAIMS = {
     "Controller": (("spec", "persistence", "storageClassName"), ("spec", "persistence", "enabled")),
@@ -49,14 +52,16 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
     data = addons.addons()
     kinds = {str(o.get("kind")) for o in objs}
     apis = {str(o.get("apiVersion")) for o in objs}
-    so = data["slurm_operator"]
+    named = {dig(o, "metadata", "annotations", ANNOTATION_OPERATOR) for o in objs} - {None}
+    so = addons.operator_release(str(named.pop()) if len(named) == 1 else None)
     steps = []
     if any(a.startswith("slinky.slurm.net/") for a in apis):
         steps += [
             Step("cert-manager", data["cert_manager"]["note"], data["cert_manager"]["install"]),
-            Step("slurm-operator-crds", "the slinky.slurm.net CRDs (the operator chart installs none: "
-                 "crds.enabled is false)", so["crds_install"]),
-            Step(f"slurm-operator {so['version']}", f"reconciles the Slinky objects; {so['note']}", so["install"]),
+            Step(f"slurm-operator-crds {so['charts']['slurm-operator-crds']}", "the slinky.slurm.net CRDs (the "
+                 "operator chart installs none: crds.enabled is false)", so["crds_install"]),
+            Step(f"slurm-operator {addons.chart_name(so)}", f"reconciles the Slinky objects; {so['note']}; "
+                 f"Slurm {so['minimum_slurm_version']} or later", so["install"]),
         ]
     if "NodePool" in kinds:
         k = data["karpenter"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from slinkyml import DATA_DIR
 from slinkyml.cluster import helm, karpenter, names, storage, workers
-from slinkyml.cluster.install import install_markdown, install_steps
+from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_steps
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
@@ -75,7 +75,9 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
         spec["accountingRef"] = {"name": names.accounting(c)}
     if workers.gres_conf(c):
         spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
-    return _obj(SLINKY_API, "Controller", _meta(c, names.controller(c), "controller"), spec=spec)
+    meta = _meta(c, names.controller(c), "controller")
+    meta["annotations"] = {ANNOTATION_OPERATOR: c.slurm_operator}
+    return _obj(SLINKY_API, "Controller", meta, spec=spec)
 
 
 def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
