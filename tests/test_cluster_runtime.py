@@ -237,7 +237,7 @@ def test_validate_cli_prints_the_fit_table_and_fails_on_a_broken_folder(tmp_path
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "slurmd requests vs Karpenter's modelled allocatable" in ok.stdout
     row = next(line for line in ok.stdout.splitlines() if line.startswith("NodeSet slurm/llm-cpu"))
-    assert row.split()[2:] == ["c7i.4xlarge", "15.89", "27381", "234", "15.39", "26357", "0.5", "1024", "ok"]
+    assert row.split()[2:] == ["c7i.4xlarge", "15.89", "27381", "234", "15", "26357", "0.89", "1024", "ok"]
 
     # all examples at once: one EFA plugin install must tolerate the GPU and the Trainium taints
     every = run(EXAMPLES_DIR)

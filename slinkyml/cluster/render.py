@@ -73,8 +73,7 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
         spec["persistence"]["storageClassName"] = c.controller.storage_class
     if c.accounting.enabled:
         spec["accountingRef"] = {"name": names.accounting(c)}
-    if workers.gres_conf(c):
-        spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
+    spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
     meta = _meta(c, names.controller(c), "controller")
     meta["annotations"] = {ANNOTATION_OPERATOR: c.slurm_operator}
     return _obj(SLINKY_API, "Controller", meta, spec=spec)
@@ -194,10 +193,8 @@ def render_namespace(c: SlurmCluster) -> dict[str, Any]:
 
 
 def render_config_maps(c: SlurmCluster) -> list[dict[str, Any]]:
-    gres = workers.gres_conf(c)
-    if not gres:
-        return []
-    return [_obj("v1", "ConfigMap", _meta(c, names.slurm_config(c), "controller"), data={"gres.conf": gres})]
+    """The Controller's configFileRefs ConfigMap (cgroup.conf, gres.conf): no credentials."""
+    return [_obj("v1", "ConfigMap", _meta(c, names.slurm_config(c), "controller"), data=workers.config_files(c))]
 
 
 def render_sssd_secret(c: SlurmCluster) -> dict[str, Any]:
