@@ -353,10 +353,10 @@ def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
              for name, r in (("cpu-small", small), ("h100-efa", h100), ("trn1", trn1))}
     head = ["cert-manager", "slurm-operator-crds 1.2.1", "slurm-operator 1.2.1", "Karpenter 1.14 or later"]
     assert whats["cpu-small"] == [*head, "a default StorageClass (aws-ebs-csi-driver, provisioner ebs.csi.aws.com)",
-                                  "the cluster's objects"]
+                                  "the credential Secrets", "the cluster's objects"]
     assert whats["h100-efa"][:4] == head and whats["h100-efa"][4].startswith("a StorageClass 'gp3'")
     assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][5:]] == [
         "mariadb-operator", "aws-fsx-csi-driver", "aws-efa-k8s-device-plugin", "nvidia-device-plugin",
-        "the cluster's objects"]
+        "the credential Secrets", "the cluster's objects"]
     assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]
     assert (EXAMPLES_DIR / "h100-efa" / "INSTALL.md").read_text() == h100.files["INSTALL.md"]

@@ -86,9 +86,36 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
         p = addons.device_plugins()[name]
         steps.append(Step(f"{p['chart']} ({p['version']})", f"advertises {p['resource']} on the NodePools' nodes",
                           p["install"]))
-    steps.append(Step("the cluster's objects", "after the CRDs and webhooks above are serving",
-                      "slinkyml cluster apply cluster.yaml (or kubectl apply --server-side -f rendered/)"))
+    refs = secret_names(objs)
+    if refs:
+        steps.append(Step("the credential Secrets", f"{', '.join(refs)}, which the objects reference; secrets.sh "
+                          "makes each missing one with kubectl from a random file written 0600 in a private "
+                          "folder, never printed (`slinkyml cluster apply` makes them itself)", "sh secrets.sh"))
+    chart = (f"oci://ghcr.io/slinkyproject/charts/slurm --version {so['charts']['slurm']}" if so["published"]
+             else "./slurm-operator/helm/slurm")
+    namespace = next((str(dig(o, "metadata", "namespace")) for o in objs if str(o.get("apiVersion")).startswith(
+        "slinky.slurm.net/")), "slurm")
+    steps.append(Step("the cluster's objects", "after the CRDs and webhooks above are serving and the Secrets exist",
+                      "kubectl apply --server-side -f rendered/ (or slinkyml cluster apply cluster.yaml; Helm "
+                      "route: apply the files of rendered/ that are not slinky.slurm.net, then helm install slurm "
+                      f"{chart} --namespace {namespace} -f helm/values.yaml)"))
     return steps
+
+
+#: where Slinky and MariaDB objects name a credential Secret
+_SECRET_REFS = (("spec", "slurmKeyRef"), ("spec", "jwtKeyRef"), ("spec", "storageConfig", "passwordKeyRef"),
+                ("spec", "passwordSecretKeyRef"), ("spec", "rootPasswordSecretKeyRef"))
+
+
+def secret_names(objs: list[dict[str, Any]]) -> list[str]:
+    """The credential Secrets the objects reference, in first-reference order."""
+    found: dict[str, None] = {}
+    for o in objs:
+        for path in _SECRET_REFS:
+            name = dig(o, *path, "name")
+            if isinstance(name, str) and name:
+                found[name] = None
+    return list(found)
 
 
 def install_markdown(name: str, steps: list[Step]) -> str:

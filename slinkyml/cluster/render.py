@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slinkyml import DATA_DIR
-from slinkyml.cluster import helm, karpenter, names, storage, workers
+from slinkyml.cluster import helm, karpenter, names, secrets, storage, workers
 from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_steps
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
@@ -226,5 +226,6 @@ def render(c: SlurmCluster) -> Rendered:
     if dra is not None:
         files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
     plugin_values = workers.device_plugin_values(c)
+    files["secrets.sh"] = secrets.secrets_script(c)
     files["INSTALL.md"] = install_markdown(c.name, install_steps(objs, plugin_values))
     return Rendered(objects=objs, helm_values=helm.render_values(c), files=files, plugin_values=plugin_values)
