@@ -351,11 +351,12 @@ def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
     small = render(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml"))
     whats = {name: [s.what for s in install_steps(r.objects, r.plugin_values)]
              for name, r in (("cpu-small", small), ("h100-efa", h100), ("trn1", trn1))}
-    head = ["cert-manager", "slurm-operator-crds 1.2.1", "slurm-operator 1.2.1", "Karpenter 1.14 or later"]
+    head = ["cert-manager", "slurm-operator-crds 1.2.1", "slurm-operator 1.2.1",
+            "Karpenter's AWS prerequisites (AWS only)", "Karpenter 1.14.1"]
     assert whats["cpu-small"] == [*head, "a default StorageClass (aws-ebs-csi-driver, provisioner ebs.csi.aws.com)",
                                   "the credential Secrets", "the cluster's objects"]
-    assert whats["h100-efa"][:4] == head and whats["h100-efa"][4].startswith("a StorageClass 'gp3'")
-    assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][5:]] == [
+    assert whats["h100-efa"][:5] == head and whats["h100-efa"][5].startswith("a StorageClass 'gp3'")
+    assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][6:]] == [
         "mariadb-operator", "aws-fsx-csi-driver", "aws-efa-k8s-device-plugin", "nvidia-device-plugin",
         "the credential Secrets", "the cluster's objects"]
     assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]

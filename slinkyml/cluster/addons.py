@@ -248,6 +248,7 @@ def requirements_markdown() -> str:
     renderer and ``cluster validate`` use (each render's ``INSTALL.md`` is the per-cluster list)."""
     a = addons()
     k, so, cm = a["karpenter"], operator_release(), a["cert_manager"]
+    spec_names = {"cluster": "<aws.eks_cluster>", "queue": "<aws.interruption_queue>", "role": "<aws.node_role>"}
     ebs, maria, f = a["ebs_csi_driver"], a["mariadb_operator"], a["fsx_csi_driver"]
     lines = [
         README_BEGIN,
@@ -258,11 +259,12 @@ def requirements_markdown() -> str:
         f"installs none (`crds.enabled: false`); `{so['crds_install']}` |",
         f"| 3 | Slinky slurm-operator | {so['name']} | always (spec `slurm_operator: f2ed3fc` for main) | "
         f"{so['note']}; Slurm {so['minimum_slurm_version']} or later; `{so['install']}` |",
-        f"| 4 | Karpenter | {k['min_version']} or later | always | NodePools and EC2NodeClasses; slurmd pods request "
+        f"| 4 | Karpenter | {k['version']} | always | NodePools and EC2NodeClasses; slurmd pods request "
         f"Karpenter's modelled allocatable (memory × (1 − {k['vm_memory_overhead_percent']}) − "
         f"({k['kube_reserved_memory_mib_per_pod']} × max pods + {k['kube_reserved_memory_mib_base']}) MiB − "
         f"{k['eviction_hard_memory_mib']} MiB eviction) less {k['daemonset_reserve_memory_mib']} MiB and "
-        f"{k['daemonset_reserve_cpu_millis']}m for DaemonSets; `{k['install']}` |",
+        f"{k['daemonset_reserve_cpu_millis']}m for DaemonSets; first (AWS) `{k['prerequisites'].format(**spec_names)}`, "
+        f"then `{k['install'].format(**spec_names)}` |",
         f"| 5 | aws-ebs-csi-driver and a StorageClass | {ebs['version']} | always (the Controller's state) | "
         f"{ebs['note']}; `{ebs['install']}`, then a StorageClass (provisioner `{ebs['provisioner']}`, `type: gp3`) "
         "named as the spec's `storage_class`, or marked default |",

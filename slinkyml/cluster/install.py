@@ -11,6 +11,7 @@ from typing import Any
 
 from slinkyml.cluster import addons
 from slinkyml.cluster.issues import describe
+from slinkyml.cluster.karpenter import ANNOTATION_QUEUE
 from slinkyml.kube import dig
 
 #: the Controller's annotation naming the slurm-operator release its objects were rendered for
@@ -65,7 +66,15 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
         ]
     if "NodePool" in kinds:
         k = data["karpenter"]
-        steps.append(Step(f"Karpenter {k['min_version']} or later", "launches the NodePools' nodes", k["install"]))
+        classes = [o for o in objs if o.get("kind") == "EC2NodeClass"]
+        names = {"cluster": _first([dig(t, "tags", "karpenter.sh/discovery") for o in classes
+                                    for t in dig(o, "spec", "subnetSelectorTerms") or []], "EKS cluster name"),
+                 "queue": _first([dig(o, "metadata", "annotations", ANNOTATION_QUEUE) for o in classes],
+                                 "interruption queue"),
+                 "role": _first([dig(o, "spec", "role") for o in classes], "node role")}
+        steps.append(Step("Karpenter's AWS prerequisites (AWS only)", k["prerequisites_note"].format(**names),
+                          k["prerequisites"].format(**names)))
+        steps.append(Step(f"Karpenter {k['version']}", "launches the NodePools' nodes", k["install"].format(**names)))
     provided = {dig(o, "metadata", "name") for o in objs if o.get("kind") == "StorageClass"}
     for cls, users in _claims(objs, provided).items():
         ebs = data["ebs_csi_driver"]
@@ -116,6 +125,11 @@ def secret_names(objs: list[dict[str, Any]]) -> list[str]:
             if isinstance(name, str) and name:
                 found[name] = None
     return list(found)
+
+
+def _first(values: list[Any], what: str) -> str:
+    """The first non-empty string of ``values``, or ``<what>`` for the user to fill in."""
+    return next((v for v in values if isinstance(v, str) and v), f"<{what}>")
 
 
 def install_markdown(name: str, steps: list[Step]) -> str:

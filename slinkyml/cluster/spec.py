@@ -131,7 +131,8 @@ class Secrets:
 class Aws:
     region: str = "us-east-1"
     eks_cluster: str = "my-eks"  # discovery tag value for subnets/security groups
-    node_role: str | None = None  # default: KarpenterNodeRole-<eks_cluster>
+    node_role: str | None = None  # default: KarpenterNodeRole-<eks_cluster> (Karpenter's CloudFormation stack's)
+    interruption_queue: str | None = None  # default: <eks_cluster> (the SQS queue that stack creates)
     ami_alias: str = "al2023@latest"  # EKS-optimized AL2023; Karpenter picks the accelerated variant
 
 
