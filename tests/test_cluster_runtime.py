@@ -361,3 +361,14 @@ def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
         "the credential Secrets", "the cluster's objects"]
     assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]
     assert (EXAMPLES_DIR / "h100-efa" / "INSTALL.md").read_text() == h100.files["INSTALL.md"]
+
+
+def test_install_text_says_what_it_installs() -> None:
+    """The FSx step names the chart version its command pins; a cluster without MariaDB mentions none."""
+    small = render(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")).files["INSTALL.md"]
+    assert "MariaDB" not in small and "mariadb" not in small
+    trn1 = render(load_spec(EXAMPLES_DIR / "trn1" / "cluster.yaml")).files["INSTALL.md"]
+    step = next(block for block in trn1.split("\n\n") if block.startswith("7. **aws-fsx-csi-driver"))
+    command = trn1.split(step, 1)[1].split("```")[1]
+    version = command.split("--version ")[1].split()[0]
+    assert f"chart {version}" in step, (step, command)

@@ -89,7 +89,7 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
         steps.append(Step(f"mariadb-operator ({m['version']})", m["note"], m["install"]))
     if any(o.get("kind") == "StorageClass" and o.get("provisioner") == "fsx.csi.aws.com" for o in objs):
         f = data["fsx_csi_driver"]
-        steps.append(Step(f"aws-fsx-csi-driver {f['version']}", "provisions the FSx for Lustre StorageClass's volume",
+        steps.append(Step(f"aws-fsx-csi-driver ({f['version']})", "provisions the FSx for Lustre StorageClass's volume",
                           f["install"]))
     for name in sorted(plugin_values or {}):
         p = addons.device_plugins()[name]
