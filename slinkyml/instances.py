@@ -16,6 +16,10 @@ from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SpecError, did_you_mean
 
 DATA_FILE = DATA_DIR / "instance_types.yaml"
+#: how a user makes any EC2 type known (slinkyml/instance_import.py); unknown types' errors say it
+HOW_TO_IMPORT = ("aws ec2 describe-instance-types --region REGION --output json > types.json; "
+                 "slinkyml cluster import-instance-types types.json -o instance_types.yaml; "
+                 "export SLINKYML_INSTANCE_TYPES=$PWD/instance_types.yaml")
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,12 @@ class InstanceType:
     enis: int = 0  # ENIs of the default network card (VPC CNI uses only that card)
     ipv4_per_eni: int = 0
     max_pods_override: int | None = None  # when the ENI figures are not published
+    architecture: str = "x86_64"  # EC2's ProcessorInfo.SupportedArchitectures: x86_64 | arm64
+
+    @property
+    def kubernetes_arch(self) -> str:
+        """The node label ``kubernetes.io/arch`` of this type's nodes (amd64 | arm64)."""
+        return "arm64" if self.architecture == "arm64" else "amd64"
 
     @property
     def max_pods(self) -> int | None:
@@ -92,7 +102,10 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
                 logical_core_config=int(acc.get("logical_core_config", 1)))
         known = {"vcpus", "memory_gib", "accelerator", "efa_interfaces", "network_gbps",
                  "intra_node_link", "intra_node_gbytes_per_s", "price_per_hour_usd", "source",
-                 "enis", "ipv4_per_eni", "max_pods", "efa_rdma"}
+                 "enis", "ipv4_per_eni", "max_pods", "efa_rdma", "architecture"}
+        architecture = raw.get("architecture", "x86_64")
+        if architecture not in ("x86_64", "arm64"):
+            raise SpecError(f"{path}.architecture", f"must be x86_64 or arm64, got {architecture!r}")
         efa_rdma = raw.get("efa_rdma", False)
         if not isinstance(efa_rdma, bool):
             raise SpecError(f"{path}.efa_rdma", f"must be true or false, got {efa_rdma!r}")
@@ -107,6 +120,7 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
             source=str(raw.get("source", "")), efa_rdma=efa_rdma,
             enis=int(raw.get("enis", 0)), ipv4_per_eni=int(raw.get("ipv4_per_eni", 0)),
             max_pods_override=int(raw["max_pods"]) if raw.get("max_pods") is not None else None,
+            architecture=architecture,
             extra={k: v for k, v in raw.items() if k not in known})
     except KeyError as exc:
         raise SpecError(f"{path}.{exc.args[0]}", "required field missing") from None
@@ -148,4 +162,4 @@ def get_instance_type(name: str, *, field_path: str = "instance_type",
     if name in types:
         return types[name]
     hint = did_you_mean(str(name), types, f" (known: {', '.join(sorted(types))})")
-    raise SpecError(field_path, f"unknown '{name}'{hint}")
+    raise SpecError(field_path, f"unknown '{name}'{hint}; any other EC2 type: {HOW_TO_IMPORT}")

@@ -86,7 +86,7 @@ def live_nodeset() -> dict:
                             "f:replicas": {},
                             "f:scalingMode": {},
                             "f:slurmd": {"f:image": {}, "f:resources": {
-                                "f:limits": {"f:memory": {}}, "f:requests": {"f:cpu": {}, "f:memory": {}}}},
+                                "f:limits": {"f:cpu": {}, "f:memory": {}}, "f:requests": {"f:cpu": {}, "f:memory": {}}}},
                             "f:logfile": {"f:image": {}},
                             "f:template": {
                                 "f:metadata": {
@@ -143,7 +143,7 @@ def live_nodeset() -> dict:
             "scalingMode": "StatefulSet",
             "slurmd": {
                 "image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04",
-                "resources": {"limits": {"memory": "117288Mi"}, "requests": {"cpu": "31350m", "memory": "117288Mi"}},
+                "resources": {"limits": {"cpu": "31", "memory": "117288Mi"}, "requests": {"cpu": "31", "memory": "117288Mi"}},
             },
             "logfile": {"image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"},
             "template": {

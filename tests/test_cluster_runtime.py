@@ -237,7 +237,7 @@ def test_validate_cli_prints_the_fit_table_and_fails_on_a_broken_folder(tmp_path
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "slurmd requests vs Karpenter's modelled allocatable" in ok.stdout
     row = next(line for line in ok.stdout.splitlines() if line.startswith("NodeSet slurm/llm-cpu"))
-    assert row.split()[2:] == ["c7i.4xlarge", "15.89", "27381", "234", "15.39", "26357", "0.5", "1024", "ok"]
+    assert row.split()[2:] == ["c7i.4xlarge", "15.89", "27381", "234", "15", "26357", "0.89", "1024", "ok"]
 
     # all examples at once: one EFA plugin install must tolerate the GPU and the Trainium taints
     every = run(EXAMPLES_DIR)
@@ -325,8 +325,7 @@ def test_node_affinity_semantics() -> None:
 
 
 @pytest.mark.parametrize(("image", "expected"), [
-    ("ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04", "Slurm 25.11 is below the operator's minimum-slurm-version "
-     "26.05 (slurm-operator 1.3.0-rc1, helm/slurm/Chart.yaml)"),
+    ("ghcr.io/slinkyproject/slurmd:25.05-ubuntu24.04", "not a published tag"),
     ("ghcr.io/slinkyproject/slurmd:26.05-debian13", "not a published tag"),
     ("ghcr.io/slinkyproject/worker:26.05-ubuntu24.04", "Slinky publishes no image 'worker'"),
     ("123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/worker-neuron:26.05",
@@ -337,7 +336,7 @@ def test_images_that_do_not_exist_or_are_too_old(h100: Any, image: str, expected
     errors = _errors(objs, h100.plugin_values)
     assert len(errors) == 1 and errors[0].startswith(f"NodeSet slurm/llm-cpu: spec.slurmd.image: {image!r}: {expected}"), \
         errors
-    for ok in ("ghcr.io/slinkyproject/slurmd:26.05.1-rockylinux9", "registry:5000/team/slurmd:26.05",
+    for ok in ("ghcr.io/slinkyproject/slurmd:26.05.1-rockylinux9", "ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04", "registry:5000/team/slurmd:26.05",
                "123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/worker:26.05"):
         objs = _broken(h100, "NodeSet", "llm-cpu", lambda o, i=ok: o["spec"]["slurmd"].__setitem__("image", i))
         assert _errors(objs, h100.plugin_values) == [], ok
@@ -352,12 +351,24 @@ def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
     small = render(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml"))
     whats = {name: [s.what for s in install_steps(r.objects, r.plugin_values)]
              for name, r in (("cpu-small", small), ("h100-efa", h100), ("trn1", trn1))}
-    head = ["cert-manager", "slurm-operator-crds", "slurm-operator 1.3.0-rc1", "Karpenter 1.14 or later"]
+    head = ["cert-manager", "slurm-operator-crds 1.2.1", "slurm-operator 1.2.1",
+            "Karpenter's AWS prerequisites (AWS only)", "Karpenter 1.14.1"]
     assert whats["cpu-small"] == [*head, "a default StorageClass (aws-ebs-csi-driver, provisioner ebs.csi.aws.com)",
-                                  "the cluster's objects"]
-    assert whats["h100-efa"][:4] == head and whats["h100-efa"][4].startswith("a StorageClass 'gp3'")
-    assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][5:]] == [
+                                  "the credential Secrets", "the cluster's objects"]
+    assert whats["h100-efa"][:5] == head and whats["h100-efa"][5].startswith("a StorageClass 'gp3'")
+    assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][6:]] == [
         "mariadb-operator", "aws-fsx-csi-driver", "aws-efa-k8s-device-plugin", "nvidia-device-plugin",
-        "the cluster's objects"]
+        "the credential Secrets", "the cluster's objects"]
     assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]
     assert (EXAMPLES_DIR / "h100-efa" / "INSTALL.md").read_text() == h100.files["INSTALL.md"]
+
+
+def test_install_text_says_what_it_installs() -> None:
+    """The FSx step names the chart version its command pins; a cluster without MariaDB mentions none."""
+    small = render(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")).files["INSTALL.md"]
+    assert "MariaDB" not in small and "mariadb" not in small
+    trn1 = render(load_spec(EXAMPLES_DIR / "trn1" / "cluster.yaml")).files["INSTALL.md"]
+    step = next(block for block in trn1.split("\n\n") if block.startswith("7. **aws-fsx-csi-driver"))
+    command = trn1.split(step, 1)[1].split("```")[1]
+    version = command.split("--version ")[1].split()[0]
+    assert f"chart {version}" in step, (step, command)

@@ -60,7 +60,7 @@ def test_verified_prices(name: str, price: float) -> None:
 
 def test_unknown_type_suggests() -> None:
     with pytest.raises(SpecError, match=r"^node_sets\[1\]\.instance_type: unknown 'p5.48xlage' — did you mean "
-                       r"'p5.48xlarge'\?$"):
+                       r"'p5.48xlarge'\?; any other EC2 type: aws ec2 describe-instance-types .*$"):
         get_instance_type("p5.48xlage", field_path="node_sets[1].instance_type")
 
 

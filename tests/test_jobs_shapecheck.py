@@ -211,9 +211,11 @@ def test_conf_declares_the_rendered_node_sets(tmp_path):
     lines = conf.splitlines()
     gpu = next(x for x in lines if x.startswith("NodeName=llm-h100-[0-3] "))
     p5 = get_instance_type("p5.48xlarge")
-    # all vCPUs (the rendered slurmd has no CPU limit); memory: the rendered container's limit
-    limit_mib = int(slurmd_resources(spec.node_sets[0])["limits"]["memory"].removesuffix("Mi"))
-    assert f"CPUs={p5.vcpus} " in gpu and f"RealMemory={limit_mib} " in gpu
+    # CPUs and memory: the rendered container's limits (the operator's POD_CPUS/POD_MEMORY)
+    limits = slurmd_resources(spec.node_sets[0])["limits"]
+    limit_mib = int(limits["memory"].removesuffix("Mi"))
+    assert f"CPUs={limits['cpu']} " in gpu and f"RealMemory={limit_mib} " in gpu
+    assert int(limits["cpu"]) < p5.vcpus
     assert limit_mib < p5.memory_gib * 1024
     assert "Gres=gpu:h100:8" in gpu and "Features=h100,nvlink,p5_48xlarge,efa" in gpu
     assert gpu.endswith("State=CLOUD")

@@ -80,8 +80,8 @@ def test_resource_form_keeps_lines():
     with pytest.raises(SpecError) as info:
         loads_spec("kind: SlurmCluster\nspec:\n  name: c\n  node_sets:\n    - {name: a, instance_type: m7i.8xlarg}\n",
                    source="r.yaml")
-    assert info.value.lines() == ["r.yaml:5: node_sets[0].instance_type: unknown 'm7i.8xlarg' — "
-                                  "did you mean 'm7i.8xlarge'?"]
+    assert [line.split("; any other EC2 type")[0] for line in info.value.lines()] == [
+        "r.yaml:5: node_sets[0].instance_type: unknown 'm7i.8xlarg' — did you mean 'm7i.8xlarge'?"]
 
 
 @pytest.mark.parametrize("make, path", [

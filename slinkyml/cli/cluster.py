@@ -67,6 +67,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kube(status)
     status.set_defaults(handler=_status)
 
+    imp = sub.add_parser(
+        "import-instance-types", help="make every EC2 type of your region known (from describe-instance-types)",
+        description="Turn `aws ec2 describe-instance-types --region REGION --output json` into instance-type "
+        "presets (vCPUs, memory, GPUs/Neuron devices, EFA, ENIs, architecture), merged with Karpenter's "
+        "generated bandwidth and on-demand price tables (karpenter-provider-aws v1.14.1). Point "
+        "SLINKYML_INSTANCE_TYPES at the file written; it overrides the packaged presets per type.")
+    imp.add_argument("answer", help="the saved JSON answer of aws ec2 describe-instance-types")
+    imp.add_argument("-o", "--output", required=True, help="presets YAML to write")
+    imp.add_argument("--force", action="store_true", help="replace an existing output file")
+    imp.set_defaults(handler=_import_instance_types)
+
 
 def _render(args: argparse.Namespace) -> int:
     from slinkyml.cluster import dump_yaml, load_spec, write_output
@@ -83,6 +94,25 @@ def _render(args: argparse.Namespace) -> int:
         print(f"wrote {len(written)} files under {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(dump_yaml(rendered.objects))
+    return 0
+
+
+def _import_instance_types(args: argparse.Namespace) -> int:
+    import yaml
+
+    from slinkyml.errors import SlinkyError
+    from slinkyml.instance_import import import_describe_instance_types, karpenter_tables
+    from slinkyml.instances import load_instance_types
+
+    presets = import_describe_instance_types(Path(args.answer))
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise SlinkyError(f"-o {out}: exists (replace it with --force)")
+    header = (f"# Written by `slinkyml cluster import-instance-types {Path(args.answer).name}`: EC2's answer merged "
+              f"with {karpenter_tables()['source']}.\n# Use: export SLINKYML_INSTANCE_TYPES={out.resolve()}\n")
+    out.write_text(header + yaml.safe_dump({"instance_types": presets}, sort_keys=True, width=120))
+    load_instance_types(out)  # what was written loads as presets (a bad entry fails here, not at render)
+    print(f"wrote {len(presets)} instance types to {out}", file=sys.stderr)
     return 0
 
 

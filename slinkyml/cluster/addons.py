@@ -24,6 +24,20 @@ def addons() -> dict[str, Any]:
     return specload.load_data(DATA_FILE.read_text())
 
 
+def operator_release(name: str | None = None) -> dict[str, Any]:
+    """One slurm-operator release's figures (``slurm_operator.releases``), with its ``name``;
+    ``None``: the default (the newest release)."""
+    so = addons()["slurm_operator"]
+    key = name or so["default"]
+    return {"name": key, **so["releases"][key]}
+
+
+def chart_name(release: dict[str, Any]) -> str:
+    """How a release is named in text: ``1.2.1``, or ``f2ed3fc (chart 1.3.0-rc1, unreleased)``."""
+    chart = release["charts"]["slurm-operator"]
+    return chart if chart == release["name"] else f"{release['name']} (chart {chart}, unreleased)"
+
+
 @dataclass(frozen=True)
 class Allocatable:
     """Karpenter's model of one node: what it believes pods can request."""
@@ -233,21 +247,24 @@ def requirements_markdown() -> str:
     """The README section "What you need in the cluster", in install order, from the same data the
     renderer and ``cluster validate`` use (each render's ``INSTALL.md`` is the per-cluster list)."""
     a = addons()
-    k, so, cm = a["karpenter"], a["slurm_operator"], a["cert_manager"]
+    k, so, cm = a["karpenter"], operator_release(), a["cert_manager"]
+    spec_names = {"cluster": "<aws.eks_cluster>", "queue": "<aws.interruption_queue>", "role": "<aws.node_role>"}
     ebs, maria, f = a["ebs_csi_driver"], a["mariadb_operator"], a["fsx_csi_driver"]
     lines = [
         README_BEGIN,
         "| # | Component | Version | When | Why / how |",
         "| --- | --- | --- | --- | --- |",
         f"| 1 | cert-manager | {cm['version']} | always | {cm['note']}; `{cm['install']}` |",
-        f"| 2 | slurm-operator-crds | {so['version']} | always | the slinky.slurm.net CRDs: the operator chart "
+        f"| 2 | slurm-operator-crds | {so['charts']['slurm-operator-crds']} | always | the slinky.slurm.net CRDs: the operator chart "
         f"installs none (`crds.enabled: false`); `{so['crds_install']}` |",
-        f"| 3 | Slinky slurm-operator | {so['version']} | always | {so['note']}; `{so['install']}` |",
-        f"| 4 | Karpenter | {k['min_version']} or later | always | NodePools and EC2NodeClasses; slurmd pods request "
+        f"| 3 | Slinky slurm-operator | {so['name']} | always (spec `slurm_operator: f2ed3fc` for main) | "
+        f"{so['note']}; Slurm {so['minimum_slurm_version']} or later; `{so['install']}` |",
+        f"| 4 | Karpenter | {k['version']} | always | NodePools and EC2NodeClasses; slurmd pods request "
         f"Karpenter's modelled allocatable (memory × (1 − {k['vm_memory_overhead_percent']}) − "
         f"({k['kube_reserved_memory_mib_per_pod']} × max pods + {k['kube_reserved_memory_mib_base']}) MiB − "
         f"{k['eviction_hard_memory_mib']} MiB eviction) less {k['daemonset_reserve_memory_mib']} MiB and "
-        f"{k['daemonset_reserve_cpu_millis']}m for DaemonSets; `{k['install']}` |",
+        f"{k['daemonset_reserve_cpu_millis']}m for DaemonSets; first (AWS) `{k['prerequisites'].format(**spec_names)}`, "
+        f"then `{k['install'].format(**spec_names)}` |",
         f"| 5 | aws-ebs-csi-driver and a StorageClass | {ebs['version']} | always (the Controller's state) | "
         f"{ebs['note']}; `{ebs['install']}`, then a StorageClass (provisioner `{ebs['provisioner']}`, `type: gp3`) "
         "named as the spec's `storage_class`, or marked default |",

@@ -47,9 +47,7 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
         "slurmKey": {"create": False, "secretRef": slurm_key.ref()},
         "jwtKey": {"create": False, "secretRef": jwt_key.ref()},
     }
-    gres = workers.gres_conf(c, workers.chart_hostname_prefix)
-    if gres:
-        values["configFiles"] = {"gres.conf": gres}
+    values["configFiles"] = workers.config_files(c, workers.chart_hostname_prefix)
     conf = workers.slurm_conf(c)
     # partitions go to the chart's own `partitions` (below); everything else stays extraConf
     extra = conf.select(lambda line: line.key.lower() != "partitionname").text()

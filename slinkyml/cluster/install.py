@@ -11,7 +11,11 @@ from typing import Any
 
 from slinkyml.cluster import addons
 from slinkyml.cluster.issues import describe
+from slinkyml.cluster.karpenter import ANNOTATION_QUEUE
 from slinkyml.kube import dig
+
+#: the Controller's annotation naming the slurm-operator release its objects were rendered for
+ANNOTATION_OPERATOR = "slinkyml.io/slurm-operator"
 
 #: where an object claims a volume: kind -> (storage class path, size path)
 _CLAIMS = {
@@ -49,18 +53,28 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
     data = addons.addons()
     kinds = {str(o.get("kind")) for o in objs}
     apis = {str(o.get("apiVersion")) for o in objs}
-    so = data["slurm_operator"]
+    named = {dig(o, "metadata", "annotations", ANNOTATION_OPERATOR) for o in objs} - {None}
+    so = addons.operator_release(str(named.pop()) if len(named) == 1 else None)
     steps = []
     if any(a.startswith("slinky.slurm.net/") for a in apis):
         steps += [
             Step("cert-manager", data["cert_manager"]["note"], data["cert_manager"]["install"]),
-            Step("slurm-operator-crds", "the slinky.slurm.net CRDs (the operator chart installs none: "
-                 "crds.enabled is false)", so["crds_install"]),
-            Step(f"slurm-operator {so['version']}", f"reconciles the Slinky objects; {so['note']}", so["install"]),
+            Step(f"slurm-operator-crds {so['charts']['slurm-operator-crds']}", "the slinky.slurm.net CRDs (the "
+                 "operator chart installs none: crds.enabled is false)", so["crds_install"]),
+            Step(f"slurm-operator {addons.chart_name(so)}", f"reconciles the Slinky objects; {so['note']}; "
+                 f"Slurm {so['minimum_slurm_version']} or later", so["install"]),
         ]
     if "NodePool" in kinds:
         k = data["karpenter"]
-        steps.append(Step(f"Karpenter {k['min_version']} or later", "launches the NodePools' nodes", k["install"]))
+        classes = [o for o in objs if o.get("kind") == "EC2NodeClass"]
+        names = {"cluster": _first([dig(t, "tags", "karpenter.sh/discovery") for o in classes
+                                    for t in dig(o, "spec", "subnetSelectorTerms") or []], "EKS cluster name"),
+                 "queue": _first([dig(o, "metadata", "annotations", ANNOTATION_QUEUE) for o in classes],
+                                 "interruption queue"),
+                 "role": _first([dig(o, "spec", "role") for o in classes], "node role")}
+        steps.append(Step("Karpenter's AWS prerequisites (AWS only)", k["prerequisites_note"].format(**names),
+                          k["prerequisites"].format(**names)))
+        steps.append(Step(f"Karpenter {k['version']}", "launches the NodePools' nodes", k["install"].format(**names)))
     provided = {dig(o, "metadata", "name") for o in objs if o.get("kind") == "StorageClass"}
     for cls, users in _claims(objs, provided).items():
         ebs = data["ebs_csi_driver"]
@@ -75,15 +89,47 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
         steps.append(Step(f"mariadb-operator ({m['version']})", m["note"], m["install"]))
     if any(o.get("kind") == "StorageClass" and o.get("provisioner") == "fsx.csi.aws.com" for o in objs):
         f = data["fsx_csi_driver"]
-        steps.append(Step(f"aws-fsx-csi-driver {f['version']}", "provisions the FSx for Lustre StorageClass's volume",
+        steps.append(Step(f"aws-fsx-csi-driver ({f['version']})", "provisions the FSx for Lustre StorageClass's volume",
                           f["install"]))
     for name in sorted(plugin_values or {}):
         p = addons.device_plugins()[name]
         steps.append(Step(f"{p['chart']} ({p['version']})", f"advertises {p['resource']} on the NodePools' nodes",
                           p["install"]))
-    steps.append(Step("the cluster's objects", "after the CRDs and webhooks above are serving",
-                      "slinkyml cluster apply cluster.yaml (or kubectl apply --server-side -f rendered/)"))
+    refs = secret_names(objs)
+    if refs:
+        steps.append(Step("the credential Secrets", f"{', '.join(refs)}, which the objects reference; secrets.sh "
+                          "makes each missing one with kubectl from a random file written 0600 in a private "
+                          "folder, never printed (`slinkyml cluster apply` makes them itself)", "sh secrets.sh"))
+    chart = (f"oci://ghcr.io/slinkyproject/charts/slurm --version {so['charts']['slurm']}" if so["published"]
+             else "./slurm-operator/helm/slurm")
+    namespace = next((str(dig(o, "metadata", "namespace")) for o in objs if str(o.get("apiVersion")).startswith(
+        "slinky.slurm.net/")), "slurm")
+    steps.append(Step("the cluster's objects", "after the CRDs and webhooks above are serving and the Secrets exist",
+                      "kubectl apply --server-side -f rendered/ (or slinkyml cluster apply cluster.yaml; Helm "
+                      "route: apply the files of rendered/ that are not slinky.slurm.net, then helm install slurm "
+                      f"{chart} --namespace {namespace} -f helm/values.yaml)"))
     return steps
+
+
+#: where Slinky and MariaDB objects name a credential Secret
+_SECRET_REFS = (("spec", "slurmKeyRef"), ("spec", "jwtKeyRef"), ("spec", "storageConfig", "passwordKeyRef"),
+                ("spec", "passwordSecretKeyRef"), ("spec", "rootPasswordSecretKeyRef"))
+
+
+def secret_names(objs: list[dict[str, Any]]) -> list[str]:
+    """The credential Secrets the objects reference, in first-reference order."""
+    found: dict[str, None] = {}
+    for o in objs:
+        for path in _SECRET_REFS:
+            name = dig(o, *path, "name")
+            if isinstance(name, str) and name:
+                found[name] = None
+    return list(found)
+
+
+def _first(values: list[Any], what: str) -> str:
+    """The first non-empty string of ``values``, or ``<what>`` for the user to fill in."""
+    return next((v for v in values if isinstance(v, str) and v), f"<{what}>")
 
 
 def install_markdown(name: str, steps: list[Step]) -> str:

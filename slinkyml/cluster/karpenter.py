@@ -18,6 +18,20 @@ NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
 
 
+#: the EC2NodeClass's annotation naming the interruption queue Karpenter must be installed with
+ANNOTATION_QUEUE = "slinkyml.io/interruption-queue"
+
+
+def node_role(c: SlurmCluster) -> str:
+    """The nodes' IAM role: the spec's, or the one Karpenter's getting-started stack creates."""
+    return c.aws.node_role or f"KarpenterNodeRole-{c.aws.eks_cluster}"
+
+
+def interruption_queue(c: SlurmCluster) -> str:
+    """The SQS interruption queue: the spec's, or the one that stack creates (named after the cluster)."""
+    return c.aws.interruption_queue or c.aws.eks_cluster
+
+
 def taints(ns: SlurmNodeSet) -> list[dict[str, str]]:
     """The NodePool's taints: the accelerator's own, or the slinkyml worker taint (see module doc)."""
     itype = get_instance_type(ns.instance_type)
@@ -45,9 +59,10 @@ def ami_variant(ns: SlurmNodeSet) -> str:
 def render_node_class(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     discovery = {"karpenter.sh/discovery": c.aws.eks_cluster}
     meta = {"name": names.nodepool(c, ns), "labels": names.labels(c, "nodeclass"),
-            "annotations": {"slinkyml.io/ami-variant": f"{c.aws.ami_alias} ({ami_variant(ns)})"}}
+            "annotations": {"slinkyml.io/ami-variant": f"{c.aws.ami_alias} ({ami_variant(ns)})",
+                            ANNOTATION_QUEUE: interruption_queue(c)}}
     spec = {
-        "role": c.aws.node_role or f"KarpenterNodeRole-{c.aws.eks_cluster}",
+        "role": node_role(c),
         "amiSelectorTerms": [{"alias": c.aws.ami_alias}],
         "subnetSelectorTerms": [{"tags": discovery}],
         "securityGroupSelectorTerms": [{"tags": discovery}],
@@ -68,7 +83,7 @@ def render_node_pool(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     requirements = [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [ns.instance_type]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [ns.capacity_type]},
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": [itype.kubernetes_arch]},
     ]
     if ns.zone:
         requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ns.zone]})

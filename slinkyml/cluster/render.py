@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slinkyml import DATA_DIR
-from slinkyml.cluster import helm, karpenter, names, storage, workers
-from slinkyml.cluster.install import install_markdown, install_steps
+from slinkyml.cluster import helm, karpenter, names, secrets, storage, workers
+from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_steps
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
@@ -73,9 +73,10 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
         spec["persistence"]["storageClassName"] = c.controller.storage_class
     if c.accounting.enabled:
         spec["accountingRef"] = {"name": names.accounting(c)}
-    if workers.gres_conf(c):
-        spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
-    return _obj(SLINKY_API, "Controller", _meta(c, names.controller(c), "controller"), spec=spec)
+    spec["configFileRefs"] = [{"name": names.slurm_config(c)}]
+    meta = _meta(c, names.controller(c), "controller")
+    meta["annotations"] = {ANNOTATION_OPERATOR: c.slurm_operator}
+    return _obj(SLINKY_API, "Controller", meta, spec=spec)
 
 
 def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
@@ -192,10 +193,8 @@ def render_namespace(c: SlurmCluster) -> dict[str, Any]:
 
 
 def render_config_maps(c: SlurmCluster) -> list[dict[str, Any]]:
-    gres = workers.gres_conf(c)
-    if not gres:
-        return []
-    return [_obj("v1", "ConfigMap", _meta(c, names.slurm_config(c), "controller"), data={"gres.conf": gres})]
+    """The Controller's configFileRefs ConfigMap (cgroup.conf, gres.conf): no credentials."""
+    return [_obj("v1", "ConfigMap", _meta(c, names.slurm_config(c), "controller"), data=workers.config_files(c))]
 
 
 def render_sssd_secret(c: SlurmCluster) -> dict[str, Any]:
@@ -227,5 +226,6 @@ def render(c: SlurmCluster) -> Rendered:
     if dra is not None:
         files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
     plugin_values = workers.device_plugin_values(c)
+    files["secrets.sh"] = secrets.secrets_script(c)
     files["INSTALL.md"] = install_markdown(c.name, install_steps(objs, plugin_values))
     return Rendered(objects=objs, helm_values=helm.render_values(c), files=files, plugin_values=plugin_values)

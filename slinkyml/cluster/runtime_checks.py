@@ -292,7 +292,8 @@ def image_issues(o: dict[str, Any]) -> list[Issue]:
     or above the slurm chart's minimum-slurm-version; a ``…/slinkyml/<name>`` image must be one
     this repository builds (containers/<name>)."""
     data = addons.addons()
-    slinky, minimum = data["slinky_images"], data["slurm_operator"]["minimum_slurm_version"]
+    release = addons.operator_release()  # the oldest minimum of the releases slinkyml installs
+    slinky, minimum = data["slinky_images"], release["minimum_slurm_version"]
     out = []
     for field_name in CONTAINER_FIELDS.get(str(o.get("kind")), ()):
         image = dig(o, "spec", field_name, "image")
@@ -313,7 +314,7 @@ def image_issues(o: dict[str, Any]) -> list[Issue]:
             elif _slurm_key(m.group(1)) < _slurm_key(minimum):
                 out.append(Issue(describe(o), where, f"{image!r}: Slurm {m.group(1)} is below the operator's "
                                  f"minimum-slurm-version {minimum} (slurm-operator "
-                                 f"{data['slurm_operator']['version']}, helm/slurm/Chart.yaml)"))
+                                 f"{release['name']}, helm/slurm-operator/Chart.yaml)"))
         elif "/slinkyml/" in f"/{repo}":
             name = f"/{repo}".rsplit("/slinkyml/", 1)[1]
             if name not in data["project_images"]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import secrets as _random
+import shlex
 from typing import Any
 
+from slinkyml import DATA_DIR
 from slinkyml.cluster import names
 from slinkyml.cluster.spec import SlurmCluster
 
@@ -44,3 +46,25 @@ def render_secrets(c: SlurmCluster) -> list[dict[str, Any]]:
             "data": {ref.key: base64.b64encode(_value(ref.role)).decode()},
         })
     return out
+
+
+SCRIPT = DATA_DIR / "shell" / "cluster-secrets.sh"
+_ARGS_MARK = "set -- # @CLUSTER_ARGS@ (the renderer puts this cluster's arguments here)"
+
+
+def secrets_script(c: SlurmCluster) -> str:
+    """``secrets.sh`` for a cluster: ``data/shell/cluster-secrets.sh`` with its arguments filled in,
+    making with kubectl every Secret slinkyml owns that is missing and checking the user's exist.
+    It names Secrets and sizes, never values, so it sits beside the rendered manifests."""
+    generated = {r.name for r in generated_refs(c)}
+    labels = ",".join(f"{k}={v}" for k, v in names.labels(c, "credentials").items())
+    entries = []
+    for ref in names.secret_refs(c):
+        form = ("required" if ref.name not in generated
+                else "text" if ref.role in ("db_password", "db_root_password") else "binary")
+        entries.append(f"{ref.name}:{ref.key}:{SIZES[ref.role]}:{form}")
+    args = " ".join(shlex.quote(a) for a in (c.namespace, labels, *entries))
+    text = SCRIPT.read_text()
+    if _ARGS_MARK not in text:
+        raise AssertionError(f"{SCRIPT}: the arguments line is missing")
+    return text.replace(_ARGS_MARK, f"set -- {args}")

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from slinkyml import specload
-from slinkyml.cluster.addons import addons
+from slinkyml.cluster.addons import addons, chart_name, operator_release
 from slinkyml.errors import SpecError, did_you_mean
 from slinkyml.instances import get_instance_type
 
-#: Slurm version -> Slinky image tag suffix (images ghcr.io/slinkyproject/<component>:<tag>): the
-#: releases at or above the operator chart's minimum-slurm-version (data/cluster_addons.yaml)
+#: Slurm version -> Slinky image tag (images ghcr.io/slinkyproject/<component>:<tag>): 26.05 as the
+#: operator's slurm chart names it (both releases), 25.11 as SlinkyProject/containers publishes it
+#: (data/cluster_addons.yaml [SC]); a release takes those at or above its minimum-slurm-version
 SLURM_IMAGE_TAGS = {
+    "25.11": "25.11-ubuntu24.04",
     "26.05": "26.05-ubuntu26.04",
 }
 DEFAULT_SLURM_VERSION = "26.05"
@@ -26,6 +28,12 @@ FSX_THROUGHPUTS = (125, 250, 500, 1000)  # PERSISTENT_2 MB/s/TiB
 #: most nodes one node set may have (gres.conf host ranges cover all of them): the schema's
 #: node_sets[].count maximum, checked equal by tests/test_spec_schema.py
 MAX_NODES = 10000
+
+
+def supported_slurm_versions(release: str | None = None) -> list[str]:
+    """The Slurm versions a slurm-operator release supports that Slinky publishes images for."""
+    minimum = tuple(map(int, operator_release(release)["minimum_slurm_version"].split(".")))
+    return [v for v in SLURM_IMAGE_TAGS if tuple(map(int, v.split("."))) >= minimum]
 
 
 def image_tag(slurm_version: str) -> str:
@@ -123,7 +131,8 @@ class Secrets:
 class Aws:
     region: str = "us-east-1"
     eks_cluster: str = "my-eks"  # discovery tag value for subnets/security groups
-    node_role: str | None = None  # default: KarpenterNodeRole-<eks_cluster>
+    node_role: str | None = None  # default: KarpenterNodeRole-<eks_cluster> (Karpenter's CloudFormation stack's)
+    interruption_queue: str | None = None  # default: <eks_cluster> (the SQS queue that stack creates)
     ami_alias: str = "al2023@latest"  # EKS-optimized AL2023; Karpenter picks the accelerated variant
 
 
@@ -135,6 +144,9 @@ class SlurmCluster:
     node_sets: list[SlurmNodeSet]
     namespace: str = "slurm"
     slurm_version: str = DEFAULT_SLURM_VERSION
+    #: the slurm-operator release to install: "1.2.1" (the newest release) or "f2ed3fc" (main, the
+    #: vendored CRDs' revision, unreleased); data/cluster_addons.yaml slurm_operator.releases
+    slurm_operator: str = "1.2.1"
     controller: Controller = field(default_factory=Controller)
     login: Login = field(default_factory=Login)
     rest_api: RestApi = field(default_factory=RestApi)
@@ -203,13 +215,14 @@ def from_dict(raw: Any, *, source: str = "") -> SlurmCluster:
 def _from_dict(raw: dict[str, Any]) -> SlurmCluster:
     version = raw.get("slurm_version", DEFAULT_SLURM_VERSION)
     version = f"{version:.2f}" if not isinstance(version, str) else version  # YAML reads 26.05 as a number
-    if version not in SLURM_IMAGE_TAGS:
-        operator = addons()["slurm_operator"]
-        why = (f": slurm-operator {operator['version']} declares minimum-slurm-version "
-               f"{operator['minimum_slurm_version']}" if version in addons()["slinky_images"]["slurm_versions"] else "")
-        hint = did_you_mean(version, SLURM_IMAGE_TAGS)
+    release = operator_release(raw.get("slurm_operator"))  # the schema allows only known releases
+    supported = supported_slurm_versions(release["name"])
+    if version not in supported:
+        why = (f": slurm-operator {chart_name(release)} declares minimum-slurm-version "
+               f"{release['minimum_slurm_version']}" if version in addons()["slinky_images"]["slurm_versions"] else "")
+        hint = did_you_mean(version, supported)
         raise SpecError("slurm_version", f"unsupported '{version}'{why} (supported: "
-                        f"{', '.join(SLURM_IMAGE_TAGS)}){hint}")
+                        f"{', '.join(supported)}){hint}")
     node_sets = [_node_set(ns, f"node_sets[{i}]") for i, ns in enumerate(raw["node_sets"])]
     seen: dict[str, int] = {}
     for i, ns in enumerate(node_sets):
@@ -229,6 +242,7 @@ def _from_dict(raw: dict[str, Any]) -> SlurmCluster:
         parts.setdefault(part, (i, ns.partition_config))
     cluster = SlurmCluster(
         name=raw["name"], namespace=raw.get("namespace", "slurm"), slurm_version=version, node_sets=node_sets,
+        slurm_operator=release["name"],
         **{key: _section(raw.get(key), cls) for key, cls in _NESTED.items()})
     _check_sections(cluster)
     return cluster
