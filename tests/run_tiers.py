@@ -16,6 +16,7 @@ Extra arguments go to every pytest run (e.g. `-x`, `-k expr`). `SLINKYML_TEST_LA
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -37,6 +38,15 @@ PYTEST = [PY, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "--timeou
 SLURM2605 = {"SLINKYML_STATE_DIR": "/var/lib/slinkyml/dev-26.05", "SLINKYML_DEV_SLURM_VERSION": "26.05",
              "SLINKYML_DEV_BRIDGE": "slkml26", "SLINKYML_DEV_NODE_PREFIX": "u", "SLINKYML_DEV_SUBNET": "10.226.0.0/24",
              "SLINKYML_DEV_PORT_BASE": "8817", "SLINKYML_DEV_MARIADB_PORT": "15306"}
+#: a second session cluster with the machine's Slurm, for the second half of the slurm tier
+#: (`SLINKYML_TEST_SLURM_LANES=2`): its own state dir, bridge, node names, subnet and ports
+SLURM_B = {"SLINKYML_STATE_DIR": "/var/lib/slinkyml/dev-b", "SLINKYML_DEV_BRIDGE": "slkmlb",
+           "SLINKYML_DEV_NODE_PREFIX": "b", "SLINKYML_DEV_SUBNET": "10.227.0.0/24", "SLINKYML_DEV_PORT_BASE": "8917",
+           "SLINKYML_DEV_MARIADB_PORT": "15406"}
+#: each test module's seconds in a recent run (tests/durations.json, written by `run_tiers.py --durations-out`),
+#: which splits the slurm tier's modules between its lanes; a module not listed counts as DEFAULT_MODULE_S
+DURATIONS = Path(__file__).with_name("durations.json")
+DEFAULT_MODULE_S = 30.0
 PROGRESS_EVERY_S = 30.0
 T0 = time.monotonic()
 
@@ -59,6 +69,7 @@ class Run:
     tiers: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     workers: int = 0
+    paths: list[str] | None = None  # its test modules (default: those of its tiers)
     log: Path | None = None
     junit: Path | None = None
     progress: Path | None = None
@@ -87,7 +98,8 @@ class Suite:
         run.log = self.out / f"{run.name}.log"
         run.junit = self.out / f"{run.name}.xml"
         run.progress = self.out / f"{run.name}.progress"
-        paths = sorted({path for tier in run.tiers for path in self.files.get(tier, ["tests"])})
+        paths = run.paths if run.paths is not None else sorted(
+            {path for tier in run.tiers for path in self.files.get(tier, ["tests"])})
         if not paths:
             say(f"{run.name}: no tests")
             return 5
@@ -148,10 +160,37 @@ class GoBuild(threading.Thread):
         self.finished.set()
 
 
+def split(modules: list[str], lanes: int) -> list[list[str]]:
+    """Modules into ``lanes`` groups of about equal time (longest first, each to the least loaded group)."""
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    groups: list[list[str]] = [[] for _ in range(lanes)]
+    load = [0.0] * lanes
+    for module in sorted(modules, key=lambda m: (-float(seconds.get(m, DEFAULT_MODULE_S)), m)):
+        least = load.index(min(load))
+        groups[least].append(module)
+        load[least] += float(seconds.get(module, DEFAULT_MODULE_S))
+    return groups
+
+
 def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thread]:
-    def slurm_lane() -> None:
-        suite.pytest(Run("slurm", exclusive("slurm"), ("slurm",)))
-        own.join()  # the disruptive tier stops the session cluster's daemons: nothing else may use it then
+    slurm_lanes = max(1, min(2, int(os.environ.get("SLINKYML_TEST_SLURM_LANES", "2") or 2)))
+    groups = split(suite.files.get("slurm", []), slurm_lanes)
+
+    def slurm_lane(name: str, modules: list[str], env: dict[str, str]) -> None:
+        if env and not suite.step(f"{name}: its cluster", [*SLINKYML, "dev", "up"], env):
+            return
+        suite.pytest(Run(name, exclusive("slurm"), ("slurm",), env=env, paths=modules))
+
+    def session_cluster_lanes() -> None:
+        others = [threading.Thread(target=slurm_lane, args=(f"slurm-{i + 1}", group, SLURM_B if i else {}))
+                  for i, group in enumerate(groups)]
+        for thread in others:
+            thread.start()
+        for thread in [*others, own]:
+            thread.join()  # the disruptive tier stops the session cluster's daemons: nothing else may use it then
         suite.pytest(Run("disruptive", exclusive("disruptive"), ("disruptive",)))
 
     def own_lane() -> None:
@@ -166,16 +205,27 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
         suite.pytest(Run("kube", f"({exclusive('kube')}) or ({exclusive('kubelet')})", ("kube", "kubelet")))
 
     def lane_2605() -> None:
-        if suite.step("26.05 cluster", [*SLINKYML, "dev", "up"], SLURM2605):
+        if suite.step("slurm2605: its cluster", [*SLINKYML, "dev", "up"], SLURM2605):
             suite.pytest(Run("slurm2605", f"slurm2605 and ({exclusive('offline')} or {exclusive('slurm')})",
                              ("offline", "slurm"), env=SLURM2605))
 
     own = threading.Thread(target=own_lane if "own_cluster" in wanted else (lambda: None), name="own_cluster")
     threads = [own]
-    for name, target in (("slurm", slurm_lane), ("kube", kube_lane), ("2605", lane_2605)):
+    for name, target in (("slurm", session_cluster_lanes), ("kube", kube_lane), ("2605", lane_2605)):
         if name in wanted:
             threads.append(threading.Thread(target=target, name=name))
     return threads
+
+
+def write_durations(suite: Suite, path: Path) -> None:
+    """Each test module's seconds in this run (module -> seconds), for the next run's split."""
+    seconds: dict[str, float] = {}
+    for run in suite.runs:
+        if run.junit and run.junit.is_file():
+            for case in ET.parse(run.junit).getroot().iter("testcase"):
+                module = "tests/" + (case.get("classname") or "").split(".")[1] + ".py"
+                seconds[module] = round(seconds.get(module, 0.0) + float(case.get("time") or 0), 1)
+    path.write_text(json.dumps(dict(sorted(seconds.items())), indent=1) + "\n")
 
 
 def summary(suite: Suite) -> int:
@@ -213,6 +263,9 @@ def summary(suite: Suite) -> int:
 
 def main() -> int:
     args = sys.argv[1:]
+    durations_out = None
+    if args[:1] == ["--durations-out"]:
+        durations_out, args = Path(args[1]), args[2:]
     wanted = set(filter(None, os.environ.get("SLINKYML_TEST_LANES", "offline,slurm,own_cluster,kube,2605")
                         .split(",")))
     out = Path(tempfile.mkdtemp(prefix="slinkyml-tiers-"))
@@ -246,6 +299,8 @@ def main() -> int:
     for thread in threads:
         thread.join()
     finished.set()
+    if durations_out:
+        write_durations(suite, durations_out)
     return summary(suite)
 
 
