@@ -267,7 +267,7 @@ SKEW_WAIT_S = 30.0
 
 @pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
     "slurm-operator v1.0.1 (the newest release that runs here: the Go module proxy refuses f2ed3fc and "
-    "v1.1.1+, and v1.1.0's manager panics beside a Controller without accounting, README) reads "
+    "v1.1.1+, and v1.1.0's manager panics beside a Controller without accounting: docs/local-kubernetes-cluster.md) reads "
     "jwtHs256KeyRef and namespaced controllerRef/accountingRef; the f2ed3fc "
     "API we render for has jwtKeyRef and references without a namespace, so its StatefulSets, "
     "Deployments and NodeSet pods fail ('secret.name: Required value', 'failed to get controller "
