@@ -1,5 +1,5 @@
 """The layer order ARCHITECTURE.md states is the order of the imports: no package of slinkyml imports
-one that its table puts below it."""
+one that its table puts below it; and job state names are spelled in slurm/states.py only."""
 
 from __future__ import annotations
 
@@ -55,3 +55,35 @@ def test_the_layers_are_those_of_architecture_md() -> None:
     named = [name for row in rows if row for name in row.replace(",", " ").split()]
     assert [layer for layer in named if layer in LAYERS or layer == "Slurm"] == \
         ["base", "Slurm", "plan", "train", "cluster", "dev", "jobs", "dispatch", "accounting", "demo", "cli"]
+
+
+#: string constants equal to a job state's name that are not a job state: (file, name) → why
+_NOT_JOB_STATES = {
+    ("dev/config.py", "UNKNOWN"): "a node's State= in slurm.conf",
+    ("train/loop.py", "FAILED"): "a word of the trainer's check line",
+    ("demo/training.py", "FAILED"): "a word of the demo's check line",
+    ("cli/jobs.py", "SUBMITTED"): "the submission time's column header of `jobs list`",
+}
+
+
+def test_job_state_names_are_spelled_only_in_slurm_states() -> None:
+    from slinkyml.slurm import states
+
+    names = set(states.TERMINAL | states.UNFINISHED) | {v for k, v in vars(states.State).items() if k.isupper()}
+    spelled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE))
+        if where == "slurm/states.py":
+            continue
+        tree = ast.parse(path.read_text())
+        not_compared = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        not_compared |= {id(value) for node in ast.walk(tree) if isinstance(node, ast.Assign)  # names in __all__
+                       and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                       for value in ast.walk(node.value)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and node.value in names and id(node) not in not_compared
+                    and (where, node.value) not in _NOT_JOB_STATES):
+                spelled.append(f"slinkyml/{where}:{node.lineno}: {node.value!r} (use slurm.states.State)")
+    assert not spelled, "\n".join(spelled)
