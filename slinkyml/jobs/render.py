@@ -166,8 +166,9 @@ def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
 EXCLUDE_FAILED_NODES_SH = (DATA_DIR / "templates" / "exclude_failed_nodes.sh").read_text()
 
 
-def render_sbatch(spec: JobSpec) -> str:
-    """The complete sbatch script for ``spec``."""
+def render_sbatch(spec: JobSpec, request: SlurmJobRequest | None = None) -> str:
+    """The complete sbatch script for ``spec``; ``request``: its :class:`SlurmJobRequest` where the caller
+    has built it already (one request from the spec to the backend)."""
     sig = spec.requeue.signal
     # srun passes the signal on to its tasks; DeepSpeed's launcher has no handler, so its srun gets it
     forward = (f'pkill -{sig} -P "$launcher_pid"' if spec.uses_deepspeed_launcher
@@ -176,7 +177,7 @@ def render_sbatch(spec: JobSpec) -> str:
              f"# {safe_name(spec.name)}: rendered by `slinkyml sbatch render` from its job spec; "
              "re-render rather than edit.",
              f"# Needs the log directory to exist before submission: mkdir -p {shlex.quote(spec.log_dir)}"]
-    for option, value in SlurmJobRequest.from_spec(spec).sbatch_directives():
+    for option, value in (request or SlurmJobRequest.from_spec(spec)).sbatch_directives():
         lines.append(f"#SBATCH {option}" if value is None else f"#SBATCH {option}={sbatch_value(value)}")
     launch = _launch_lines(spec)
     launch_text = "\n".join(launch)
