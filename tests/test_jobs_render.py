@@ -185,7 +185,7 @@ def test_the_launch_line_takes_the_node_count_from_slurm_not_a_placeholder():
 
 
 @pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (apt-get install shellcheck)")
-@pytest.mark.parametrize("name", ["run_start.sh", "run_end.sh"])
+@pytest.mark.parametrize("name", ["run_setup.sh", "run_start.sh", "run_end.sh"])
 def test_the_scripts_shell_parts_are_real_shellcheck_clean_files(name: str) -> None:
     """The batch script's shell lives in data/shell/*.sh (not in Python strings): each file is checked as it
     is, and every __NAME__ in it is one the renderer fills."""

@@ -209,16 +209,7 @@ def render_sbatch(spec: JobSpec, request: SlurmJobRequest | None = None) -> str:
     lines += preset_env_lines(spec)
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
-    lines += [
-        "",
-        'if (( restart_count > max_restarts )); then',
-        '  echo "slinkyml: restart $restart_count exceeds the limit of $max_restarts; not running" >&2',
-        "  exit 1",
-        "fi",
-        'mkdir -p -- "$log_dir"',
-        "# a copy of this script (as Slurm runs it, however it was submitted) next to its logs",
-        f'cp -- "$0" "$log_dir/{safe_name(spec.name)}-$SLURM_JOB_ID.sbatch" 2>/dev/null || true',
-    ]
+    lines.append(fill(shell_part("run_setup.sh"), {"LOG_NAME": safe_name(spec.name)}).rstrip("\n"))
     if spec.launcher == "deepspeed":
         config = deepspeed_config_for(spec)
         if isinstance(config, str):
