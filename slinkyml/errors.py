@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-#: Exit statuses of every command (README, "Exit codes"): 0 ok; 1 the job, check or validation failed;
+#: Exit statuses of every command (docs/specs-and-errors.md, "Exit codes"): 0 ok; 1 the job, check or validation failed;
 #: 2 bad usage or input (argparse's own code, a bad spec, a missing extra); 3 Slurm could not be reached.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 

@@ -11,6 +11,7 @@ ended before the comparison (records that change after it give the same numbers 
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from tiers import needs
+from waiting import wait_until
 
 from slinkyml.accounting import dashboard, efficiency, sacct, usage
 from slinkyml.accounting.backends.cli import CliBackend
@@ -36,14 +38,7 @@ pytestmark = pytest.mark.slurm
 FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "REQUEUED", "PREEMPTED"}
 
 
-def _wait(what: str, probe, limit: float = 180.0, every: float = 0.5):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(every)
-    pytest.fail(f"timed out waiting for {what}")
+_wait = functools.partial(wait_until, timeout=180.0)
 
 
 def _squeue_state(slurm, job_id: int) -> str:
@@ -131,7 +126,7 @@ def history(local_cluster, tmp_path_factory):
                 and int(table.jobs["array_job_id"].eq(ids["array"]).fillna(False).sum()) == 6
                 and _queue_empty(slurm))
 
-    _wait("every job to end in slurmdbd", finished, limit=300, every=2)
+    _wait("every job to end in slurmdbd", finished, timeout=300, every=2)
     time.sleep(1)
     syncs.append(store.sync())
     until = datetime.now(UTC).replace(microsecond=0)

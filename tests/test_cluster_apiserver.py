@@ -11,6 +11,7 @@ what slinkyml predicts. Apply and reconcile times are printed per example.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
+from waiting import wait_until
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec, names, workers
 from slinkyml.cluster.apply import apply_objects, dropped_by_server, ensure_secrets
@@ -82,16 +84,7 @@ def _cli(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
-def _wait_for(what: str, probe: Callable[[], Any], timeout: float = RECONCILE_TIMEOUT_S) -> Any:
-    """``probe()`` once it returns something truthy; fails naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"after {timeout:.0f} s: {what}")
-        time.sleep(1)
+_wait_for = functools.partial(wait_until, timeout=RECONCILE_TIMEOUT_S, every=1.0)
 
 
 def _delete_namespace(api: Any, namespace: str) -> None:
@@ -267,7 +260,7 @@ SKEW_WAIT_S = 30.0
 
 @pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
     "slurm-operator v1.0.1 (the newest release that runs here: the Go module proxy refuses f2ed3fc and "
-    "v1.1.1+, and v1.1.0's manager panics beside a Controller without accounting, README) reads "
+    "v1.1.1+, and v1.1.0's manager panics beside a Controller without accounting: docs/local-kubernetes-cluster.md) reads "
     "jwtHs256KeyRef and namespaced controllerRef/accountingRef; the f2ed3fc "
     "API we render for has jwtKeyRef and references without a namespace, so its StatefulSets, "
     "Deployments and NodeSet pods fail ('secret.name: Required value', 'failed to get controller "

@@ -37,7 +37,7 @@ from slinkyml.cluster.validate import validate_objects
 from slinkyml.instances import load_instance_types
 
 EXAMPLES = ["cpu-small", "h100-efa", "trn1"]
-README = Path(__file__).resolve().parents[1] / "README.md"
+REQUIREMENTS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "cluster-and-eks.md"
 
 #: Karpenter's published allocatable memory (MiB) and pods per instance type: the "Resources" tables
 #: of aws/karpenter-provider-aws website/content/en/preview/reference/instance-types.md @ 1d927085.
@@ -253,11 +253,11 @@ def test_validate_cli_prints_the_fit_table_and_fails_on_a_broken_folder(tmp_path
     assert run(tmp_path).returncode == 0
 
 
-def test_readme_requirements_section_is_generated_from_the_data() -> None:
-    text = README.read_text()
+def test_docs_requirements_section_is_generated_from_the_data() -> None:
+    text = REQUIREMENTS_PAGE.read_text()
     start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END) + 1
     assert text[start:end] == requirements_markdown(), (
-        "README's 'What you need in the cluster' is stale: regenerate it with "
+        "docs/cluster-and-eks.md's 'What you need in the cluster' is stale: regenerate it with "
         "`python -c 'from slinkyml.cluster.addons import requirements_markdown as r; print(r(), end=\"\")'`")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
+from waiting import wait_until
 
 from slinkyml.dispatch import ArrayJob, Executor, Job
 from slinkyml.errors import SlinkyError
@@ -98,10 +99,9 @@ def test_cli_logs_and_diagnosis_of_a_submit_job(slurm, shared_tmp, records_dir, 
 
 
 def wait_gone(slurm, job_id: str) -> None:
-    for _ in range(600):
-        if not slurm.run("squeue", ["-h", "-j", job_id], check=False, retries=0).stdout.strip():
-            return
-        time.sleep(0.2)
+    wait_until(f"job {job_id} to leave the queue",
+               lambda: not slurm.run("squeue", ["-h", "-j", job_id], check=False, retries=0).stdout.strip(),
+               timeout=120, every=0.2)
 
 
 @pytest.mark.timeout(240)

@@ -9,10 +9,12 @@ import time
 
 import cloudpickle
 import pytest
+from waiting import wait_until
 
 from slinkyml.dispatch import Executor, JobFailed
 from slinkyml.dispatch.tracking import JobInfo
 from slinkyml.slurm import states
+from slinkyml.slurm.states import State
 
 pytestmark = pytest.mark.slurm
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -37,14 +39,9 @@ def _squeue_state(slurm, task: str) -> str:
     return slurm.run("squeue", ["-h", "-r", "-t", "all", "-j", task, "-o", "%T %r"], check=False).stdout.strip()
 
 
-def _wait_running(slurm, task: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = slurm.run("squeue", ["-h", "-r", "-j", task, "-o", "%T"], check=False).stdout.strip()
-        if out == "RUNNING":
-            return
-        time.sleep(0.3)
-    pytest.fail(f"{task} never ran")
+def _wait_running(slurm, task: str) -> None:
+    wait_until(f"{task} to run", lambda: slurm.run("squeue", ["-h", "-r", "-j", task, "-o", "%T"],
+                                                    check=False).stdout.strip() == State.RUNNING, timeout=60)
 
 
 def test_held_reasons_are_recognised():

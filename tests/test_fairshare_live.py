@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from slinkyml.accounting import fairshare
 from slinkyml.accounting.backends.cli import CliBackend
@@ -67,15 +68,9 @@ def _remove_tree(slurm) -> None:
         slurm.run("sacctmgr", ["-i", "delete", "account", account], check=False)
 
 
-def _wait_for_jobs(slurm, ids: list[int], limit: float = 180) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        out = slurm.run("squeue", ["-h", "-j", ",".join(map(str, ids)), "-o", "%i"],
-                        check=False).stdout.split()
-        if not out:
-            return
-        time.sleep(1)
-    pytest.fail(f"jobs still queued or running after {limit} s: {out}")
+def _wait_for_jobs(slurm, ids: list[int]) -> None:
+    wait_until(f"jobs {ids} to leave the queue", lambda: not slurm.run(
+        "squeue", ["-h", "-j", ",".join(map(str, ids)), "-o", "%i"], check=False).stdout.split(), timeout=180, every=1)
 
 
 @pytest.fixture(scope="module")

@@ -236,3 +236,21 @@ def test_a_time_limit_is_never_called_a_preemption(tmp_path):
         assert found.kind == "timeout", found
         assert found.summary == (f"job 20 {state} (time limit): reached its time limit (00:02:08); not requeued: "
                                  "no checkpoint since the run started")
+
+
+def test_the_ending_rules_are_data_checked_against_the_state_names(tmp_path: Path) -> None:
+    """data/diagnose_rules.json names every failed ending once, ends with a rule that always matches,
+    and a state name that slurm/states.py does not spell is refused when the table is read."""
+    from slinkyml.jobs.diagnose import KINDS, RULES_FILE, ending_kind, load_rules
+
+    rules = load_rules()
+    assert sorted(kind for kind, _ in rules) == sorted(set(KINDS) - {"running", "completed"})
+    assert rules[-1] == ("failed", [{}])
+    facts = {"state": "FAILED", "step_states": {"OUT_OF_MEMORY"}, "event": "", "cancel_why": "", "oom_line": False,
+             "launch_line": False, "exception": True}
+    assert ending_kind(facts) == "oom"
+    assert ending_kind({**facts, "step_states": set()}) == "exception"
+    bad = tmp_path / "rules.json"
+    bad.write_text(RULES_FILE.read_text().replace('"state": "OUT_OF_MEMORY"', '"state": "OOM"'))
+    with pytest.raises(ValueError, match="'OOM' is not a name of slurm/states.py"):
+        load_rules(bad)

@@ -182,3 +182,18 @@ def test_the_launch_line_takes_the_node_count_from_slurm_not_a_placeholder():
     launch = script[script.index("launch=("):].split(")\n", 1)[0]
     assert '  --nnodes "$SLURM_NNODES"\n' in launch and '  --rdzv-id "$SLURM_JOB_ID"\n' in launch
     assert launch.endswith('  --rdzv-endpoint "$head_node:$rdzv_port"\n  -m N\n  N\n  HEAD:0\n')
+
+
+@pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (apt-get install shellcheck)")
+@pytest.mark.parametrize("name", ["run_setup.sh", "run_start.sh", "run_end.sh"])
+def test_the_scripts_shell_parts_are_real_shellcheck_clean_files(name: str) -> None:
+    """The batch script's shell lives in data/shell/*.sh (not in Python strings): each file is checked as it
+    is, and every __NAME__ in it is one the renderer fills."""
+    from slinkyml.jobs.render import _PLACEHOLDER, SHELL_DIR, shell_part
+
+    path = SHELL_DIR / name
+    proc = subprocess.run([SHELLCHECK, "-s", "bash", "--severity=style", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    script = render_sbatch(JobSpec.from_dict({"name": "j", "entry": {"module": "m"}}))
+    assert not _PLACEHOLDER.search(script)
+    assert "# shellcheck" not in shell_part(name) and shell_part(name).split("\n", 3)[1] in script

@@ -74,7 +74,7 @@ def test_failed_render_submits_nothing(slurm, shared_tmp, monkeypatch):
 
     name = f"never-{uuid.uuid4().hex[:8]}"
 
-    def broken_render(spec):
+    def broken_render(spec, request=None):
         raise RuntimeError("render failed")
 
     monkeypatch.setattr(submit_module, "render_sbatch", broken_render)

@@ -10,6 +10,7 @@ tests would be scheduled onto it.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.metadata
 import ipaddress
@@ -30,6 +31,7 @@ from kubernetes import client
 from kubernetes.stream import stream
 from private_cluster import port_shift
 from tiers import needs
+from waiting import wait_until
 
 from slinkyml.dev.kube import KubeControlPlane, Ports
 from slinkyml.dev.kubenode import (
@@ -103,15 +105,7 @@ def _core(plane: KubeControlPlane) -> client.CoreV1Api:
     return client.CoreV1Api(plane.api())
 
 
-def _wait(what: str, check, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
+_wait = functools.partial(wait_until, timeout=120.0, every=0.3)
 
 
 def _pod(name: str, image: str, command: list[str], restart: str = "Never") -> dict:

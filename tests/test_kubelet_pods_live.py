@@ -1,5 +1,5 @@
 """A Slurm cluster in pods on the kubelet node, made from ``manifests/cpu-small`` without the operator
-(``slinkyml/dev/kubeslurm.py``: the operator cannot be built here, README "The operator's version"):
+(``slinkyml/dev/kubeslurm.py``: the operator cannot be built here, docs/local-kubernetes-cluster.md, "The operator's version"):
 MariaDB + slurmdbd pods and accounting from the login pod, the NodeSet's slurmd pods managed by a real
 StatefulSet, the tiny GPT trained across two slurmd pods by ``slinkyml sbatch submit`` run in the login
 pod, Kubernetes-shaped faults (a slurmd pod deleted mid-training, scaling, the slurmctld pod deleted).
@@ -9,6 +9,7 @@ On a control plane of its own (port base 18200, bridge ``slkkp0``, 10.250.0.0/24
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from kubernetes import client
 from kubernetes.stream import stream
 from private_cluster import port_shift
 from tiers import needs
+from waiting import wait_until
 
 import slinkyml
 from slinkyml.cluster import load_spec
@@ -82,18 +84,8 @@ class PodsCluster:
         return parse_scontrol_record(out.splitlines()[0]) if out.startswith("JobId=") else {}
 
 
-def _wait(what: str, check, timeout: float = 180.0, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-        except client.ApiException:  # a pod being replaced: ask again
-            result = None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
+#: an ApiException is a pod being replaced: ask again
+_wait = functools.partial(wait_until, timeout=180.0, retry_on=(client.ApiException,))
 
 
 def _running(c: PodsCluster, name: str):

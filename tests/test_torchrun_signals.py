@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from slinkyml.jobs.render import launch_argv
 from slinkyml.jobs.spec import JobSpec
@@ -58,13 +59,12 @@ def _workers(agent_pid: int) -> list[int]:
 
 def _wait_for_steps(spec: JobSpec, agent: subprocess.Popen, steps: int) -> None:
     metrics = Path(spec.checkpoint_dir) / METRICS_FILE
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if metrics.exists() and len(metrics.read_text().splitlines()) >= steps:
-            return
+
+    def trained() -> bool:
         assert agent.poll() is None, agent.stdout.read()
-        time.sleep(0.2)
-    pytest.fail("the workers did not start training")
+        return metrics.exists() and len(metrics.read_text().splitlines()) >= steps
+
+    wait_until(f"the workers to train {steps} steps", trained, timeout=120, every=0.2)
 
 
 def _kill(agent: subprocess.Popen) -> None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 from slinkyml.jobs.follow import job_state, wait
 from slinkyml.jobs.spec import JobSpec
@@ -89,14 +90,14 @@ def _metrics(spec: JobSpec) -> list[dict]:
 
 
 def _wait_steps(slurm, job_id: int, spec: JobSpec, steps: int, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def reached() -> bool:
         if len(_metrics(spec)) >= steps:
-            return
+            return True
         state = job_state(slurm, job_id)
         assert not state.finished, f"job {job_id} ended early: {state}"
-        time.sleep(0.5)
-    pytest.fail(f"job {job_id} did not reach step {steps} in {timeout} s")
+        return False
+
+    wait_until(f"job {job_id} to reach step {steps}", reached, timeout=timeout)
 
 
 def _logs(spec: JobSpec) -> str:

@@ -100,6 +100,7 @@ def _status(args: argparse.Namespace) -> int:
     from slinkyml.jobs.diagnose import diagnose, failed_tasks
     from slinkyml.jobs.follow import find_logs, job_state
     from slinkyml.slurm import Slurm, protocol
+    from slinkyml.slurm.states import State
 
     slurm = Slurm()
     if not args.json:
@@ -123,7 +124,7 @@ def _status(args: argparse.Namespace) -> int:
                           **({"failed_tasks": tasks} if n_tasks else {})})
             continue
         print(f"{s.job_id:>8} {s.state:<12} {s.run_time:>10} {s.restarts:>8}  "
-              f"{s.reason if s.state.startswith('PENDING') else s.nodes}")
+              f"{s.reason if s.state.startswith(State.PENDING) else s.nodes}")
         for event in events:
             print(f"{'':>8} {event}")
         if why is not None:

@@ -74,6 +74,7 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
     from slinkyml.slurm import Slurm
 
     slurm = Slurm()
+    request = SlurmJobRequest.from_spec(spec)  # the one request: the script, the backends, the dry run
     if args.dry_run:
         from slinkyml import config
         from slinkyml.jobs.render import render_sbatch
@@ -83,12 +84,11 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
         target = config.cluster_target(restapi_url=getattr(args, "restapi_url", None))
         if backend == "restapi":
             target.require_restapi_url()
-        script = render_sbatch(spec)
+        script = render_sbatch(spec, request)
         if not args.no_check:
             check_job(spec, slurm)
         sys.stdout.write(script)
         print(f"# cluster: {target.describe()}; backend {backend}", file=sys.stderr)
-        request = SlurmJobRequest.from_spec(spec)
         print(f"# request: {request}", file=sys.stderr)
         for warning in request.warnings():
             print(f"# warning: {warning}", file=sys.stderr)
@@ -96,11 +96,11 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
         return 0
     from slinkyml.jobs import submit as sub
 
-    for warning in SlurmJobRequest.from_spec(spec).warnings():
+    for warning in request.warnings():
         print(f"warning: {warning}", file=sys.stderr)
     submitter = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
                                  restapi_url=getattr(args, "restapi_url", None))
-    result = sub.submit(spec, backend=submitter, slurm=None if args.no_check else slurm)
+    result = sub.submit(spec, backend=submitter, slurm=None if args.no_check else slurm, request=request)
     print(f"Submitted batch job {result.job_id} ({result.backend}; the job copies its script to "
           f"{result.script_path})", flush=True)
     print(reopen_commands(result.job_id), file=sys.stderr, flush=True)

@@ -240,11 +240,11 @@ def terms_text(terms: list[dict[str, Any]]) -> str:
     return " or ".join(" and ".join(expr(e) for e in t.get("matchExpressions") or []) for t in terms)
 
 
-# ---------------------------------------------------------------- README section
+# ---------------------------------------------------------------- the docs' section (docs/cluster-and-eks.md)
 
 
 def requirements_markdown() -> str:
-    """The README section "What you need in the cluster", in install order, from the same data the
+    """The docs' section "What you need in the cluster" (docs/cluster-and-eks.md), in install order, from the same data the
     renderer and ``cluster validate`` use (each render's ``INSTALL.md`` is the per-cluster list)."""
     a = addons()
     k, so, cm = a["karpenter"], operator_release(), a["cert_manager"]

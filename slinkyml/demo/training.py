@@ -12,6 +12,7 @@ from slinkyml.jobs.follow import wait
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.slurm.runner import Slurm
+from slinkyml.slurm.states import State
 from slinkyml.train import FINAL_FILE
 
 
@@ -37,7 +38,7 @@ def run_demo_training(slurm: Slurm, workdir: str | os.PathLike[str], *, steps: i
     result = submit(spec, backend=SbatchBackend(slurm), slurm=slurm, cwd=work)
     state = wait(slurm, result.job_id, timeout=timeout, poll=1.0)
     final_path = Path(spec.checkpoint_dir or ".") / FINAL_FILE
-    if state.state != "COMPLETED" or not final_path.exists():
+    if state.state != State.COMPLETED or not final_path.exists():
         raise SlinkyError(f"demo training job {result.job_id} ended {state.state} "
                           f"(exit {state.exit_code}); see {result.script_path.parent}")
     final = json.loads(final_path.read_text())

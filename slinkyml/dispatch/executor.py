@@ -96,7 +96,7 @@ class HeldWatch:
 
     def check(self, infos: Sequence[JobInfo]) -> None:
         now = time.monotonic()
-        held = [info for info in infos if info.state == "PENDING" and states.is_held(info.reason)]
+        held = [info for info in infos if info.state == states.State.PENDING and states.is_held(info.reason)]
         held_ids = {info.job_id for info in held}
         for job_id in list(self._since):
             if job_id not in held_ids:
@@ -562,7 +562,7 @@ class Job(_Submitted):
         self._collect()
         info = self.tracker.info(self.job_id)
         if len(self._outcomes) == self.num_tasks and not info.terminal:
-            return "COMPLETING"
+            return states.State.COMPLETING
         return info.state
 
     def done(self) -> bool:
@@ -585,7 +585,7 @@ class Job(_Submitted):
         self._release_if_requeued(info)
         self.held.check([info])
         if info.terminal:
-            deadline = time.monotonic() + (RESULT_GRACE_S if info.state == "COMPLETED" else 1.0)
+            deadline = time.monotonic() + (RESULT_GRACE_S if info.state == states.State.COMPLETED else 1.0)
             while time.monotonic() < deadline:
                 self._collect()
                 if len(self._outcomes) == self.num_tasks:
@@ -598,7 +598,7 @@ class Job(_Submitted):
         """slurmctld holds a requeued job for 120 s (BeginTime); we set no begin time ourselves,
         so this hold comes from the requeue: start the resumed Checkpointable job as soon as it can
         safely run, :data:`REQUEUE_SETTLE_S` after we first saw it held."""
-        if not (self.checkpointable and info.state == "PENDING" and info.reason == "BeginTime"):
+        if not (self.checkpointable and info.state == states.State.PENDING and info.reason == states.REQUEUE_WAIT_REASON):
             self._held_since = None
             return
         now = time.monotonic()
@@ -771,7 +771,7 @@ class ArrayJob(_Submitted):
         self.tracker.refresh()
         now = time.monotonic()
         for i, info in self._pending_failures():
-            limit = RESULT_GRACE_S if info.state == "COMPLETED" else 1.0
+            limit = RESULT_GRACE_S if info.state == states.State.COMPLETED else 1.0
             if now - self._grace.setdefault(i, now) > limit:
                 self._collect()
                 if i not in self._outcomes:

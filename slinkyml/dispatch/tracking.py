@@ -13,13 +13,16 @@ from dataclasses import dataclass, replace
 from slinkyml.slurm import Slurm, records, states
 from slinkyml.slurm.errors import SlurmError
 
+#: a job squeue and sacct have not shown yet (or no longer show)
+_NOT_SEEN = (states.State.SUBMITTED, states.State.UNKNOWN)
+
 
 @dataclass(frozen=True)
 class JobInfo:
     """What Slurm last said about one job (or array task)."""
 
     job_id: str
-    state: str = "UNKNOWN"
+    state: str = states.State.UNKNOWN
     exit_code: int | None = None
     signal: int | None = None
     reason: str = ""
@@ -98,7 +101,7 @@ class Tracker:
         with self._lock:
             for job_id in map(str, job_ids):
                 if job_id not in self._jobs:
-                    self._jobs[job_id] = _Entry(JobInfo(job_id, "SUBMITTED", seen_at=now), next_check=now,
+                    self._jobs[job_id] = _Entry(JobInfo(job_id, states.State.SUBMITTED, seen_at=now), next_check=now,
                                                 interval=self.initial_interval)
 
     def info(self, job_id: str | int, *, refresh: bool = True) -> JobInfo:
@@ -168,8 +171,8 @@ class Tracker:
             if info is None:
                 # neither squeue nor sacct knows it (yet: accounting lags just after submission)
                 entry.missing_since = entry.missing_since or now
-                if now - entry.missing_since > self.vanish_grace and entry.info.state in ("SUBMITTED", "UNKNOWN"):
-                    entry.info = replace(entry.info, state="FAILED", seen_at=now,
+                if now - entry.missing_since > self.vanish_grace and entry.info.state in _NOT_SEEN:
+                    entry.info = replace(entry.info, state=states.State.FAILED, seen_at=now,
                                          reason=f"vanished: unknown to squeue and sacct for {self.vanish_grace:g} s")
                 entry.next_check = now + entry.interval
                 continue

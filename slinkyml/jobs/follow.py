@@ -65,7 +65,7 @@ class JobState:
             return int(code)
         if signal.isdigit() and int(signal):
             return 128 + int(signal)
-        return 0 if self.state.split()[0] == "COMPLETED" else 1
+        return 0 if self.state.split()[0] == states.State.COMPLETED else 1
 
 
 def job_state(slurm: Slurm, job_id: int | str, name: str | None = None) -> JobState:
@@ -77,7 +77,7 @@ def job_state(slurm: Slurm, job_id: int | str, name: str | None = None) -> JobSt
         shown = []
     if shown:
         r = shown[0]
-        state = JobState(job_id, r.get("JobState", "UNKNOWN"), r.get("Reason", ""), r.get("RunTime", ""),
+        state = JobState(job_id, r.get("JobState", states.State.UNKNOWN), r.get("Reason", ""), r.get("RunTime", ""),
                          int(r.get("Restarts", "0") or 0), r.get("ExitCode", ""), r.get("NodeList", ""),
                          r.get("StdOut", ""), r.get("JobName", ""), r.get("WorkDir", ""))
     else:
@@ -101,7 +101,7 @@ def accounting_state(slurm: Slurm, job_id: int | str) -> JobState:
     if not rows:
         raise JobNotFound(f"job {job_id} is unknown to slurmctld and to accounting")
     values = rows[-1]  # -D lists every run of a requeued job: the last one is the job now
-    return JobState(job_id, values["State"].split()[0] if values["State"] else "UNKNOWN",
+    return JobState(job_id, values["State"].split()[0] if values["State"] else states.State.UNKNOWN,
                     records.reason(values["Reason"]), values["Elapsed"],
                     max(0, len(rows) - 1), values["ExitCode"], values["NodeList"], values.get("StdOut", ""),
                     values["JobName"], values["WorkDir"])
@@ -132,7 +132,7 @@ def wait(slurm: Slurm, job_id: int, *, timeout: float | None = None, poll: float
             on_update(state)
         if done(state):
             return state
-        if state.state == "PENDING" and states.is_held_by_slurm(state.reason):
+        if state.state == states.State.PENDING and states.is_held_by_slurm(state.reason):
             held_since = time.monotonic() if held_since is None else held_since
             if time.monotonic() - held_since >= held_fail_after:
                 raise JobHeldBySlurm(f"job {job_id} is held by Slurm ({state.reason}) and will not start by itself"
@@ -163,7 +163,7 @@ def follow(slurm: Slurm, job_id: int, *, stream: TextIO | None = None, poll: flo
 
     def update(state: JobState) -> None:
         head = f"job {job_id} {state.state}"
-        if state.state.startswith("PENDING"):
+        if state.state.startswith(states.State.PENDING):
             head += f" (reason: {state.reason})"
         else:
             head += f" restarts={state.restarts} nodes={state.nodes}"

@@ -28,7 +28,7 @@ _SQUEUE_FORMAT = SEP.join(("%i", "%T", "%u", "%P", "%V", "%S", "%M", "%l", "%D",
 _SACCT = ("JobID", "State", "User", "Partition", "Submit", "Start", "End", "Elapsed", "Timelimit",
           "NNodes", "NodeList", "ExitCode", "WorkDir", "JobName")
 #: every state a job can be listed in (Slurm's, and UNKNOWN for a record Slurm does not know)
-KNOWN_STATES = frozenset(states.TERMINAL | states.PENDING | states.ACTIVE | {"UNKNOWN"})
+KNOWN_STATES = frozenset(states.TERMINAL | states.PENDING | states.ACTIVE | {states.State.UNKNOWN})
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def with_records(jobs: Sequence[ListedJob], saved: Iterable[records.SubmissionRe
         if record.job_id in seen or record.submitted_at < since.timestamp():
             continue
         submitted = datetime.fromtimestamp(record.submitted_at, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        merged.append(ListedJob(record.job_id, "UNKNOWN", record.name, submitted=submitted,
+        merged.append(ListedJob(record.job_id, states.State.UNKNOWN, record.name, submitted=submitted,
                                 workdir=record.cwd, kind=record.kind, log_dir=record.log_dir or record.folder,
                                 source="record"))
     return merged

@@ -166,8 +166,9 @@ def deepspeed_config_for(spec: JobSpec) -> dict[str, Any] | str:
 EXCLUDE_FAILED_NODES_SH = (DATA_DIR / "templates" / "exclude_failed_nodes.sh").read_text()
 
 
-def render_sbatch(spec: JobSpec) -> str:
-    """The complete sbatch script for ``spec``."""
+def render_sbatch(spec: JobSpec, request: SlurmJobRequest | None = None) -> str:
+    """The complete sbatch script for ``spec``; ``request``: its :class:`SlurmJobRequest` where the caller
+    has built it already (one request from the spec to the backend)."""
     sig = spec.requeue.signal
     # srun passes the signal on to its tasks; DeepSpeed's launcher has no handler, so its srun gets it
     forward = (f'pkill -{sig} -P "$launcher_pid"' if spec.uses_deepspeed_launcher
@@ -176,7 +177,7 @@ def render_sbatch(spec: JobSpec) -> str:
              f"# {safe_name(spec.name)}: rendered by `slinkyml sbatch render` from its job spec; "
              "re-render rather than edit.",
              f"# Needs the log directory to exist before submission: mkdir -p {shlex.quote(spec.log_dir)}"]
-    for option, value in SlurmJobRequest.from_spec(spec).sbatch_directives():
+    for option, value in (request or SlurmJobRequest.from_spec(spec)).sbatch_directives():
         lines.append(f"#SBATCH {option}" if value is None else f"#SBATCH {option}={sbatch_value(value)}")
     launch = _launch_lines(spec)
     launch_text = "\n".join(launch)
@@ -208,16 +209,7 @@ def render_sbatch(spec: JobSpec) -> str:
     lines += preset_env_lines(spec)
     for key, value in spec.env.items():
         lines.append(f"export {key}={quote(value)}")
-    lines += [
-        "",
-        'if (( restart_count > max_restarts )); then',
-        '  echo "slinkyml: restart $restart_count exceeds the limit of $max_restarts; not running" >&2',
-        "  exit 1",
-        "fi",
-        'mkdir -p -- "$log_dir"',
-        "# a copy of this script (as Slurm runs it, however it was submitted) next to its logs",
-        f'cp -- "$0" "$log_dir/{safe_name(spec.name)}-$SLURM_JOB_ID.sbatch" 2>/dev/null || true',
-    ]
+    lines.append(fill(shell_part("run_setup.sh"), {"LOG_NAME": safe_name(spec.name)}).rstrip("\n"))
     if spec.launcher == "deepspeed":
         config = deepspeed_config_for(spec)
         if isinstance(config, str):
@@ -233,107 +225,47 @@ def render_sbatch(spec: JobSpec) -> str:
     return "\n".join(lines) + "\n" + _run_end(sig, forward, spec.requeue.grace_seconds, spec.checkpoint_dir or "")
 
 
+#: the batch script's shell parts, real files under data/shell (shellchecked as they are)
+SHELL_DIR = DATA_DIR / "shell"
+_RENDERED_FROM = "# -- rendered from here"
+_PLACEHOLDER = re.compile(r"__([A-Z][A-Z_]*[A-Z])__")
+
+
+@functools.cache
+def shell_part(name: str) -> str:
+    """``data/shell/NAME`` from its ``# -- rendered from here`` line on, its shellcheck directives left out."""
+    text = (SHELL_DIR / name).read_text()
+    body = text[text.index("\n", text.index(_RENDERED_FROM)) + 1:]
+    return "".join(line for line in body.splitlines(keepends=True) if not line.lstrip().startswith("# shellcheck "))
+
+
+def fill(part: str, values: dict[str, str]) -> str:
+    """``part`` with each ``__NAME__`` replaced by ``values[NAME]`` (in one pass: a value is never re-read)."""
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], part)
+
+
 @functools.cache
 def _run_start() -> str:
-    """The lines between the settings and the launch: the same for every job."""
-    return "\n".join([
-        'echo "slinkyml: job $SLURM_JOB_ID restart $restart_count/$max_restarts on '
-        '$SLURM_JOB_NODELIST (head $head_node)"',
-        "",
-        f"infra_regex={quote(causes.infra_regex())}",
-        f"events={protocol.SH_EVENTS_FILE}",
-        f"batch_nodes={protocol.SH_BATCH_NODES}",
-        EXCLUDE_FAILED_NODES_SH.rstrip("\n"),
-        "avoid_lost_batch_node",
-        "",
-    ])
+    """The lines between the settings and the launch: the same for every job (data/shell/run_start.sh)."""
+    return fill(shell_part("run_start.sh"), {
+        "INFRA_REGEX": quote(causes.infra_regex()), "EVENTS_FILE": protocol.SH_EVENTS_FILE,
+        "BATCH_NODES": protocol.SH_BATCH_NODES, "EXCLUDE_FAILED_NODES": EXCLUDE_FAILED_NODES_SH.rstrip("\n")})
 
 
 @functools.lru_cache(maxsize=64)
 def _run_end(sig: str, forward: str, grace_seconds: int, checkpoint_dir: str) -> str:
-    """The script after the launch line: stop signals, the wait, the cause and its requeue rule."""
-    lines = [
-        "",
-        "# -- stop signals: the job's --signal (the time-limit warning, or someone asking for a requeue) and",
-        "# Slurm's SIGTERM (preemption's GraceTime, scontrol requeue, scancel, the time limit) are forwarded;",
-        "# the script waits for the trainers, which checkpoint and leave the preemption marker",
-        'stop_signal="" signal_at=""',
-        f"trap 'stop_signal=${{stop_signal:-SIG{sig}}} signal_at=${{signal_at:-$(date +%s)}}; "
-        f"echo \"slinkyml: SIG{sig} received; forwarding to the training processes\"; "
-        f"{forward} 2>/dev/null || true' {sig}",
-        "trap 'stop_signal=${stop_signal:-SIGTERM} signal_at=${signal_at:-$(date +%s)}; "
-        "echo \"slinkyml: SIGTERM received; forwarding to the training processes\"; "
-        f"{forward.replace(f'-{sig}', '-TERM').replace(f'-s {sig}', '-s TERM')} 2>/dev/null || true' TERM",
-        f"step_errors={protocol.SH_STEP_ERRORS}",
-        "# the batch log (this shell's stderr) and where this run's part of it begins",
-        'job_output="$(readlink -f /proc/$$/fd/2 2>/dev/null || true)"',
-        'job_output_from="$(stat -c %s -- "$job_output" 2>/dev/null || echo 0)"',
-        '"${launch[@]}" 2>>"$step_errors" &',
-        "launcher_pid=$!",
-        "status=0",
-        "while true; do",
-        '  if wait "$launcher_pid"; then status=0; else status=$?; fi',
-        '  kill -0 "$launcher_pid" 2>/dev/null || break  # still running: wait was cut short by the trap',
-        "done",
-        'cat -- "$step_errors" >&2 2>/dev/null || true  # srun\'s own messages, into the batch log',
-        "",
-        "# -- why it ended: one cause from Slurm's facts (the rules of slinkyml/data/run_causes.json; the",
-        "# submitit launcher decides with this same function) and what that cause's requeue rule says",
-        f"preempted_marker={protocol.SH_PREEMPTED_MARKER}",
-        f"failure_marker={protocol.SH_FAILURE_MARKER}",
-        "# the signal the batch shell itself got is the first fact; the ranks' marker says which reached",
-        "# them (torchrun's agent, signalled twice, may stop them with SIGTERM), used when the shell got none",
-        'if [[ -z $stop_signal && -e "$preempted_marker" ]]; then',
-        f'  stop_signal="$(cat -- "$preempted_marker" 2>/dev/null || true)" stop_signal="SIG${{stop_signal:-{sig}}}"',
-        "fi",
-        f"warn_signal={sig} grace_s={grace_seconds} "
-        f"warning_slack_s={causes.table()['warning_slack_s']}",
-        f"checkpoint_dir={quote(checkpoint_dir)}",
-        "cause_rules=\"$(cat <<'SLINKYML_CAUSE_RULES'",
-        causes.cause_rules(),
-        "SLINKYML_CAUSE_RULES",
-        ')"',
-        "requeue_rules=\"$(cat <<'SLINKYML_REQUEUE_RULES'",
-        causes.requeue_rules(),
-        "SLINKYML_REQUEUE_RULES",
-        ')"',
-        causes.shell_function().rstrip("\n"),
-        "slinkyml_decide",
-        'if [[ -z $decided_cause ]]; then',
-        '  echo "slinkyml: training exited with status 0"',
-        "  exit 0",
-        "fi",
-        'what="$decided_cause: $decided_detail"',
-        'if [[ $decided_action == slurm ]]; then',
-        '  echo "slinkyml: $decided_message ($decided_detail); Slurm ends or requeues the job"',
-        '  echo "r$restart_count slurm $what" >> "$events"',
-        "  exit 0",
-        "fi",
-        'if [[ $decided_action == requeue ]]; then',
-        '  echo "slinkyml: requeueing (restart $((restart_count + 1)) of $max_restarts): $decided_message: '
-        '$decided_detail"',
-        '  echo "r$restart_count requeue $what" >> "$events"',
-        '  avoid=""',
-        f'  if [[ $decided_cause == {causes.NODE_FAILURE} ]]; then avoid="$(failed_nodes || true)"; fi',
-        '  for _ in 1 2 3 4 5 6 7 8 9 10; do  # slurmctld may be restarting',
-        '    if scontrol requeue "$SLURM_JOB_ID"; then exclude_nodes "$avoid" || true; exit 0; fi',
-        "    sleep 3",
-        "  done",
-        '  echo "slinkyml: scontrol requeue failed; the job ends here" >&2',
-        f"  exit {protocol.EXIT_FAILED}",
-        "fi",
-        'echo "slinkyml: $decided_message: $decided_detail; not requeued (requeue.on: $requeue_on, '
-        'restarts $restart_count of $max_restarts)" >&2',
-        'echo "r$restart_count failed $what" >> "$events"',
-        f'if [[ $decided_cause == {causes.TIME_LIMIT} ]]; then',
-        '  # the allocation is held to its end, so that Slurm itself records the job TIMEOUT',
-        "  trap 'exit 0' TERM",
-        "  while true; do sleep 1; done",
-        "fi",
-        "# the training's own status as the job's exit code (what sbatch --wait and sacct show)",
-        f"exit $(( status != 0 ? status : {protocol.EXIT_FAILED} ))",
-    ]
-    return "\n".join(lines) + "\n"
+    """The script after the launch line (data/shell/run_end.sh): stop signals, the wait, the cause and its
+    requeue rule."""
+    return fill(shell_part("run_end.sh"), {
+        "SIG": sig, "FORWARD": forward,
+        "FORWARD_TERM": forward.replace(f"-{sig}", "-TERM").replace(f"-s {sig}", "-s TERM"),
+        "GRACE_S": str(grace_seconds), "CHECKPOINT_DIR": quote(checkpoint_dir),
+        "WARNING_SLACK_S": str(causes.table()["warning_slack_s"]),
+        "CAUSE_RULES": causes.cause_rules(), "REQUEUE_RULES": causes.requeue_rules(),
+        "DECIDE_FUNCTIONS": causes.shell_function().rstrip("\n"),
+        "STEP_ERRORS": protocol.SH_STEP_ERRORS, "PREEMPTED_MARKER": protocol.SH_PREEMPTED_MARKER,
+        "FAILURE_MARKER": protocol.SH_FAILURE_MARKER, "NODE_FAILURE": causes.NODE_FAILURE,
+        "TIME_LIMIT": causes.TIME_LIMIT, "EXIT_FAILED": str(protocol.EXIT_FAILED)})
 
 
 def _rdzv_port_lines(spec: JobSpec) -> list[str]:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from slinkyml import config
 from slinkyml.jobs.request import SlurmJobRequest
-from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm.rest import RestApiError, RestClient, api_version
 from slinkyml.slurm.runner import Slurm
 
@@ -37,15 +36,14 @@ class RestApiBackend:
         conf = config.cluster_target(restapi_url=url).slurm_conf if url else None
         return cls(client, api_version(slurm.version), slurm_conf=conf or slurm.conf)
 
-    def submit(self, spec: JobSpec, script: str | Callable[[], str], *, cwd: str | os.PathLike[str],
+    def submit(self, request: SlurmJobRequest, script: str | Callable[[], str], *, cwd: str | os.PathLike[str],
                while_waiting: Callable[[], object] | None = None) -> int:
         script = script() if callable(script) else script
         env = {k: os.environ[k] for k in EXPORTED_ENV if os.environ.get(k)}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
-        path, body = SlurmJobRequest.from_spec(spec).restapi_body(script, version=self.version, cwd=str(cwd),
-                                                                 environment=env)
+        path, body = request.restapi_body(script, version=self.version, cwd=str(cwd), environment=env)
         data = self.client.request("POST", path, body)
         job_id = data.get("job_id")
         if not isinstance(job_id, int):

@@ -16,6 +16,7 @@ from slinkyml import config
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
 from slinkyml.jobs.render import render_sbatch, safe_name
+from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.validate import check_job
 from slinkyml.slurm.runner import Slurm
@@ -30,7 +31,7 @@ Script = str | Callable[[], str]
 class Backend(Protocol):
     name: str
 
-    def submit(self, spec: JobSpec, script: Script, *, cwd: str | os.PathLike[str],
+    def submit(self, request: SlurmJobRequest, script: Script, *, cwd: str | os.PathLike[str],
                while_waiting: Callable[[], object] | None = None) -> int: ...
 
 
@@ -43,8 +44,9 @@ class SbatchBackend:
     name: str = "sbatch"
     extra_args: tuple[str, ...] = ()  # sbatch options given on top of the script's (e.g. --hold)
 
-    def submit(self, spec: JobSpec, script: Script, *, cwd: str | os.PathLike[str],
+    def submit(self, request: SlurmJobRequest, script: Script, *, cwd: str | os.PathLike[str],
                while_waiting: Callable[[], object] | None = None) -> int:
+        """``request`` is in the script's ``#SBATCH`` lines already."""
         return self.slurm.sbatch(script, self.extra_args, as_user=self.as_user, cwd=cwd, while_waiting=while_waiting)
 
 
@@ -77,11 +79,13 @@ class Submitted:
 
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
-           slurm: Slurm | None = None, validate: bool = True, user: str | None = None) -> Submitted:
+           slurm: Slurm | None = None, validate: bool = True, user: str | None = None,
+           request: SlurmJobRequest | None = None) -> Submitted:
     """Render, check against the live cluster, submit: nothing else, so submission costs what
     ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``). sbatch starts
     first: the script is rendered while it loads, the records' journal opened while it waits for
-    slurmctld, and the submission's line appended under the job id once it answers (one ``write``)."""
+    slurmctld, and the submission's line appended under the job id once it answers (one ``write``).
+    ``request``: the spec's :class:`SlurmJobRequest` if the caller has it; else built here, once."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     if validate and slurm is not None:
         check_job(spec, slurm, user=user)
@@ -96,6 +100,7 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     record = records.PendingRecord(getattr(getattr(backend, "slurm", None), "conf", None), name=spec.name, cwd=cwd,
                                    log_dir=log_dir, batch_log=os.path.join(log_dir, f"{name}-%j.out"),
                                    num_tasks=spec.nodes)
-    job_id = backend.submit(spec, lambda: render_sbatch(spec), cwd=cwd, while_waiting=record.open)
+    request = request or SlurmJobRequest.from_spec(spec)
+    job_id = backend.submit(request, lambda: render_sbatch(spec, request), cwd=cwd, while_waiting=record.open)
     record.commit(job_id)
     return Submitted(job_id, log_dir, name, backend.name)

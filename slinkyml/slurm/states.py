@@ -5,6 +5,27 @@ A requeued job keeps its id and goes back to PENDING, so no requeue state is ter
 
 from __future__ import annotations
 
+
+class State:
+    """The one spelling of each state name a reader compares with (``state == State.COMPLETED``)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED = "PREEMPTED"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    REQUEUED = "REQUEUED"
+    #: Slurm knows nothing of the job (purged, or lost by a controller restart), or has not said yet
+    UNKNOWN = "UNKNOWN"
+    #: slinkyml's own: submitted, not yet seen by squeue or sacct
+    SUBMITTED = "SUBMITTED"
+
+
 #: the job ended for good and will not run again
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
                       "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
@@ -63,6 +84,6 @@ def is_unfinished(state: str) -> bool:
     return normalise(state) in UNFINISHED
 
 
-__all__ = ["ACTIVE", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "LOST_STATES", "PENDING", "REQUEUEING",
+__all__ = ["ACTIVE", "State", "FAILED", "HELD_REASONS", "INFRASTRUCTURE_FAILURE", "LOST_STATES", "PENDING", "REQUEUEING",
            "REQUEUE_WAIT_REASON", "STATE_FLAGS", "TERMINAL", "UNFINISHED", "is_held", "is_held_by_slurm", "is_terminal", "is_unfinished",
            "normalise"]

@@ -1,0 +1,89 @@
+"""The layer order ARCHITECTURE.md states is the order of the imports: no package of slinkyml imports
+one that its table puts below it; and job state names are spelled in slurm/states.py only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "slinkyml"
+#: ARCHITECTURE.md's rows, bottom up; a top-level module of slinkyml (errors, specload, config...) is "base".
+LAYERS = ["base", "slurm", "plan", "train", "cluster", "dev", "jobs", "dispatch", "accounting", "demo", "cli"]
+
+
+def _layer(parts: tuple[str, ...]) -> str:
+    if parts[0] in ("__main__", "__main__.py"):
+        return "cli"  # `python -m slinkyml` is the command line
+    return parts[0] if len(parts) > 1 and parts[0] in LAYERS else "base"
+
+
+def _imported(path: Path, tree: ast.AST) -> set[tuple[str, ...]]:
+    """The slinkyml modules a file imports, as path parts below slinkyml/ (lazy imports included)."""
+    here = path.relative_to(PACKAGE).parts[:-1]
+    found: set[tuple[str, ...]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {tuple(a.name.split("."))[1:] for a in node.names if a.name.startswith("slinkyml.")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - node.level + 1]
+            elif node.module and node.module.split(".")[0] == "slinkyml":
+                base = ()
+            else:
+                continue
+            module = tuple((node.module or "").split(".")) if node.module else ()
+            module = module[1:] if not node.level else module
+            found |= {base + module + (a.name,) for a in node.names}
+    return {parts for parts in found if parts}
+
+
+def test_no_layer_imports_upward() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = _layer(path.relative_to(PACKAGE).parts)
+        for parts in _imported(path, ast.parse(path.read_text())):
+            other = _layer(parts)
+            if LAYERS.index(other) > LAYERS.index(own):
+                upward.append(f"{path.relative_to(PACKAGE.parent)} ({own}) imports "
+                              f"slinkyml.{'.'.join(parts)} ({other})")
+    assert not upward, "\n".join(upward)
+
+
+def test_the_layers_are_those_of_architecture_md() -> None:
+    text = (PACKAGE.parent / "ARCHITECTURE.md").read_text()
+    rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "`" in line]
+    named = [name for row in rows if row for name in row.replace(",", " ").split()]
+    assert [layer for layer in named if layer in LAYERS or layer == "Slurm"] == \
+        ["base", "Slurm", "plan", "train", "cluster", "dev", "jobs", "dispatch", "accounting", "demo", "cli"]
+
+
+#: string constants equal to a job state's name that are not a job state: (file, name) → why
+_NOT_JOB_STATES = {
+    ("dev/config.py", "UNKNOWN"): "a node's State= in slurm.conf",
+    ("train/loop.py", "FAILED"): "a word of the trainer's check line",
+    ("demo/training.py", "FAILED"): "a word of the demo's check line",
+    ("cli/jobs.py", "SUBMITTED"): "the submission time's column header of `jobs list`",
+}
+
+
+def test_job_state_names_are_spelled_only_in_slurm_states() -> None:
+    from slinkyml.slurm import states
+
+    names = set(states.TERMINAL | states.UNFINISHED) | {v for k, v in vars(states.State).items() if k.isupper()}
+    spelled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE))
+        if where == "slurm/states.py":
+            continue
+        tree = ast.parse(path.read_text())
+        not_compared = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        not_compared |= {id(value) for node in ast.walk(tree) if isinstance(node, ast.Assign)  # names in __all__
+                       and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                       for value in ast.walk(node.value)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and node.value in names and id(node) not in not_compared
+                    and (where, node.value) not in _NOT_JOB_STATES):
+                spelled.append(f"slinkyml/{where}:{node.lineno}: {node.value!r} (use slurm.states.State)")
+    assert not spelled, "\n".join(spelled)
