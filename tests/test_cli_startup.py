@@ -68,3 +68,27 @@ def test_help_and_unknown_commands_still_see_every_command() -> None:
     assert len(bad.stderr.strip().splitlines()) == 1  # one error line (not the usage), no traceback
     sub = subprocess.run([sys.executable, "-m", "slinkyml", "usage", "--help"], capture_output=True, text=True)
     assert sub.returncode == 0 and "--since" in sub.stdout
+
+
+#: what a report over a small cluster's records or a job listing never needs to import
+NOT_FOR_LISTING = ("pandas", "numpy", "pyarrow", "duckdb", "yaml", "jsonschema", "rich", "slinkyml.jobs.spec",
+                   "slinkyml.accounting.reports")
+
+
+def test_jobs_list_imports_no_accounting_library_and_no_spec(imported_by, tmp_path) -> None:
+    """`jobs list` reads squeue/sacct records: importing ``slinkyml.accounting.timeparse`` or
+    ``slinkyml.jobs.listing`` runs their packages' ``__init__``, which must not load the reports (pandas,
+    DuckDB) or the job spec (schema, PyYAML). No Slurm on PATH: the handler's imports all happen, then it
+    fails on the first command."""
+    code = ("import contextlib, io, os; from slinkyml.cli import main; from slinkyml.errors import SlinkyError\n"
+            f"os.environ['PATH'] = {str(tmp_path)!r}\n"
+            "with contextlib.suppress(SlinkyError, SystemExit), contextlib.redirect_stdout(io.StringIO()), "
+            "contextlib.redirect_stderr(io.StringIO()):\n"
+            "    main(['jobs', 'list', '--json'])\n"
+            "assert 'slinkyml.jobs.listing' in sys.modules")
+    assert imported_by("import sys\n" + code, NOT_FOR_LISTING) == []
+
+
+def test_the_accounting_package_exports_its_reports_on_first_use(imported_by) -> None:
+    assert imported_by("from slinkyml.accounting import parse_when", ("pandas", "duckdb")) == []
+    assert imported_by("from slinkyml.accounting import usage_report, load_jobs", ("pandas",)) == ["pandas"]
