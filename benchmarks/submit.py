@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent / "drivers"))
+from pairs import abba, paired  # noqa: E402 - benchmarks/drivers/pairs.py: ABBA rounds, per-pair ratios
+
 PY = sys.executable
 SLINKYML = str(Path(PY).parent / "slinkyml")
 
@@ -85,39 +88,11 @@ def ratio_stats(times: dict[str, list[float]], name: str, base: str = "raw", see
             "paired_median": statistics.median(o / r for o, r in zip(ours, raw, strict=True))}
 
 
-def abba(a, b, pairs: int, cpu: tuple[list[float], list[float]] | None = None
-         ) -> tuple[list[float], list[float]]:
-    """Times of ``a`` and ``b`` over ``pairs`` pairs in ABBA order (AB, BA, AB, ...): a drift of the
-    machine or the controller over the run favours neither. ``cpu`` collects the CPU time (user +
-    system) of the processes each call ran: what a loaded machine stretches less than the wall clock."""
-    import resource
-
-    times: tuple[list[float], list[float]] = ([], [])
-    for i in range(pairs):
-        order = ((0, a), (1, b)) if i % 2 == 0 else ((1, b), (0, a))
-        for side, fn in order:
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            fn()
-            times[side].append(time.perf_counter() - t0)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if cpu is not None:
-                cpu[side].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return times
-
-
-def paired_ratio(ours: list[float], base: list[float], seed: int = 1) -> tuple[float, float, float]:
-    """The median of per-pair ratios and its 95 % bootstrap interval (pairs resampled whole)."""
-    ratios = [o / b for o, b in zip(ours, base, strict=True)]
-    rng = random.Random(seed)
-    boot = sorted(statistics.median(rng.choice(ratios) for _ in ratios) for _ in range(2000))
-    return statistics.median(ratios), boot[50], boot[1949]
-
-
 def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -> dict[str, object]:
     """Whole processes: ``slinkyml sbatch submit`` (checks, ``--no-check``; editable and regular install)
     vs raw ``sbatch`` of the same rendered script, and ``python -c pass`` of each interpreter."""
     import os
+    import resource
 
     import yaml
 
@@ -130,8 +105,11 @@ def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -
     env_regular = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     submitted: list[str] = []
 
-    def run(argv: list[str], environ: dict[str, str]) -> None:
+    def run(argv: list[str], environ: dict[str, str], cpu: list[float]) -> None:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=work, env=environ).stdout
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         submitted.append(out.split("Submitted batch job ")[1].split()[0] if "Submitted" in out
                          else out.strip().split(";")[0])
 
@@ -145,15 +123,15 @@ def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -
     out: dict[str, object] = {}
     try:
         for name, (argv, environ) in cases.items():
-            cpu: tuple[list[float], list[float]] = ([], [])
-            ours, base = abba(lambda argv=argv, environ=environ: run(argv, environ), lambda: run(raw, env), pairs,
-                              cpu)
-            ratio, low, high = paired_ratio(ours, base)
-            out[name] = {"ms": round(statistics.median(ours) * 1e3, 1), "raw_sbatch_ms":
-                         round(statistics.median(base) * 1e3, 1), "paired_ratio": round(ratio, 2),
-                         "ci95": [round(low, 2), round(high, 2)], "pairs": pairs,
-                         "cpu_ms": round(statistics.median(cpu[0]) * 1e3, 1),
-                         "raw_sbatch_cpu_ms": round(statistics.median(cpu[1]) * 1e3, 1)}
+            cpu: dict[str, list[float]] = {"ours": [], "raw": []}
+            rounds = abba({"ours": lambda argv=argv, environ=environ, cpu=cpu: run(argv, environ, cpu["ours"]),
+                           "raw": lambda cpu=cpu: run(raw, env, cpu["raw"])}, pairs)
+            out[name] = {"ms": round(statistics.median(rounds["ours"]) * 1e3, 1),
+                         "raw_sbatch_ms": round(statistics.median(rounds["raw"]) * 1e3, 1),
+                         **paired(rounds["ours"], rounds["raw"]),
+                         # CPU time of the processes (user + system): what a loaded machine stretches less
+                         "cpu_ms": round(statistics.median(cpu["ours"]) * 1e3, 1),
+                         "raw_sbatch_cpu_ms": round(statistics.median(cpu["raw"]) * 1e3, 1)}
             slurm.run("scancel", submitted, check=False, retries=0)
             submitted.clear()
         for name, python, environ in (("python -c pass (editable install)", PY, env),
