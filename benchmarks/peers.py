@@ -1,18 +1,26 @@
 """slinkyml against the tools a user would pick instead, on the same cluster, in interleaved rounds.
 
-    .venv/bin/python benchmarks/peers.py [--rounds 3] [--items 100] [--chunk-size N] [--skip requeue] \\
-        [--torchx /tmp/peers-torchx/bin/torchx] [--nemo-python /tmp/peers-nemo/bin/python]
+    .venv/bin/python benchmarks/peers.py [--rounds 20] [--probe light|torch] [--items 100] [--chunk-size N] \\
+        [--skip requeue] [--torchx /tmp/peers-torchx/bin/torchx] [--nemo-python /tmp/peers-nemo/bin/python]
 
 Fair to every side: each measurement is a fresh process started by the clock (the tool's import,
 submission and waiting count for all: CLIs as they are, the Python tools through
 ``benchmarks/drivers/peers.py``), in a fresh directory of its own (nothing of an earlier round is
 in its workspace), with the same job shapes and the same handling of slurmctld's requeue hold.
-Measured (medians over ``--rounds``; every round runs each tool once, in a shuffled order):
+Measured over ``--rounds`` rounds (default 20); every round runs each tool once, in ABBA order (ABC, CBA,
+...), each submission after a random wait of up to 1 s (off the clock: a random phase against slurmctld's
+~1 s scheduling loop, which otherwise moves single comparisons by a loop); each figure is the median, and
+each tool's ratio to submitit the median of per-round ratios with a 95 % bootstrap interval
+(``benchmarks/drivers/pairs.py``). Every tool waits with the same 0.2 s poll (slinkyml's ``_POLL_S``:
+submitit's ``result()`` would sleep 1 s between looks, so its driver polls ``done()`` at 0.2 s instead).
 
-* **time to first step** — a 2-node job whose ranks run ``init_process_group`` and one all-reduce;
-  from the start of the process that submits to the wall clock of that first step (written by rank
-  0): ``slinkyml run`` (CLI, sbatch + torchrun), ``slinkyml.dispatch`` ``Executor.submit`` (Python,
-  srun tasks), plain submitit (``TorchDistributedEnvironment``), torchx ``dist.ddp`` on its Slurm
+* **time to first step** — a 2-node job, one rank per node; from the start of the process that submits
+  to the moment the last rank runs (each rank writes its wall clock first thing). ``--probe light``
+  (default): the rank imports nothing (``time``, ``os``), so the figure is the tools' own (an import of
+  torch in every rank, the same for all, pulls ratios toward 1); ``--probe torch``: the ranks run
+  ``init_process_group`` and one all-reduce and rank 0 writes the clock of that step. ``slinkyml run``
+  (CLI, sbatch; ``--launcher srun`` with the light probe, torchrun with torch), ``slinkyml.dispatch``
+  ``Executor.submit`` (Python, srun tasks), plain submitit (``TorchDistributedEnvironment`` for torch), torchx ``dist.ddp`` on its Slurm
   scheduler and nemo-run's torchrun ``Script`` on a ``SlurmExecutor`` with a ``LocalTunnel`` — the
   last two only when installed (below);
 * **time to results for ``--items`` mapped items** — ``Executor.map_array`` vs submitit's
@@ -23,7 +31,7 @@ Measured (medians over ``--rounds``; every round runs each tool once, in a shuff
   requeued job (BeginTime = now + cred_expire); for both tools this benchmark releases it after
   ``REQUEUE_SETTLE_S`` of hold, as slinkyml's ``Job.wait`` would (the submitting process has ended).
 
-Ratios are printed against slinkyml's Python path (the smaller, the better for the other tool).
+Ratios are printed against submitit (below 1: slinkyml is faster).
 
 **Installing the peers** (each in its own venv, never the project's; neither needs torch itself: the
 ranks run ``torchrun`` and this interpreter, which have it, found on ``PATH`` as set below)::
@@ -44,7 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import statistics
 import subprocess
@@ -59,14 +66,25 @@ PY = sys.executable
 REPO = Path(__file__).resolve().parent.parent
 #: the measured process of the Python tools (not under benchmarks/ itself: `make bench` runs every file there)
 DRIVER = Path(__file__).resolve().parent / "drivers" / "peers.py"
+sys.path.insert(0, str(DRIVER.parent))
+from pairs import abba, paired  # noqa: E402 - benchmarks/drivers/pairs.py: ABBA rounds, per-round ratios
+from peers import POLL_S  # noqa: E402 - the drivers' poll interval
 
-#: the trainer every CLI tool runs: rank 0 writes the wall clock of its first step to argv[1]
+#: the light probe every CLI tool runs: each rank writes the wall clock of its start to argv[1].RANK
+LIGHT_PROBE = """\
+import os, sys, time
+now = time.time()
+rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
+with open(sys.argv[1] + "." + rank, "w") as fh:
+    fh.write(repr(now))
+"""
+#: the torch probe: rank 0 writes the wall clock of its first all-reduce to argv[1].0
 PROBE = """\
 import sys, time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.ones(1); dist.all_reduce(t)
 if dist.get_rank() == 0:
-    with open(sys.argv[1], "w") as fh:
+    with open(sys.argv[1] + ".0", "w") as fh:
         fh.write(repr(time.time()))
 dist.destroy_process_group()
 """
@@ -83,6 +101,11 @@ def wait_for_file(path: Path, timeout: float = 600) -> float:
             pass
         time.sleep(0.05)
     raise TimeoutError(f"no first step in {path} after {timeout:g} s")
+
+
+def first_step_at(out: Path, light: bool, ranks: int = 2) -> float:
+    """When the step could begin: the last rank's start (light probe), or rank 0's first all-reduce."""
+    return max(wait_for_file(Path(f"{out}.{rank}")) for rank in (range(ranks) if light else [0]))
 
 
 def wait_gone(slurm, job_id: str, timeout: float = 600) -> None:
@@ -104,6 +127,7 @@ class Bench:
         self.work = Path(tempfile.mkdtemp(prefix="slinkyml-peers-", dir="/tmp"))
         self.work.chmod(0o777)
         self.n = 0
+        self.light = args.probe == "light"
 
     def fresh(self, tag: str) -> Path:
         """A directory of this run's own, holding only the probe (a tool's workspace)."""
@@ -112,7 +136,7 @@ class Bench:
         run.mkdir()
         run.chmod(0o777)
         probe = run / "probe.py"
-        probe.write_text(f"#!{PY}\n{PROBE}")  # runnable as is (nemo-run starts it with --no-python)
+        probe.write_text(f"#!{PY}\n{LIGHT_PROBE if self.light else PROBE}")  # runnable as is (nemo-run starts it with --no-python)
         probe.chmod(0o755)
         return run
 
@@ -130,10 +154,11 @@ class Bench:
         run = self.fresh("cli")
         out = run / "first.t"
         t0 = time.time()
-        proc = subprocess.run([PY, "-m", "slinkyml", "run", "-N", "2", "--mem", "1G", "-t", "5", "--python", PY,
-                               "--log-dir", str(run / "logs"), "--no-check", "probe.py", str(out)],
+        proc = subprocess.run([PY, "-m", "slinkyml", "run", "-N", "2", "--mem", "1G", "-t", "5",
+                               "--launcher", "srun" if self.light else "torchrun", "--log-dir", str(run / "logs"),
+                               "--no-check", "probe.py", str(out)],
                               cwd=run, capture_output=True, text=True, check=True)
-        first = wait_for_file(out) - t0
+        first = first_step_at(out, self.light) - t0
         wait_gone(self.slurm, proc.stdout.split()[3])
         return first
 
@@ -141,8 +166,8 @@ class Bench:
         run = self.fresh(tool)
         out = run / "first.t"
         t0 = time.time()
-        job_ids = self.driver("ttfs", tool, str(run), str(out))
-        first = wait_for_file(out) - t0
+        job_ids = self.driver("ttfs-light" if self.light else "ttfs", tool, str(run), str(out))
+        first = first_step_at(out, self.light) - t0
         for job_id in job_ids:
             wait_gone(self.slurm, job_id)
         return first
@@ -162,7 +187,7 @@ class Bench:
                                f"mem=1024,time=5,job_dir={run / 'job'}", "dist.ddp", "-j", "2x1",
                                "--script", "probe.py", "--", str(out)],
                               cwd=run, env=env, capture_output=True, text=True, check=True)
-        first = wait_for_file(out) - t0
+        first = first_step_at(out, self.light) - t0
         match = re.search(r"slurm://[^/]*/(\d+)", proc.stdout + proc.stderr)
         if match:
             wait_gone(self.slurm, match.group(1))
@@ -186,7 +211,7 @@ class Bench:
         t0 = time.time()
         subprocess.run([self.args.nemo_python, "-c", code], cwd=run, env=env, capture_output=True, text=True,
                        check=True)
-        first = wait_for_file(out) - t0
+        first = first_step_at(out, self.light) - t0
         self.wait_idle()
         return first
 
@@ -286,32 +311,21 @@ class _Background:
         self.thread.join(timeout=900)
 
 
-def interleaved(fns: dict[str, Callable[[], float]], rounds: int, seed: int = 0) -> dict[str, list[float]]:
-    rng = random.Random(seed)
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        order = list(fns)
-        rng.shuffle(order)
-        for name in order:
-            try:
-                times[name].append(fns[name]())
-            except Exception as exc:  # noqa: BLE001 - one tool failing must not hide the others
-                print(f"# {name}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
-    return times
-
-
 def summary(times: dict[str, list[float]], base: str) -> dict[str, object]:
-    medians = {k: statistics.median(v) for k, v in times.items() if v}
-    out: dict[str, object] = {f"{k}_s": round(v, 3) for k, v in medians.items()}
-    if base in medians:
-        out.update({f"{k}_over_{base}": round(v / medians[base], 3) for k, v in medians.items() if k != base})
+    """Medians, and each tool's median of per-round ratios to ``base`` with its 95 % interval."""
+    out: dict[str, object] = {f"{k}_s": round(statistics.median(v), 3) for k, v in times.items() if v}
+    for name, values in times.items():
+        if name != base and values:
+            out[f"{name}_over_{base}"] = paired(values, times[base])
     out["samples"] = {k: [round(x, 2) for x in v] for k, v in times.items()}
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=20, help="ABBA rounds (every tool once per round)")
+    ap.add_argument("--probe", choices=("light", "torch"), default="light",
+                    help="time to first step: ranks that import nothing (default), or an all-reduce in torch")
     ap.add_argument("--items", type=int, default=100)
     ap.add_argument("--chunk-size", type=int, help="items per array task for both tools (default: slinkyml's "
                     "choice for this cluster)")
@@ -323,6 +337,9 @@ def main() -> int:
         import shutil
 
         args.torchx = shutil.which("torchx")
+    from slinkyml.dispatch import executor
+
+    assert executor._POLL_S == POLL_S, "the drivers' poll must be slinkyml's"
     bench = Bench(args)
     results: dict[str, object] = {"rounds": args.rounds}
     if "ttfs" not in args.skip:
@@ -332,14 +349,15 @@ def main() -> int:
             fns["torchx"] = bench.ttfs_torchx
         if args.nemo_python:
             fns["nemo_run"] = bench.ttfs_nemo
-        results["time_to_first_step"] = summary(interleaved(fns, args.rounds), "slinkyml_python")
+        results["time_to_first_step"] = {"probe": args.probe, **summary(abba(fns, args.rounds, phase_s=1.0),
+                                                                            "submitit")}
     if "map" not in args.skip:
         fns = {"slinkyml_python": bench.map_slinkyml, "submitit": bench.map_submitit}
         results[f"time_to_results_{args.items}_items"] = {
-            "chunk_size": bench.chunk_size(), **summary(interleaved(fns, args.rounds), "slinkyml_python")}
+            "chunk_size": bench.chunk_size(), **summary(abba(fns, args.rounds, phase_s=1.0), "submitit")}
     if "requeue" not in args.skip:
         fns = {"slinkyml_python": bench.resume_slinkyml, "submitit": bench.resume_submitit}
-        results["time_to_resume_after_requeue"] = summary(interleaved(fns, args.rounds), "slinkyml_python")
+        results["time_to_resume_after_requeue"] = summary(abba(fns, args.rounds, phase_s=1.0), "submitit")
     print(json.dumps(results, indent=2))
     return 0
 

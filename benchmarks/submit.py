@@ -10,7 +10,11 @@ Figures (medians; the cluster is shared, so expect noise):
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
 * the same submission through slurmrestd's unix socket (the ``restapi`` backend: no ``sbatch``
   process per job) → ratio to raw ``sbatch``;
-* ``slinkyml sbatch submit --no-check`` as a whole process (Python start-up included);
+* ``slinkyml sbatch submit JOB.yaml`` (checks included), the same with ``--no-check``, and each from a
+  regular (non-editable) install when ``--regular-python`` names one, as whole processes (Python start-up
+  included) against raw ``sbatch`` of the same rendered script, also a whole process: ``--cli-pairs``
+  ABBA pairs, the median of per-pair ratios with a 95 % bootstrap interval (``cli_pairs``; ``--cli-only``
+  measures only these). Each submitted job is cancelled after its pair, outside the clock;
 * time from submission to the first training step of a 2-node torchrun job, rendered vs a
   hand-written sbatch running the same trainer, alternating in ABBA order;
 * beside it, raw ``sbatch`` vs ``submit()`` on the Slurm 26.05 cluster when one runs (``--other-state-dir``,
@@ -31,6 +35,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent / "drivers"))
+from pairs import abba, paired  # noqa: E402 - benchmarks/drivers/pairs.py: ABBA rounds, per-pair ratios
+
 PY = sys.executable
 SLINKYML = str(Path(PY).parent / "slinkyml")
 
@@ -81,6 +88,67 @@ def ratio_stats(times: dict[str, list[float]], name: str, base: str = "raw", see
             "paired_median": statistics.median(o / r for o, r in zip(ours, raw, strict=True))}
 
 
+def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -> dict[str, object]:
+    """Whole processes: ``slinkyml sbatch submit`` (checks, ``--no-check``; editable and regular install)
+    vs raw ``sbatch`` of the same rendered script, and ``python -c pass`` of each interpreter."""
+    import os
+    import resource
+
+    import yaml
+
+    from slinkyml.jobs.render import render_sbatch
+
+    yaml_path, script = work / "cli.yaml", work / "cli.sbatch"
+    yaml_path.write_text(yaml.safe_dump(spec.to_dict()))
+    script.write_text(render_sbatch(spec))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # users keep their .pyc
+    env_regular = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    submitted: list[str] = []
+
+    def run(argv: list[str], environ: dict[str, str], cpu: list[float]) -> None:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=work, env=environ).stdout
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        submitted.append(out.split("Submitted batch job ")[1].split()[0] if "Submitted" in out
+                         else out.strip().split(";")[0])
+
+    raw = ["sbatch", "--parsable", str(script)]
+    cases = {"cli submit": ([SLINKYML, "sbatch", "submit", str(yaml_path)], env),
+             "cli submit --no-check": ([SLINKYML, "sbatch", "submit", "--no-check", str(yaml_path)], env)}
+    if regular_python:
+        entry = "import sys; from slinkyml.cli import main; sys.argv[0] = 'slinkyml'; sys.exit(main())"
+        cases["regular install: cli submit"] = ([regular_python, "-c", entry, "sbatch", "submit", str(yaml_path)],
+                                                env_regular)
+    out: dict[str, object] = {}
+    try:
+        for name, (argv, environ) in cases.items():
+            cpu: dict[str, list[float]] = {"ours": [], "raw": []}
+            rounds = abba({"ours": lambda argv=argv, environ=environ, cpu=cpu: run(argv, environ, cpu["ours"]),
+                           "raw": lambda cpu=cpu: run(raw, env, cpu["raw"])}, pairs)
+            out[name] = {"ms": round(statistics.median(rounds["ours"]) * 1e3, 1),
+                         "raw_sbatch_ms": round(statistics.median(rounds["raw"]) * 1e3, 1),
+                         **paired(rounds["ours"], rounds["raw"]),
+                         # CPU time of the processes (user + system): what a loaded machine stretches less
+                         "cpu_ms": round(statistics.median(cpu["ours"]) * 1e3, 1),
+                         "raw_sbatch_cpu_ms": round(statistics.median(cpu["raw"]) * 1e3, 1)}
+            slurm.run("scancel", submitted, check=False, retries=0)
+            submitted.clear()
+        for name, python, environ in (("python -c pass (editable install)", PY, env),
+                                      ("python -c pass (regular install)", regular_python, env_regular)):
+            if python:
+                bare = []
+                for _ in range(pairs):
+                    t0 = time.perf_counter()
+                    subprocess.run([python, "-c", "pass"], env=environ, check=True, cwd=work)
+                    bare.append(time.perf_counter() - t0)
+                out[name] = {"ms": round(statistics.median(bare) * 1e3, 1)}
+    finally:
+        if submitted:
+            slurm.run("scancel", submitted, check=False, retries=0)
+    return out
+
+
 def median_time(fn, repeats: int) -> float:
     times = []
     for _ in range(repeats):
@@ -96,6 +164,10 @@ def main() -> int:
                     "comparisons run a quarter as many)")
     ap.add_argument("--skip-training", action="store_true")
     ap.add_argument("--ttfs-rounds", type=int, default=4, help="pairs of 2-node training jobs (ABBA order)")
+    ap.add_argument("--cli-pairs", type=int, default=20, help="ABBA pairs of whole-process submissions")
+    ap.add_argument("--cli-only", action="store_true", help="measure only the whole-process submissions")
+    ap.add_argument("--regular-python", help="the python of a regular (non-editable) install of this tree, "
+                    "measured beside the editable one")
     ap.add_argument("--other-state-dir", default="/var/lib/slinkyml/dev-26.05",
                     help="a local cluster on another Slurm release to measure beside this one, when it runs")
     args = ap.parse_args()
@@ -115,6 +187,9 @@ def main() -> int:
     script = work / "bench.sbatch"
     script.write_text(render_sbatch(spec))
     job_ids: list[int] = []
+    if args.cli_only:
+        print(json.dumps(cli_pairs(slurm, spec, work, args.cli_pairs, args.regular_python), indent=2))
+        return 0
 
     def raw() -> None:
         out = subprocess.run(["sbatch", "--parsable", "--hold", str(script)], capture_output=True,

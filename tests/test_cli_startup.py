@@ -68,3 +68,47 @@ def test_help_and_unknown_commands_still_see_every_command() -> None:
     assert len(bad.stderr.strip().splitlines()) == 1  # one error line (not the usage), no traceback
     sub = subprocess.run([sys.executable, "-m", "slinkyml", "usage", "--help"], capture_output=True, text=True)
     assert sub.returncode == 0 and "--since" in sub.stdout
+
+
+#: what a report over a small cluster's records or a job listing never needs to import
+NOT_FOR_LISTING = ("pandas", "numpy", "pyarrow", "duckdb", "yaml", "jsonschema", "rich", "slinkyml.jobs.spec",
+                   "slinkyml.accounting.reports")
+
+
+def test_jobs_list_imports_no_accounting_library_and_no_spec(imported_by, tmp_path) -> None:
+    """`jobs list` reads squeue/sacct records: importing ``slinkyml.accounting.timeparse`` or
+    ``slinkyml.jobs.listing`` runs their packages' ``__init__``, which must not load the reports (pandas,
+    DuckDB) or the job spec (schema, PyYAML). No Slurm on PATH: the handler's imports all happen, then it
+    fails on the first command."""
+    code = ("import contextlib, io, os; from slinkyml.cli import main; from slinkyml.errors import SlinkyError\n"
+            f"os.environ['PATH'] = {str(tmp_path)!r}\n"
+            "with contextlib.suppress(SlinkyError, SystemExit), contextlib.redirect_stdout(io.StringIO()), "
+            "contextlib.redirect_stderr(io.StringIO()):\n"
+            "    main(['jobs', 'list', '--json'])\n"
+            "assert 'slinkyml.jobs.listing' in sys.modules")
+    assert imported_by("import sys\n" + code, NOT_FOR_LISTING) == []
+
+
+def test_the_accounting_package_exports_its_reports_on_first_use(imported_by) -> None:
+    assert imported_by("from slinkyml.accounting import parse_when", ("pandas", "duckdb")) == []
+    assert imported_by("from slinkyml.accounting import usage_report, load_jobs", ("pandas",)) == ["pandas"]
+
+
+def test_dry_run_says_which_interpreter_the_job_runs(tmp_path) -> None:
+    """``--dry-run`` renders what ``submit`` would send: the interpreter running slinkyml, said on stderr;
+    the one a spec names, said as named."""
+    import os
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: probe\nlauncher: srun\nentry: {module: slinkyml.train}\n")
+    env = {**os.environ, "PATH": str(tmp_path)}  # no Slurm: --no-check renders without asking it
+    out = subprocess.run([sys.executable, "-m", "slinkyml", "sbatch", "submit", "--dry-run", "--no-check", str(spec)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"  {sys.executable}\n  -m slinkyml.train" in out.stdout  # the launch line, one word a line
+    assert f"# interpreter: {sys.executable} (the interpreter running slinkyml" in out.stderr
+    spec.write_text("name: probe\nlauncher: srun\npython: /opt/py/bin/python3\nentry: {module: slinkyml.train}\n")
+    out = subprocess.run([sys.executable, "-m", "slinkyml", "sbatch", "submit", "--dry-run", "--no-check", str(spec)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "  /opt/py/bin/python3\n  -m slinkyml.train" in out.stdout
+    assert "# interpreter: /opt/py/bin/python3 (named by the job spec)" in out.stderr

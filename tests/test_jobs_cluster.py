@@ -43,6 +43,10 @@ def test_validation_says_what_is_wrong_in_one_line(slurm, shared_tmp):
         assert needle in text
     with pytest.raises(JobCheckError, match="partition 'nope' does not exist"):
         check_job(_echo_spec(shared_tmp, partition="nope"), slurm)
+    # host lists expand here (slurm/hostlist.py), as scontrol would: n[1-2] is in the partition, n[2,9] is not
+    assert problems(_echo_spec(shared_tmp, nodes=2, nodelist="n[1-2]"), slurm) == []
+    with pytest.raises(JobCheckError, match=r"nodelist n\[2,9\] has nodes outside partition debug: n9"):
+        check_job(_echo_spec(shared_tmp, nodes=2, nodelist="n[2,9]"), slurm)
     container = _echo_spec(shared_tmp, container={"image": "nvcr.io/nvidia/pytorch:24.07-py3"})
     if "--container-image" in slurm.run("srun", ["--help"]).stdout:  # pyxis loaded (tests/test_pyxis_live.py)
         assert problems(container, slurm) == []

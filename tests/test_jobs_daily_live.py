@@ -4,6 +4,7 @@ first failing rank in `jobs status`/`why`/`--wait`, logs after Slurm forgot the 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -144,10 +145,10 @@ def test_run_builds_the_same_spec_as_yaml(cli, tmp_path):
                          "-m", "pkg.train", "--lr", "3", "-N", "9")
     assert code == 0, err
     from slinkyml.jobs.render import render_sbatch
-    from slinkyml.jobs.spec import JobSpec
+    from slinkyml.jobs.spec import JobSpec, interpreter
 
     spec = JobSpec.from_yaml(saved)
-    assert out == render_sbatch(spec)
+    assert spec.python is None and out == render_sbatch(interpreter(spec)[0])  # as submitted: this interpreter
     assert (spec.nodes, spec.partition, spec.account, spec.time_limit) == (2, "short", "ml", "0:30:00")
     assert spec.entry.module == "pkg.train" and spec.entry.args == ("--lr", "3", "-N", "9")
     assert dict(spec.env) == {"A": "1", "B": "x=y"} and spec.name == "train"
@@ -174,3 +175,47 @@ def test_why_recognises_a_launch_failure(slurm, shared_tmp, records_dir, cli, mo
     assert code != 0 and "(launch failure)" in out.strip().splitlines()[-1], out
     code, out, _err = cli("jobs", "why", job_id)
     assert code == 1 and "no-such-program" in out and "No such file or directory" in out, out
+
+
+def _python_without_torch() -> str:
+    """An interpreter the nodes have that cannot import torch (the venv's base, or the system's)."""
+    import subprocess
+
+    for python in (getattr(sys, "_base_executable", ""), "/usr/bin/python3"):
+        if python and os.path.exists(python) and "No module named 'torch'" in subprocess.run(
+                [python, "-c", "import torch"], capture_output=True, text=True).stderr:
+            return python
+    pytest.skip("no interpreter without torch on this machine")  # never a pass: the test did not run
+
+
+@pytest.mark.timeout(120)
+def test_run_without_python_runs_the_submitting_interpreter(slurm, shared_tmp, records_dir, cli, monkeypatch):
+    """No --python, no python: in the spec: the ranks run the interpreter that submitted (submitit's rule)."""
+    monkeypatch.chdir(shared_tmp)
+    (shared_tmp / "which.py").write_text("import sys; print('interpreter', sys.executable)\n")
+    logs = shared_tmp / "which-logs"
+    code, out, _err = cli("run", "--launcher", "srun", "--mem", "128M", "-t", "2", "--log-dir", str(logs), "--wait",
+                          str(shared_tmp / "which.py"))
+    assert code == 0, out
+    job_id = out.split("Submitted batch job ")[1].split()[0]
+    ran = "".join(path.read_text() for path in logs.glob(f"*{job_id}*") if path.suffix in (".out", ".log"))
+    assert f"interpreter {sys.executable}" in ran, ran
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_dies_before_training_is_named_with_its_error_line(slurm, shared_tmp, records_dir, cli,
+                                                                       monkeypatch):
+    """torchrun under a python without torch: the rank's log holds the interpreter's one line (no traceback);
+    `--wait`, `jobs status` and `jobs why` name the rank and quote it."""
+    monkeypatch.chdir(shared_tmp)
+    python = _python_without_torch()
+    code, out, _err = cli("run", "--python", python, "--mem", "256M", "-t", "2", "--log-dir",
+                          str(shared_tmp / "notorch-logs"), "--wait", "-m", "slinkyml.train", "--steps", "1")
+    job_id = out.split("Submitted batch job ")[1].split()[0]
+    said = re.compile(rf"\(exception\): rank 0 on n\d+ exited 1: {re.escape(python)}: Error while finding module "
+                      r"specification for 'torch.distributed.run' \(ModuleNotFoundError: No module named 'torch'\)")
+    assert code == 1 and said.search(out.strip().splitlines()[-1]), out
+    code, out, _err = cli("jobs", "status", job_id)
+    assert code == 1 and said.search(out), out
+    code, out, _err = cli("jobs", "why", job_id)
+    assert code == 1 and said.search(out) and "-r0-node0.log:1 <==" in out, out

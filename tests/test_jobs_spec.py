@@ -13,7 +13,7 @@ BASE = {"name": "t", "entry": {"module": "slinkyml.train"}}
 def test_defaults_and_launcher_derived_counts():
     spec = JobSpec.from_dict({**BASE, "nodes": 2, "gpus_per_node": 8})
     assert spec.effective_tasks_per_node == 1 and spec.effective_procs_per_node == 8
-    assert spec.world_size == 16 and spec.requeue.max_restarts == 3 and spec.python == "python3"
+    assert spec.world_size == 16 and spec.requeue.max_restarts == 3 and spec.python is None
     srun = JobSpec.from_dict({**BASE, "launcher": "srun", "gpus_per_node": 4})
     assert srun.effective_tasks_per_node == 4
     neuron = JobSpec.from_dict({**BASE, "launcher": "neuron", "neuron_devices_per_node": 16})
@@ -116,3 +116,21 @@ def test_neuron_compile_run_caps_steps_and_moves_the_output_dir():
                        neuron_compile_steps=7)
     assert neuron_compile_argv(mod, [*head, "-m", "pkg.train", "--output_dir", "/o"]) == \
         [*head, "-m", "pkg.train", "--output_dir", "/c", "--max_steps", "7"]
+
+
+def test_the_job_runs_the_submitting_interpreter_unless_the_spec_names_one():
+    """submitit's rule: the ranks run the interpreter that submitted (its venv has torch); a script
+    rendered alone (``sbatch render``, checked in) keeps the nodes' python3."""
+    import sys
+
+    from slinkyml.jobs.render import entry_argv, launch_argv
+    from slinkyml.jobs.spec import interpreter
+
+    unnamed = JobSpec.from_dict(BASE)
+    assert entry_argv(unnamed)[0] == "python3" and launch_argv(unnamed, "h")[0] == "python3"
+    submitted, source = interpreter(unnamed)
+    assert submitted.python == sys.executable and "running slinkyml" in source
+    assert launch_argv(submitted, "h")[0] == sys.executable
+    assert submitted.replace(python=None) == unnamed  # nothing else changed
+    named = JobSpec.from_dict({**BASE, "python": "/opt/py/bin/python3"})
+    assert interpreter(named) == (named, "named by the job spec")

@@ -1,7 +1,7 @@
 """One measured submission of benchmarks/peers.py, as a fresh process (as a user's script or notebook
 kernel starts): the tool's import, its submission and, for ``map``, its wait for results all count.
 
-    python benchmarks/drivers/peers.py ttfs    slinkyml|submitit DIR OUT
+    python benchmarks/drivers/peers.py ttfs    slinkyml|submitit DIR OUT   (ttfs-light: ranks import nothing)
     python benchmarks/drivers/peers.py map     slinkyml|submitit DIR ITEMS CHUNK_SIZE
     python benchmarks/drivers/peers.py requeue slinkyml|submitit DIR STARTED RESUMED
 
@@ -15,6 +15,17 @@ import os
 import sys
 import time
 from pathlib import Path
+
+#: how often a waiting tool looks for results: slinkyml's own (``slinkyml.dispatch.executor._POLL_S``, which
+#: benchmarks/peers.py checks), for submitit too (its ``result()`` sleeps 1 s between looks)
+POLL_S = 0.2
+
+
+def first_step_light(path: str) -> float:
+    """The light probe: each rank writes the wall clock of its start to ``path.RANK`` (no import)."""
+    now = time.time()
+    Path(f"{path}.{os.environ.get('SLURM_PROCID', '0')}").write_text(repr(now))
+    return now
 
 
 def first_step(path: str) -> float:
@@ -31,7 +42,7 @@ def first_step(path: str) -> float:
     dist.all_reduce(tensor)
     now = time.time()
     if dist.get_rank() == 0:
-        Path(path).write_text(repr(now))
+        Path(f"{path}.0").write_text(repr(now))
     dist.destroy_process_group()
     return now
 
@@ -64,8 +75,9 @@ def main() -> int:
         def executor(**kw):
             return Executor(folder, **kw)
 
-        if task == "ttfs":
-            job = executor(nodes=2, mem="1G", time=5).submit(first_step, rest[0])
+        if task.startswith("ttfs"):
+            probe = first_step_light if task == "ttfs-light" else first_step
+            job = executor(nodes=2, mem="1G", time=5).submit(probe, rest[0])
             print("JOB", job.job_id)
         elif task == "map":
             items, size = int(rest[0]), int(rest[1])
@@ -86,14 +98,17 @@ def main() -> int:
             ex.update_parameters(**kw)
             return ex
 
-        if task == "ttfs":
-            job = executor(nodes=2, tasks_per_node=1, timeout_min=5, slurm_mem="1G").submit(first_step, rest[0])
+        if task.startswith("ttfs"):
+            probe = first_step_light if task == "ttfs-light" else first_step
+            job = executor(nodes=2, tasks_per_node=1, timeout_min=5, slurm_mem="1G").submit(probe, rest[0])
             print("JOB", job.job_id)
         elif task == "map":
             items, size = int(rest[0]), int(rest[1])
             jobs = executor(timeout_min=5, slurm_mem="128M", slurm_array_parallelism=1000).map_array(
                 double_all, chunks(items, size))
             print("JOB", *sorted({str(j.job_id).split("_")[0] for j in jobs}))
+            while not all(j.done() for j in jobs):  # slinkyml's poll, not result()'s 1 s sleep
+                time.sleep(POLL_S)
             assert [x for j in jobs for x in j.result()] == [2 * i for i in range(items)]
         else:
             class SubmititCountTo(submitit.helpers.Checkpointable):

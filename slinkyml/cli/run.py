@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--container", metavar="IMAGE", help="pyxis/enroot image for the tasks")
     p.add_argument("--container-mounts", metavar="SRC:DST[,...]", help="pyxis mounts, comma-separated")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment (repeatable)")
-    p.add_argument("--python", help="the job's interpreter (default: python3 on the nodes)")
+    p.add_argument("--python", help="the job's interpreter (default: the one running slinkyml, sys.executable)")
     p.add_argument("--log-dir", default="logs", help="where the job writes its logs (./logs)")
     p.add_argument("--checkpoint-dir")
     p.add_argument("--max-restarts", type=int, metavar="R", help="requeues after preemption (3)")

@@ -76,6 +76,9 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
     slurm = Slurm()
     request = SlurmJobRequest.from_spec(spec)  # the one request: the script, the backends, the dry run
     if args.dry_run:
+        from slinkyml.jobs.spec import interpreter
+
+        spec, source = interpreter(spec)  # as submit() will run it
         from slinkyml import config
         from slinkyml.jobs.render import render_sbatch
         from slinkyml.jobs.validate import check_job
@@ -90,6 +93,7 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
         sys.stdout.write(script)
         print(f"# cluster: {target.describe()}; backend {backend}", file=sys.stderr)
         print(f"# request: {request}", file=sys.stderr)
+        print(f"# interpreter: {spec.python} ({source})", file=sys.stderr)
         for warning in request.warnings():
             print(f"# warning: {warning}", file=sys.stderr)
         print(f"# dry run: {spec.name!r} passes the cluster checks; nothing submitted", file=sys.stderr)

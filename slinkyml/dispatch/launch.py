@@ -25,7 +25,7 @@ from slinkyml.errors import SpecError
 from slinkyml.jobs.presets import spec_preset_env
 from slinkyml.jobs.render import deepspeed_config_for, launch_argv
 from slinkyml.jobs.request import SlurmJobRequest
-from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.spec import JobSpec, interpreter
 from slinkyml.slurm import causes
 from slinkyml.slurm.protocol import (
     ENV_CHECKPOINT_DIR,
@@ -39,9 +39,6 @@ from slinkyml.slurm.protocol import (
     preempted_marker,
 )
 from slinkyml.train import FINAL_FILE, METRICS_FILE
-
-#: the spec's default interpreter; on the notebook path the notebook's own interpreter runs
-DEFAULT_PYTHON = "python3"
 
 
 def executor_for(spec: JobSpec, *, folder: str | os.PathLike[str] | None = None, **overrides: Any) -> Executor:
@@ -61,8 +58,7 @@ def prepare(spec: JobSpec) -> tuple[JobSpec, dict[str, str]]:
                                          "run inside a submitit task; use deepspeed_via: torchrun from Python")
     if spec.launcher in ("neuron",):
         raise SpecError("launcher", "the neuron launcher is only supported through sbatch (precompile step)")
-    if spec.python == DEFAULT_PYTHON:
-        spec = spec.replace(python=sys.executable)
+    spec, _ = interpreter(spec)  # unnamed: the notebook's own interpreter
     log_dir = Path(spec.log_dir).absolute()
     log_dir.mkdir(parents=True, exist_ok=True)
     env = spec_preset_env(spec)

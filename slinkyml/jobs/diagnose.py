@@ -35,6 +35,10 @@ _STEPD_HOST = re.compile(r"^slurmstepd-(\S+?):")
 _LAUNCH = re.compile(r"execve\(\)|Unable to create step|Task launch for .* failed|Application launch "
                      r"failed|can't open file|No such file or directory|command not found|pyxis: |"
                      r"error: .*launch failed|couldn't chdir|Permission denied")
+#: the interpreter's own one-line refusals before any user code runs (no traceback): `python -m` of a module
+#: that is not installed for it (torch under a python without it), e.g. "/usr/bin/python3: Error while finding
+#: module specification for 'torch.distributed.run' (ModuleNotFoundError: No module named 'torch')"
+_PYTHON_REFUSAL = re.compile(r"^\S*python[\w.]*: (?:No module named \S|Error while finding module specification for )")
 _STEPD_MEMORY_LIMIT = re.compile(r"Exceeded (?:job|step) memory limit|exceeded memory limit", re.I)
 #: the run's own causes (its events file, slurm/causes.py) as kinds of ending
 _CAUSE_KINDS = {causes.TIME_LIMIT: "timeout", causes.PREEMPTION: "preempted", causes.NODE_FAILURE: "node_fail",
@@ -313,6 +317,14 @@ def _read_exception(case: _Case) -> None:
             case.rank = prefixed_rank if prefixed_rank is not None else entry.index
         case.found.insert(0, _Finding(entry.path, index, lines, before=6, after=1))
         break
+    if not case.exception:  # a rank that died before training: the interpreter's own line, the failing rank's first
+        refusals = [(entry, lines, i) for entry, lines in sorted(case.rank_files, key=lambda item: item[0].index != case.rank)
+                    for i, line in enumerate(lines) if _PYTHON_REFUSAL.match(_strip_rank(line)[1])]
+        if refusals:
+            entry, lines, index = refusals[0]
+            case.exception = _strip_rank(lines[index])[1].strip()
+            case.rank = entry.index if case.rank is None else case.rank
+            case.found.insert(0, _Finding(entry.path, index, lines, before=1, after=1))
     if not case.exception:
         hit = last_exception(case.batch)
         if hit is not None:

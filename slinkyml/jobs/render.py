@@ -16,7 +16,7 @@ from typing import Any
 from slinkyml import DATA_DIR, rendezvous
 from slinkyml.jobs.presets import preset_env_lines
 from slinkyml.jobs.request import SlurmJobRequest, safe_name
-from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.spec import NODE_PYTHON, JobSpec
 from slinkyml.slurm import causes, protocol
 from slinkyml.slurm.protocol import ENV_CHECKPOINT_DIR, ENV_DS_CONFIG, ENV_LOG_DIR, ENV_RESTART, ENV_SIGNAL
 
@@ -104,7 +104,7 @@ def sbatch_value(value: str) -> str:
 def entry_argv(spec: JobSpec, *, python: str | None = None) -> list[str]:
     """What one training process runs (without any launcher)."""
     entry = spec.entry
-    py = python or spec.python
+    py = python or spec.python or NODE_PYTHON
     if entry.module is not None:
         return [py, "-m", entry.module, *entry.args]
     if entry.is_python:
@@ -129,7 +129,7 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | str | None = None, *,
         return entry_argv(spec)
     if spec.uses_deepspeed_launcher:
         procs = spec.effective_procs_per_node
-        argv = [spec.python, "-m", "deepspeed.launcher.runner", "--launcher", "slurm",
+        argv = [spec.python or NODE_PYTHON, "-m", "deepspeed.launcher.runner", "--launcher", "slurm",
                 "--hostfile", ds_hostfile or "hostfile", "--num_nodes", nnodes]
         if spec.gpus_per_node and spec.gpus_per_node == procs:
             argv += ["--num_gpus", str(procs)]  # becomes srun --gpus-per-node; a CPU job must not ask
@@ -147,7 +147,7 @@ def launch_argv(spec: JobSpec, head_node: str, port: int | str | None = None, *,
     # static rendezvous: each node knows its rank (SLURM_NODEID), so no c10d join rounds; torchrun
     # forwards only --signals-to-handle and waits --shutdown-timeout for the checkpoint
     rank = [] if node_rank is None else ["--node-rank", _word(node_rank)]
-    return [spec.python, "-m", "torch.distributed.run", "--nnodes", nnodes,
+    return [spec.python or NODE_PYTHON, "-m", "torch.distributed.run", "--nnodes", nnodes,
             "--nproc-per-node", str(spec.effective_procs_per_node),
             *protocol.torchrun_signal_args(spec.requeue.signal, spec.requeue.grace_seconds), "--rdzv-id", rdzv_id,
             "--rdzv-backend", "static", *rank, "--rdzv-endpoint", endpoint, *entry]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,7 +119,7 @@ class JobSpec:
     dependencies: tuple[str, ...] = ()
     deepspeed_config: Mapping[str, Any] | str | None = None
     rdzv_port: int | None = None  # None: derived from the job id and restart, the first free one
-    python: str = "python3"
+    python: str | None = None  # None: the submitting interpreter (interpreter()); a script rendered alone: python3
     neuron_precompile: bool = True
     neuron_compile_steps: int = 5
     neuron_compile_dir: str | None = None
@@ -269,6 +270,20 @@ class JobSpec:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+#: the interpreter of a script rendered with no submission (``sbatch render``): the nodes' own
+NODE_PYTHON = "python3"
+
+
+def interpreter(spec: JobSpec) -> tuple[JobSpec, str]:
+    """The spec as submitted, with its interpreter, and where that came from: the one the spec names, else
+    the one submitting (``sys.executable``, as submitit does: its venv has what the job imports)."""
+    if spec.python is not None:
+        return spec, "named by the job spec"
+    # from plain data, not replace(): the frozen mappings would send the field check down jsonschema's slow path
+    return (JobSpec.from_dict({**spec.to_dict(), "python": sys.executable}),
+            "the interpreter running slinkyml (set python: to name another)")
+
+
 #: Slurm keeps a time limit in minutes in a uint32 whose two top values are NO_VAL and INFINITE
 MAX_TIME_LIMIT_MIN = 0xFFFFFFFD
 #: Slurm keeps memory in MB in a uint64 whose top bit marks "per CPU" (and NO_VAL64/INFINITE64 below it)

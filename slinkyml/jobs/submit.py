@@ -17,7 +17,7 @@ from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
 from slinkyml.jobs.render import render_sbatch, safe_name
 from slinkyml.jobs.request import SlurmJobRequest
-from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.spec import JobSpec, interpreter
 from slinkyml.jobs.validate import check_job
 from slinkyml.slurm.runner import Slurm
 
@@ -87,6 +87,7 @@ def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | Non
     slurmctld, and the submission's line appended under the job id once it answers (one ``write``).
     ``request``: the spec's :class:`SlurmJobRequest` if the caller has it; else built here, once."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
+    spec, _ = interpreter(spec)  # the spec's interpreter, else this one (its venv has what the job imports)
     if validate and slurm is not None:
         check_job(spec, slurm, user=user)
     log_dir = os.path.join(cwd, spec.log_dir)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import getpass
 import re
+import threading
+from collections.abc import Callable
+from typing import Any
 
 from slinkyml.errors import EXIT_FAILED, SlinkyError
 from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
 from slinkyml.slurm import records
+from slinkyml.slurm.hostlist import HostlistError, expand_hostlist
 from slinkyml.slurm.runner import Slurm
 
 _BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "FUTURE", "INVAL")
@@ -21,9 +25,40 @@ class JobCheckError(SlinkyError):
 
 
 def expand_nodes(slurm: Slurm, nodelist: str) -> list[str]:
+    """A host list's names as ``scontrol show hostnames`` gives them: expanded here (hostlist.py
+    follows Slurm's hostlist.c; a process less per check), by scontrol where the text is not one."""
     if not nodelist or nodelist == "(null)":
         return []
-    return records.hostnames(slurm, nodelist)
+    try:
+        return expand_hostlist(nodelist)
+    except HostlistError:
+        return records.hostnames(slurm, nodelist)
+
+
+class _AtOnce:
+    """Calls made side by side (slurmctld answers each in a few ms; one after the other, their process
+    starts and round trips add up); ``[name]`` is that call's answer, or raises its failure as the
+    call alone would have, when (and only when) the check reads it."""
+
+    def __init__(self, calls: dict[str, Callable[[], Any]]) -> None:
+        self._answers: dict[str, Any] = {}
+        self._failures: dict[str, BaseException] = {}
+        threads = [threading.Thread(target=self._ask, args=item, daemon=True) for item in calls.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _ask(self, name: str, call: Callable[[], Any]) -> None:
+        try:
+            self._answers[name] = call()
+        except BaseException as exc:  # noqa: BLE001 - raised where the answer is read, in the caller's thread
+            self._failures[name] = exc
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._failures:
+            raise self._failures[name]
+        return self._answers[name]
 
 
 def gres_count(gres: str, kind: str) -> int:
@@ -54,7 +89,10 @@ def user_associations(slurm: Slurm, user: str, account: str | None = None) -> li
 def problems(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> list[str]:
     """Every reason the job cannot start here (empty when it can)."""
     found: list[str] = []
-    partitions = {p.get("PartitionName"): p for p in slurm.show("partition")}
+    user = user or getpass.getuser()
+    asked = _AtOnce({"partitions": lambda: slurm.show("partition"), "nodes": lambda: slurm.show("node"),
+                      "associations": lambda: user_associations(slurm, user, spec.account)})
+    partitions = {p.get("PartitionName"): p for p in asked["partitions"]}
     name = spec.partition or next((n for n, p in partitions.items() if p.get("Default") == "YES"), None)
     part = partitions.get(name)
     if part is None:
@@ -79,7 +117,7 @@ def problems(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> list[st
     mem = mem_mb(spec.mem_per_node) if spec.mem_per_node else 0
     usable = 0
     largest = (0, 0)  # the most CPUs and memory (MB) of any up node there: what the job can have
-    for node in slurm.show("node"):
+    for node in asked["nodes"]:
         if node.get("NodeName") not in members:
             continue
         state = node.get("State", "")
@@ -100,8 +138,7 @@ def problems(spec: JobSpec, slurm: Slurm, *, user: str | None = None) -> list[st
     if spec.container is not None and "--container-image" not in slurm.run("srun", ["--help"], check=False).stdout:
         found.append("container is set but this cluster's srun has no --container-image option "
                      "(the pyxis SPANK plugin is not installed in plugstack.conf)")
-    user = user or getpass.getuser()
-    rows = user_associations(slurm, user, spec.account)
+    rows = asked["associations"]
     if spec.account and not any(acct == spec.account and (not p or p == name) for acct, p in rows):
         found.append(f"user {user} has no association with account {spec.account!r}")
     elif not spec.account and not rows:
