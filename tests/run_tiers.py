@@ -125,6 +125,21 @@ class Suite:
             print(f"===== end of {run.name} =====\n", flush=True)
         return run.code
 
+    def cluster_env(self, name: str, env: dict[str, str]) -> dict[str, str] | None:
+        """Up the cluster ``env`` names, then the environment its `slinkyml dev env` gives (SLURM_CONF, and PATH
+        with its own Slurm first), as a user's `eval "$(slinkyml dev env)"` would; None when it fails."""
+        if not self.step(f"{name}: its cluster", [*SLINKYML, "dev", "up"], env):
+            return None
+        done = subprocess.run(["bash", "-c", 'eval "$("$0" -m slinkyml dev env)" && env -0', PY], cwd=REPO,
+                              env={**os.environ, **env}, capture_output=True)
+        if done.returncode != 0:
+            with self.lock:
+                self.failed.append(name)
+                print(f"===== {name}: dev env failed =====\n{done.stderr.decode(errors='replace')}", flush=True)
+            return None
+        pairs = (item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
+        return {key: value for key, value in pairs}
+
     def step(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> bool:
         """A set-up command of a lane (its output printed when it fails)."""
         say(f"{name}: {' '.join(argv[-3:])}")
@@ -179,10 +194,10 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
     slurm_lanes = max(1, min(2, int(os.environ.get("SLINKYML_TEST_SLURM_LANES", "2") or 2)))
     groups = split(suite.files.get("slurm", []), slurm_lanes)
 
-    def slurm_lane(name: str, modules: list[str], env: dict[str, str]) -> None:
-        if env and not suite.step(f"{name}: its cluster", [*SLINKYML, "dev", "up"], env):
-            return
-        suite.pytest(Run(name, exclusive("slurm"), ("slurm",), env=env, paths=modules))
+    def slurm_lane(name: str, modules: list[str], cluster: dict[str, str]) -> None:
+        env = suite.cluster_env(name, cluster) if cluster else {}
+        if env is not None:
+            suite.pytest(Run(name, exclusive("slurm"), ("slurm",), env=env, paths=modules))
 
     def session_cluster_lanes() -> None:
         others = [threading.Thread(target=slurm_lane, args=(f"slurm-{i + 1}", group, SLURM_B if i else {}))
@@ -205,9 +220,10 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
         suite.pytest(Run("kube", f"({exclusive('kube')}) or ({exclusive('kubelet')})", ("kube", "kubelet")))
 
     def lane_2605() -> None:
-        if suite.step("slurm2605: its cluster", [*SLINKYML, "dev", "up"], SLURM2605):
+        env = suite.cluster_env("slurm2605", SLURM2605)
+        if env is not None:
             suite.pytest(Run("slurm2605", f"slurm2605 and ({exclusive('offline')} or {exclusive('slurm')})",
-                             ("offline", "slurm"), env=SLURM2605))
+                             ("offline", "slurm"), env=env))
 
     own = threading.Thread(target=own_lane if "own_cluster" in wanted else (lambda: None), name="own_cluster")
     threads = [own]
