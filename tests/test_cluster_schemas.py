@@ -146,6 +146,7 @@ MISSES = [
     ("StorageClass", "llm-fsx-lustre", _set("allowedTopologies", value=[{"matchLabelExpressions": [
         {"key": "topology.kubernetes.io/zone", "values": []}]}]), "allowedTopologies[0].matchLabelExpressions[0].values"),
     ("Namespace", "slurm", _set("spec", "finalizers", value=["bad finalizer"]), "spec.finalizers[0]"),
+    ("Token", "llm-slurm", _set("spec", "lifetime", value="1d"), "spec.lifetime"),
 ]
 
 

@@ -26,6 +26,7 @@ from slinkyml.cluster import addons
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.cluster.schemas import (
+    DATE_TIME,
     apply_defaults,
     check_rules,
     core_kind,
@@ -670,7 +671,25 @@ def webhook_issues(objs: list[dict[str, Any]], release: str | None = None) -> li
             out.append(Issue(name, "spec.sssdConfRef.name", "sssdConfRef.name must not be empty"))
         if kind == "NodeSet":
             out += _nodeset_webhook(name, spec, rules)
+        for path, parse in TYPED_FIELDS.get(str(kind), ()):
+            value = dig(spec, *path)
+            if isinstance(value, str) and parse(value) is None:
+                out.append(Issue(name, ".".join(("spec", *path)), f"{_short(value)}: the webhook cannot decode it "
+                                 f"(a {'Go duration like 90m or 24h' if parse is go_duration_seconds else 'RFC 3339 time'})"))
     return out
+
+
+def _rfc3339(text: str) -> str | None:
+    return text if re.fullmatch(DATE_TIME, text) else None
+
+
+#: metav1.Duration / metav1.Time fields of the Slinky types (api/v1beta1): the operator's webhooks
+#: decode the object into them first, so a value Go cannot parse is refused before any rule
+TYPED_FIELDS: dict[str, tuple[tuple[tuple[str, ...], Any], ...]] = {
+    "Token": ((("lifetime",), go_duration_seconds),),
+    "NodeSet": ((("updateStrategy", "scheduledUpdate", "duration"), go_duration_seconds),
+                (("updateStrategy", "scheduledUpdate", "startTime"), _rfc3339)),
+}
 
 
 def _nodeset_webhook(name: str, spec: dict[str, Any], rules: set[str]) -> list[Issue]:
