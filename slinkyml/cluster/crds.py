@@ -5,7 +5,9 @@ Lookup: ``$SLINKYML_CRD_DIR``, ``<repo>/../shared/slinky-crds``, then the copies
 
 from __future__ import annotations
 
+import json
 import os
+import zlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -54,4 +56,16 @@ def crd_files(operator_version: str | None = None) -> list[Path]:
 def crd_documents(operator_version: str | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(file, parsed CRD) of every Slinky CRD of an operator release (:func:`crd_files`);
     :mod:`.schemas` turns them into validators."""
-    return [(str(f), specload.load_data(f.read_text())) for f in crd_files(operator_version)]
+    return [(str(f), _parsed(f.read_text())) for f in crd_files(operator_version)]
+
+
+def _parsed(text: str) -> Any:
+    """A CRD's data, through a JSON copy in slinkyml's cache keyed by the file's content: parsing
+    the six Slinky CRDs' YAML costs ~0.1 s of `cluster validate`'s 0.3 s, reading JSON a tenth."""
+    cached = specload.cache_dir() / f"crd-{zlib.crc32(text.encode()):08x}-{len(text)}.json"
+    try:
+        return json.loads(cached.read_bytes())
+    except (OSError, ValueError):
+        data = specload.load_data(text)
+        specload._write_cache(cached, json.dumps(data, separators=(",", ":")).encode())
+        return data
