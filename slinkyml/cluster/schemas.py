@@ -78,6 +78,11 @@ def to_json_schema(node: Any, ref_prefix: str = "") -> Any:
     if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields") \
             and "additionalProperties" not in node:
         out["additionalProperties"] = False
+    if core and isinstance(node.get("required"), list):  # Go's validation: a required string is non-empty
+        for key in node["required"]:
+            sub = out.get("properties", {}).get(key)
+            if isinstance(sub, dict) and sub.get("type") == "string" and "enum" not in sub:
+                sub.setdefault("minLength", 1)
     if isinstance(node.get("required"), list) and not core:  # the server defaults before it checks required
         props = node.get("properties") or {}
         out["required"] = [r for r in node["required"] if "default" not in (props.get(r) or {})]

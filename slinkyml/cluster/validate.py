@@ -494,6 +494,32 @@ def _quantity_issues(name: str, path: str, resources: Any) -> list[Issue]:
     return out
 
 
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _selector_issues(name: str, path: str, selector: Any) -> list[Issue]:
+    """metav1 ValidateLabelSelector: label syntax, known operators, values only with In/NotIn."""
+    out = []
+    for key, value in mapping(dig(selector, "matchLabels") if isinstance(selector, dict) else None).items():
+        out += [Issue(name, f"{path}.matchLabels", why) for why in label_problems(str(key), str(value), True)]
+    exprs = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    for i, expr in enumerate(exprs if isinstance(exprs, list) else []):
+        if not isinstance(expr, dict):
+            continue
+        where = f"{path}.matchExpressions[{i}]"
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op not in SELECTOR_OPERATORS:
+            out.append(Issue(name, f"{where}.operator", f"Invalid value: {_short(op)}: not a valid selector operator"))
+        elif op in ("In", "NotIn") and not values:
+            out.append(Issue(name, f"{where}.values", "Required value: must be specified when `operator` is "
+                             "'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist") and values:
+            out.append(Issue(name, f"{where}.values", "Forbidden: may not be specified when `operator` is "
+                             "'Exists' or 'DoesNotExist'"))
+        out += [Issue(name, f"{where}.key", why) for why in label_problems(str(expr.get("key") or ""), "", False)]
+    return out
+
+
 #: pkg/apis/core/validation ValidateSecret: the keys a typed Secret must hold
 SECRET_TYPE_KEYS = {"kubernetes.io/tls": ("tls.crt", "tls.key"), "kubernetes.io/ssh-auth": ("ssh-privatekey",),
                     "kubernetes.io/dockerconfigjson": (".dockerconfigjson",), "kubernetes.io/dockercfg": (".dockercfg",)}
@@ -585,6 +611,12 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
         if spec.get("volumeMode") not in (None, "Block", "Filesystem"):
             out.append(Issue(name, "spec.volumeMode", f"Unsupported value: {_short(spec['volumeMode'])}: supported "
                              "values: \"Block\", \"Filesystem\""))
+        for ref_field in ("dataSource", "dataSourceRef"):
+            ref = spec.get(ref_field)
+            if isinstance(ref, dict) and not ref.get("apiGroup") and ref.get("kind") != "PersistentVolumeClaim":
+                out.append(Issue(name, f"spec.{ref_field}", f"Invalid value: {_short(ref.get('kind'))}: must be "
+                                 "'PersistentVolumeClaim' when referencing the default apiGroup"))
+        out += _selector_issues(name, "spec.selector", spec.get("selector"))
         klass = spec.get("storageClassName")
         if isinstance(klass, str) and klass and (not DNS1123_SUBDOMAIN.match(klass) or len(klass) > 253):
             out.append(Issue(name, "spec.storageClassName", f"Invalid value: {_short(klass)}: a lowercase RFC 1123 "
