@@ -58,6 +58,11 @@ def main() -> None:
     print(confusion(rows))
     if args.schema:
         print("\n" + confusion_by_kind(rows))
+    if args.schema:
+        stricter = [r for r in rows if r.unexplained]
+        print(f"\noffline stricter without a run-time reason: {len(stricter)}")
+        for r in stricter:
+            print(f"- {r.case.name[:150]}: {[str(i)[:160] for s, i in r.offline.issues if s == 'admission'][:2]}")
     misses = [r for r in rows if r.miss]
     print(f"\nmisses: {len(misses)}")
     for r in misses:
