@@ -6,17 +6,24 @@ the reasons where offline is stricter, the misses (must be none) and, per case, 
 ratio to the server's round trip measured in the same process; then the scheduling table of the
 three examples and of one breaking case per rule.
 Needs the local control plane: `slinkyml dev kube up` (brought up here if it is not running).
-Usage: .venv/bin/python benchmarks/cluster_agreement.py [--seed N] [--no-placement]
+With --schema: the corpus generated from the schemas (slinkyml/cluster/schemacorpus.py, 2,000+
+cases) instead, its confusion table per kind. --offline-verdicts FILE writes that corpus's offline
+verdicts (tests/data/schema_corpus_verdicts.json, compared by tests/test_cluster_schemacorpus.py)
+and needs no plane.
+Usage: .venv/bin/python benchmarks/cluster_agreement.py [--seed N] [--no-placement] [--schema [--limit N]]
+       .venv/bin/python benchmarks/cluster_agreement.py --offline-verdicts tests/data/schema_corpus_verdicts.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import statistics
 import time
 
-from slinkyml.cluster.agreement import confusion, run
+from slinkyml.cluster import schemacorpus
+from slinkyml.cluster.agreement import confusion, confusion_by_kind, offline, run, verdict_text
 from slinkyml.cluster.corpus import SEED, cases
 from slinkyml.cluster.placement import BREAKS, break_scenario, example_scenarios, place, scheduling_table
 from slinkyml.dev.kube import KubeControlPlane
@@ -26,15 +33,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--no-placement", action="store_true", help="only the agreement corpus")
+    parser.add_argument("--schema", action="store_true", help="the corpus generated from the schemas")
+    parser.add_argument("--limit", type=int, default=0, help="--schema: every Nth case only (0: all)")
+    parser.add_argument("--no-webhook", action="store_true", help="a plane without the operator's webhook "
+                        "(port 9443 held by another plane): the webhook rules then count as offline-stricter")
+    parser.add_argument("--offline-verdicts", metavar="FILE", help="write the generated corpus's offline verdicts")
     args = parser.parse_args()
-    plane = KubeControlPlane().up()
+    if args.offline_verdicts:
+        rows = [[c.name, verdict_text(offline(c.objects, c.plugin_values))] for c in schemacorpus.cases()]
+        with open(args.offline_verdicts, "w") as out:
+            json.dump(rows, out, indent=0)
+            out.write("\n")
+        print(f"wrote {len(rows)} offline verdicts to {args.offline_verdicts}")
+        return
+    plane = KubeControlPlane().up(webhook=not args.no_webhook)
     api = plane.api()
-    corpus = cases(args.seed)
+    corpus = schemacorpus.cases() if args.schema else cases(args.seed)
+    if args.schema and args.limit:
+        corpus = corpus[::args.limit]
     start = time.perf_counter()
     rows = run(api, corpus, prefix=f"agree-{secrets.token_hex(3)}",
                operator_version=plane.versions().get("slurm-operator"))
     print(f"## agreement ({time.perf_counter() - start:.0f} s, seed {args.seed})\n")
     print(confusion(rows))
+    if args.schema:
+        print("\n" + confusion_by_kind(rows))
+    if args.schema:
+        stricter = [r for r in rows if r.unexplained]
+        print(f"\noffline stricter without a run-time reason: {len(stricter)}")
+        for r in stricter:
+            print(f"- {r.case.name[:150]}: {[str(i)[:160] for s, i in r.offline.issues if s == 'admission'][:2]}")
     misses = [r for r in rows if r.miss]
     print(f"\nmisses: {len(misses)}")
     for r in misses:
@@ -43,7 +71,7 @@ def main() -> None:
     print(f"offline validate / server judgement per case (median): {ratio:.3f}x "
           f"({statistics.median(r.offline_seconds for r in rows) * 1000:.1f} ms vs "
           f"{statistics.median(r.server_seconds for r in rows) * 1000:.1f} ms)")
-    if args.no_placement:
+    if args.no_placement or args.schema:
         return
     prefix = f"sched-{secrets.token_hex(2)}-"
     scenarios = [*example_scenarios(prefix), *(break_scenario(b, prefix) for b in BREAKS)]

@@ -108,8 +108,23 @@ def load_data(text: str) -> Any:
 
 
 def load_data_all(text: str) -> list[Any]:
-    """Every document of a multi-document YAML data file (rendered manifests), with the same parser."""
-    return list(yaml.load_all(text, Loader=_DATA_LOADER))
+    """Every document of a multi-document YAML data file (rendered manifests), with the same parser;
+    a duplicate key is a :class:`yaml.constructor.ConstructorError` with its line (the API server's
+    strict decoding refuses one; PyYAML would keep the last silently)."""
+    return list(yaml.load_all(text, Loader=_UniqueKeyLoader))
+
+
+class _UniqueKeyLoader(_DATA_LOADER):  # type: ignore[valid-type,misc]
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (also on line {seen[key]})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
 
 
 def join(path: str, key: Any) -> str:

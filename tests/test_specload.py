@@ -171,7 +171,8 @@ def test_yaml_syntax_and_bad_characters_name_the_line(cli, tmp_path):
 
 
 @pytest.mark.parametrize(("module", "argv", "extra"), [
-    ("kubernetes_validate", ("cluster", "validate", str(CPU_SMALL)), "k8s"),
+    ("kubernetes_validate", ("cluster", "validate", str(CPU_SMALL), "--kubernetes-version", "1.32"), "k8s"),
+    ("cel", ("cluster", "validate", str(CPU_SMALL)), "k8s"),
     ("kubernetes", ("cluster", "status", str(CPU_SMALL)), "k8s"),
     ("kubernetes", ("cluster", "diff", str(CPU_SMALL)), "k8s"),
     ("kubernetes", ("cluster", "apply", str(CPU_SMALL), "--dry-run"), "k8s"),

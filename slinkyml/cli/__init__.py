@@ -33,7 +33,7 @@ SUBCOMMAND_MODULES = {
 }
 
 #: Optional modules -> the extra that installs them (a command needing one says how to get it).
-EXTRAS = {"kubernetes": "k8s", "kubernetes_validate": "k8s", "cryptography": "k8s", "matplotlib": "plots",
+EXTRAS = {"kubernetes": "k8s", "kubernetes_validate": "k8s", "cel": "k8s", "cryptography": "k8s", "matplotlib": "plots",
           "torch": "train", "deepspeed": "train", "pyslurm": "pyslurm"}
 
 

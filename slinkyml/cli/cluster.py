@@ -139,7 +139,6 @@ def _validate(args: argparse.Namespace) -> int:
     from slinkyml.cluster.validate import (
         DEFAULT_KUBERNETES_VERSION,
         load_documents,
-        subset_notes,
         validate_objects,
     )
     from slinkyml.errors import SlinkyError, SpecError
@@ -190,10 +189,6 @@ def _validate(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         for step in install_steps([o for o in objs if isinstance(o, dict)], merged)[:-1]:
             print(f"needs: {step.what}: {step.why}")
-        kinds = {f"{o.get('apiVersion')} {o.get('kind')}" for o in objs if isinstance(o, dict)}
-        for key, text in subset_notes().items():
-            if key in kinds:
-                print(f"note: {text}")
     print(f"{len(objs)} objects, {len(issues)} error(s)")
     return 1 if issues else 0
 

@@ -215,3 +215,28 @@ def confusion(rows: list[Row]) -> str:
         lines += [f"- {reason} ({count}): {OFFLINE_ONLY.get(reason, 'NO REASON: admission should have agreed')}"
                   for reason, count in sorted(stricter.items())]
     return "\n".join(lines)
+
+
+def kind_of(case: Case) -> str:
+    """The kind a case changed (its name: ``example: Kind name: what``); "spec" for a spec case."""
+    parts = case.name.split(": ")
+    return parts[1].split()[0] if len(parts) > 2 else "spec"
+
+
+def verdict_text(found: Offline) -> str:
+    """One line per case for the recorded offline verdicts: accept, or reject with its stages."""
+    return f"reject: {','.join(sorted(found.offline_only()))}" if found.rejected else "accept"
+
+
+def confusion_by_kind(rows: list[Row]) -> str:
+    """The confusion table split by the kind each case changed, as a Markdown table."""
+    lines = ["| kind | cases | offline accepts, server accepts | offline accepts, server rejects (misses) | "
+             "offline rejects, server accepts | offline rejects, server rejects |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    by_kind: dict[str, Counter[tuple[bool, bool]]] = {}
+    for r in rows:
+        by_kind.setdefault(kind_of(r.case), Counter())[(r.offline.rejected, r.server_rejected)] += 1
+    for kind, cells in sorted(by_kind.items()):
+        lines.append(f"| {kind} | {sum(cells.values())} | {cells[(False, False)]} | {cells[(False, True)]} | "
+                     f"{cells[(True, False)]} | {cells[(True, True)]} |")
+    return "\n".join(lines)

@@ -149,7 +149,7 @@ TARGETED: list[tuple[str, str, Mutation]] = [
     ("PersistentVolumeClaim", "storage='lots'", _set("spec", "resources", "requests", "storage", value="lots")),
     ("PersistentVolumeClaim", "storage removed", _drop("spec", "resources")),
     ("Namespace", "label value too long", _set("metadata", "labels", "x", value="v" * 64)),
-    # Karpenter and mariadb-operator CRDs (offline: slinkyml's subset schemas)
+    # Karpenter and mariadb-operator CRDs (offline: their vendored upstream CRDs, CEL rules included)
     ("NodePool", "taint effect NoRun", _set("spec", "template", "spec", "taints", value=[
         {"key": "a", "value": "b", "effect": "NoRun"}])),
     ("NodePool", "requirement operator Maybe", _set("spec", "template", "spec", "requirements", value=[

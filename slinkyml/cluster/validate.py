@@ -1,8 +1,9 @@
 """Offline validation of rendered (or hand-written) cluster objects.
 
-Slinky kinds against the real CRDs (strict) with their CEL rules and embedded pod fragments; core
-kinds against kubernetes-validate's schemas; Karpenter and MariaDB against slinkyml's subset schemas
-(:func:`subset_notes`); cross-object references and fits; then :mod:`.runtime_checks`.
+Every kind by its real schema at the pinned version (:mod:`.schemas`: the Slinky, Karpenter and
+mariadb-operator CRDs with their CEL rules, Kubernetes 1.36's OpenAPI for core kinds), ObjectMeta's
+rules, embedded pod fragments, Kubernetes' own validation of core kinds (:func:`core_issues`), the
+operator's webhooks, cross-object references and fits; then :mod:`.runtime_checks`.
 """
 
 from __future__ import annotations
@@ -21,27 +22,31 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from slinkyml import DATA_DIR
 from slinkyml.cluster import addons
-from slinkyml.cluster.crds import crd_schemas
 from slinkyml.cluster.issues import Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
+from slinkyml.cluster.schemas import (
+    DATE_TIME,
+    apply_defaults,
+    check_rules,
+    core_kind,
+    kind_schema,
+    slinky_kinds,
+    without_nulls,
+)
 from slinkyml.errors import SlinkyError
 from slinkyml.instances import load_instance_types
 from slinkyml.kube import dig, mapping, quantity
-from slinkyml.specload import load_data, load_data_all, read_text
+from slinkyml.specload import load_data_all, read_text
 
-DEFAULT_KUBERNETES_VERSION = "1.32"
-SCHEMA_DIR = DATA_DIR / "schemas"
-SUBSET_SCHEMAS = {
-    ("karpenter.sh/v1", "NodePool"): "karpenter-nodepool-v1.yaml",
-    ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter-ec2nodeclass-v1.yaml",
-    ("k8s.mariadb.com/v1alpha1", "MariaDB"): "mariadb-v1alpha1.yaml",
-}
+#: the Kubernetes release whose OpenAPI is vendored (data/openapi/kubernetes.json); another
+#: --kubernetes-version is judged by kubernetes-validate's bundled schemas of that release
+DEFAULT_KUBERNETES_VERSION = "1.36"
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: kinds whose name becomes a Service/pod host name: must be a DNS-1123 *label*.
 LABEL_NAMED = {"Namespace", "Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "MariaDB"}
+CONTAINER_DEF, PODSPEC_DEF = "io.k8s.api.core.v1.Container", "io.k8s.api.core.v1.PodSpec"
 CLUSTER_SCOPED = {"Namespace", "StorageClass", "NodePool", "EC2NodeClass", "PersistentVolume",
                   "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
 
@@ -145,64 +150,19 @@ def _k8s_schema_file(api_version: str, kind: str) -> str:
     return f"{kind.lower()}-{group_version}.json"
 
 
-@lru_cache(maxsize=8)
-def subset_validator(filename: str) -> Any:
-    schema = load_data((SCHEMA_DIR / filename).read_text())
-    return jsonschema.Draft202012Validator(schema)
-
-
-@lru_cache(maxsize=8)
-def _crd_validators(operator_version: str | None) -> dict[tuple[str, str], Any]:
-    return {key: (jsonschema.Draft7Validator(entry["schema"]), entry["cel"], entry["replicas_path"])
-            for key, entry in crd_schemas(operator_version).items()}
-
-
-def subset_notes() -> dict[str, str]:
-    """What the hand-written schemas check, keyed by ``apiVersion kind`` (for the CLI and docs)."""
-    return {f"{a} {k}": subset_validator(f).schema.get("x-slinkyml-checked", "")
-            for (a, k), f in SUBSET_SCHEMAS.items()}
-
-
-# ---------------------------------------------------------------- CEL rules mirrored in Python
-
-
-def _has(d: Any, key: str) -> bool:
-    return isinstance(d, dict) and key in d
-
-
-def _cel(rule: str, s: Any) -> bool | None:
-    """Evaluate the CRDs' known CEL rules; ``None`` for a rule we do not know (not evaluated)."""
-    if not isinstance(s, dict):
-        return True
-    ext = bool(s.get("external", False))
-    known = {
-        "!self.external ? has(self.slurmKeyRef) : true": lambda: ext or _has(s, "slurmKeyRef"),
-        "!self.external ? has(self.jwtKeyRef) || has(self.jwtHs256KeyRef) : true":
-            lambda: ext or _has(s, "jwtKeyRef") or _has(s, "jwtHs256KeyRef"),
-        "self.external ? has(self.externalConfig) : true": lambda: not ext or _has(s, "externalConfig"),
-        "has(self.ha) && self.ha.enabled ? has(self.persistence) && self.persistence.enabled && "
-        "self.persistence.existingClaim.size() > 0 : true":
-            lambda: not (isinstance(s.get("ha"), dict) and s["ha"].get("enabled")) or (
-                isinstance(s.get("persistence"), dict) and bool(s["persistence"].get("enabled"))
-                and bool(s["persistence"].get("existingClaim"))),
-        "self.type != 'ScheduledUpdate' || (has(self.scheduledUpdate.startTime) && "
-        "has(self.scheduledUpdate.duration))":
-            lambda: s.get("type") != "ScheduledUpdate" or (
-                isinstance(s.get("scheduledUpdate"), dict) and "startTime" in s["scheduledUpdate"]
-                and "duration" in s["scheduledUpdate"]),
-        "has(self.jwtKeyRef) || has(self.jwtHs256KeyRef)": lambda: _has(s, "jwtKeyRef") or _has(s, "jwtHs256KeyRef"),
-    }
-    fn = known.get(" ".join(rule.split()))
-    return fn() if fn else None
-
-
 # ---------------------------------------------------------------- per-object validation
+
+
+def _is_vendored(kube_version: str) -> bool:
+    match = re.fullmatch(r"v?([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9]{1,4})?", kube_version.strip(), re.ASCII)
+    return bool(match) and f"{match.group(1)}.{match.group(2)}" == DEFAULT_KUBERNETES_VERSION  # type: ignore[union-attr]
 
 
 def validate_object(obj: Any, *, operator_version: str | None = None,
                     kube_version: str = DEFAULT_KUBERNETES_VERSION,
                     notes: list[str] | None = None) -> list[Issue]:
-    """Schema checks for one object (see the module docstring for what applies to which kind)."""
+    """Schema checks for one object by its kind's real schema (:mod:`.schemas`): strict fields,
+    formats, the CRDs' CEL rules and list-map keys; ObjectMeta's rules; embedded pod fragments."""
     name = describe(obj)
     if not isinstance(obj, dict):
         return [Issue(name, "", f"expected a mapping, got {_json_type(obj)}")]
@@ -210,35 +170,35 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
     if not isinstance(api, str) or not isinstance(kind, str):
         return [Issue(name, "apiVersion" if not isinstance(api, str) else "kind", "required field missing")]
     issues = _metadata_issues(obj, name)
-    if api.startswith("slinky.slurm.net/"):
-        validators = _crd_validators(operator_version)
-        if (api, kind) not in validators:
-            known = sorted({a for a, _ in validators})
-            return issues + [Issue(name, "apiVersion", f"no CRD for {api} {kind} in this operator version "
-                                   f"(served: {', '.join(known)})")]
-        validator, cel, replicas_path = validators[(api, kind)]
-        issues += _schema_issues(name, validator, obj)
-        replicas = dig(obj, *replicas_path) if replicas_path else None
-        if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
-            issues.append(Issue(name, ".".join(replicas_path), f"Invalid value: {replicas}: should be a non-negative "
-                                "integer (the scale subresource's replicas)"))
-        for path, rule, message in cel:
-            target = dig(obj, *path)
-            if target is None:
-                continue
-            ok = _cel(rule, target)
-            if ok is None and notes is not None:
-                notes.append(f"{name}: CEL rule at {_fmt_path(path)} not evaluated offline: {rule}")
-            elif ok is False:
-                issues.append(Issue(name, _fmt_path(path), message))
-        issues += _embedded_issues(obj, name, kind, kube_version)
-        return issues
-    if (api, kind) in SUBSET_SCHEMAS:
-        return issues + _schema_issues(name, subset_validator(SUBSET_SCHEMAS[(api, kind)]), obj)
-    validator = k8s_validator(kube_version, _k8s_schema_file(api, kind))
-    if validator is None:
+    slinky = api.startswith("slinky.slurm.net/")
+    if slinky and (api, kind) not in slinky_kinds(operator_version):
+        known = sorted({a for a, _ in slinky_kinds(operator_version)})
+        return issues + [Issue(name, "apiVersion", f"no CRD for {api} {kind} in this operator version "
+                               f"(served: {', '.join(known)})")]
+    schema = kind_schema(api, kind, operator_version)
+    if schema is not None and schema.source.startswith("k8s.io/kubernetes") and not _is_vendored(kube_version):
+        validator = k8s_validator(kube_version, _k8s_schema_file(api, kind))  # another release's schemas
+        return issues + ([Issue(name, "kind", f"no schema for {api} {kind}: cannot validate it offline")]
+                         if validator is None else _schema_issues(name, validator, obj))
+    if schema is None:
         return issues + [Issue(name, "kind", f"no schema for {api} {kind}: cannot validate it offline")]
-    return issues + _schema_issues(name, validator, obj)
+    # the status subresource: the server drops status on create
+    body = {k: v for k, v in obj.items() if k != "status"} if schema.status_subresource else obj
+    body = without_nulls(body) if schema.core else body
+    structural = _schema_issues(name, schema.validator, body)
+    issues += structural
+    replicas = dig(obj, *schema.replicas_path) if schema.replicas_path else None
+    if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+        issues.append(Issue(name, ".".join(schema.replicas_path), f"Invalid value: {replicas}: should be a "
+                            "non-negative integer (the scale subresource's replicas)"))
+    if not structural:  # CEL runs on well-typed values only (the server's order too)
+        walk = check_rules(schema.raw, apply_defaults(schema.raw, body))
+        issues += [Issue(name, path, message) for path, message in walk.failed]
+        if notes is not None:
+            notes += [f"{name}: {text}" for text in walk.not_checked]
+    if slinky:
+        issues += _embedded_issues(obj, name, kind, kube_version)
+    return issues
 
 
 def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
@@ -273,6 +233,70 @@ def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
                 out.append(Issue(name, f"metadata.{key}.{k}", f"expected string, got {_json_type(v)} {_short(v)}"))
                 continue
             out += [Issue(name, f"metadata.{key}.{k}", why) for why in label_problems(str(k), v, key == "labels")]
+    return out + _object_meta_rules(meta, name, kind)
+
+
+#: apimachinery's finalizer names that need no domain prefix (metav1 and core)
+STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
+#: apimachinery ValidateAnnotations: the total size of keys and values
+TOTAL_ANNOTATION_BYTES = 256 * 1024
+OWNER_REFERENCE = {"apiVersion": str, "kind": str, "name": str, "uid": str, "controller": bool,
+                   "blockOwnerDeletion": bool}
+
+
+def finalizer_problems(value: Any) -> list[str]:
+    """apimachinery ValidateFinalizerName: a qualified name; without a '/', a standard one."""
+    if not isinstance(value, str):
+        return [f"expected string, got {_json_type(value)} {_short(value)}"]
+    out = label_problems(value, "", False)
+    if not out and "/" not in value and value not in STANDARD_FINALIZERS:
+        out.append(f"Invalid value: {_short(value)}: name is neither a standard finalizer name nor is it "
+                   "fully qualified")
+    return out
+
+
+def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any) -> list[Issue]:
+    """ValidateObjectMeta's rules beyond names and labels: generateName, finalizers, owner
+    references and the annotations' total size."""
+    out = []
+    prefix = meta.get("generateName")
+    if prefix is not None:
+        masked = prefix[:-1] + "a" if isinstance(prefix, str) and prefix.endswith("-") else prefix
+        good = DNS1123_LABEL if kind in LABEL_NAMED else DNS1123_SUBDOMAIN
+        if not isinstance(masked, str) or not good.match(masked) or len(masked) > (63 if kind in LABEL_NAMED else 253):
+            out.append(Issue(name, "metadata.generateName", f"Invalid value: {_short(prefix)}: a lowercase RFC 1123 "
+                             f"{'label' if kind in LABEL_NAMED else 'subdomain'} prefix (lower-case alphanumerics, "
+                             "'-'" + ("" if kind in LABEL_NAMED else ", '.'") + ")"))
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and not isinstance(finalizers, list):
+        out.append(Issue(name, "metadata.finalizers", f"expected array, got {_json_type(finalizers)}"))
+    for i, item in enumerate(finalizers if isinstance(finalizers, list) else []):
+        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item)]
+    owners = meta.get("ownerReferences")
+    if owners is not None and not isinstance(owners, list):
+        out.append(Issue(name, "metadata.ownerReferences", f"expected array, got {_json_type(owners)}"))
+    owners = owners if isinstance(owners, list) else []
+    for i, ref in enumerate(owners):
+        where = f"metadata.ownerReferences[{i}]"
+        if not isinstance(ref, dict):
+            out.append(Issue(name, where, f"expected object, got {_json_type(ref)}"))
+            continue
+        out += [Issue(name, f"{where}.{k}", "unknown field") for k in ref if k not in OWNER_REFERENCE]
+        for key, typ in OWNER_REFERENCE.items():
+            if key in ref and not isinstance(ref[key], typ):
+                out.append(Issue(name, f"{where}.{key}", f"expected {typ.__name__}, got {_json_type(ref[key])}"))
+            elif typ is str and not ref.get(key):
+                out.append(Issue(name, f"{where}.{key}", "Required value: " + (
+                    "uid must not be empty" if key == "uid" else f"{key} must not be empty")))
+    if sum(1 for ref in owners if isinstance(ref, dict) and ref.get("controller") is True) > 1:
+        out.append(Issue(name, "metadata.ownerReferences", "Invalid value: Only one reference can have "
+                         "Controller set to true"))
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+        if size > TOTAL_ANNOTATION_BYTES:
+            out.append(Issue(name, "metadata.annotations", f"Too long: may not be more than {TOTAL_ANNOTATION_BYTES} "
+                             f"bytes (have {size})"))
     return out
 
 
@@ -301,14 +325,20 @@ def label_problems(key: str, value: str, is_label: bool) -> list[str]:
     return out
 
 
+def _definition(name: str) -> Any:
+    found = core_kind("", name)
+    return found.validator if found is not None else None
+
+
 def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: str) -> list[Issue]:
     spec = mapping(obj.get("spec"))
     out = []
-    container = k8s_validator(kube_version, "container-v1.json")
+    vendored = _is_vendored(kube_version)
+    container = _definition(CONTAINER_DEF) if vendored else k8s_validator(kube_version, "container-v1.json")
     for field_name in CONTAINER_FIELDS.get(kind, ()):
         frag = spec.get(field_name)
         if isinstance(frag, dict) and container is not None:
-            out += _schema_issues(name, container, frag, ("spec", field_name), frozenset({"name"}))
+            out += _schema_issues(name, container, without_nulls(frag) if vendored else frag, ("spec", field_name), frozenset({"name"}))
         if isinstance(frag, dict):  # the pod the operator builds from it is refused at run time
             out += _quantity_issues(name, f"spec.{field_name}.resources", frag.get("resources"))
     for key in ("labels", "annotations"):
@@ -317,9 +347,10 @@ def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: st
             out += [Issue(name, f"spec.template.metadata.{key}.{k}", why)
                     for why in label_problems(str(k), str(v), key == "labels")]
     pod = dig(obj, "spec", "template", "spec")
-    podspec = k8s_validator(kube_version, "podspec-v1.json")
+    podspec = _definition(PODSPEC_DEF) if vendored else k8s_validator(kube_version, "podspec-v1.json")
     if isinstance(pod, dict) and podspec is not None:
-        out += _schema_issues(name, podspec, pod, ("spec", "template", "spec"), frozenset({"containers"}))
+        out += _schema_issues(name, podspec, without_nulls(pod) if vendored else pod, ("spec", "template", "spec"),
+                              frozenset({"containers"}))
     return out
 
 
@@ -463,6 +494,52 @@ def _quantity_issues(name: str, path: str, resources: Any) -> list[Issue]:
     return out
 
 
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _selector_issues(name: str, path: str, selector: Any) -> list[Issue]:
+    """metav1 ValidateLabelSelector: label syntax, known operators, values only with In/NotIn."""
+    out = []
+    for key, value in mapping(dig(selector, "matchLabels") if isinstance(selector, dict) else None).items():
+        out += [Issue(name, f"{path}.matchLabels", why) for why in label_problems(str(key), str(value), True)]
+    exprs = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    for i, expr in enumerate(exprs if isinstance(exprs, list) else []):
+        if not isinstance(expr, dict):
+            continue
+        where = f"{path}.matchExpressions[{i}]"
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op not in SELECTOR_OPERATORS:
+            out.append(Issue(name, f"{where}.operator", f"Invalid value: {_short(op)}: not a valid selector operator"))
+        elif op in ("In", "NotIn") and not values:
+            out.append(Issue(name, f"{where}.values", "Required value: must be specified when `operator` is "
+                             "'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist") and values:
+            out.append(Issue(name, f"{where}.values", "Forbidden: may not be specified when `operator` is "
+                             "'Exists' or 'DoesNotExist'"))
+        out += [Issue(name, f"{where}.key", why) for why in label_problems(str(expr.get("key") or ""), "", False)]
+    return out
+
+
+#: pkg/apis/core/validation ValidateSecret: the keys a typed Secret must hold
+SECRET_TYPE_KEYS = {"kubernetes.io/tls": ("tls.crt", "tls.key"), "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+                    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",), "kubernetes.io/dockercfg": (".dockercfg",)}
+#: core.MaxSecretSize and ConfigMap's limit: the total bytes of the values
+MAX_DATA_BYTES = 1024 * 1024
+
+
+def _size_issues(o: dict[str, Any], name: str) -> list[Issue]:
+    total = 0
+    for field_name in ("data", "stringData", "binaryData"):
+        for value in mapping(o.get(field_name)).values():
+            if not isinstance(value, str):
+                continue
+            decoded = field_name == "binaryData" or (field_name == "data" and o.get("kind") == "Secret")
+            total += len(value) * 3 // 4 if decoded else len(value.encode())
+    if total > MAX_DATA_BYTES:
+        return [Issue(name, "data", f"Too long: must have at most {MAX_DATA_BYTES} bytes (have about {total})")]
+    return []
+
+
 def core_issues(o: dict[str, Any]) -> list[Issue]:
     """What kube-apiserver's own validation (pkg/apis/core/validation, pkg/apis/storage/validation)
     and its decoding refuse in the core kinds slinkyml renders, beyond their JSON schemas: Secret
@@ -482,6 +559,32 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
                     except (binascii.Error, ValueError):
                         out.append(Issue(name, f"{field_name}[{key}]", "illegal base64 data (Secret data is "
                                          "base64; use stringData for text)"))
+    if kind in ("Secret", "ConfigMap"):
+        out += _size_issues(o, name)
+    if kind == "Secret":
+        for key in SECRET_TYPE_KEYS.get(str(o.get("type")), ()):
+            if key not in (mapping(o.get("data")) | mapping(o.get("stringData"))):
+                out.append(Issue(name, f"data[{key}]", f"Required value: a {o.get('type')} Secret needs the key "
+                                 f"{key}"))
+    if kind == "ConfigMap":
+        for key in mapping(o.get("binaryData")):
+            if key in mapping(o.get("data")):
+                out.append(Issue(name, f"binaryData[{key}]", "Invalid value: duplicate of key present in data"))
+    if kind == "Namespace":
+        for i, item in enumerate(dig(o, "spec", "finalizers") or [] if isinstance(dig(o, "spec", "finalizers"), list)
+                                 else []):
+            out += [Issue(name, f"spec.finalizers[{i}]", why) for why in finalizer_problems(item)]
+    if kind == "StorageClass":
+        provisioner = o.get("provisioner")
+        if isinstance(provisioner, str) and label_problems(provisioner, "", False):
+            out.append(Issue(name, "provisioner", f"Invalid value: {_short(provisioner)}: a qualified name "
+                             "(an optional DNS-subdomain prefix and '/', then alphanumerics, '-', '_', '.')"))
+        for i, term in enumerate(o.get("allowedTopologies") or [] if isinstance(o.get("allowedTopologies"), list)
+                                 else []):
+            for j, expr in enumerate(dig(term, "matchLabelExpressions") or [] if isinstance(term, dict) else []):
+                if isinstance(expr, dict) and not expr.get("values"):
+                    out.append(Issue(name, f"allowedTopologies[{i}].matchLabelExpressions[{j}].values",
+                                     "Required value: must specify as least one value"))
     if kind == "StorageClass":
         if o.get("reclaimPolicy") not in (None, "Delete", "Retain"):
             out.append(Issue(name, "reclaimPolicy", f"Unsupported value: {_short(o['reclaimPolicy'])}: supported "
@@ -501,6 +604,23 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
         storage = dig(spec, "resources", "requests", "storage")
         if spec.get("dataSourceRef") is None and storage is None:
             out.append(Issue(name, "spec.resources[storage]", "Required value"))
+        amount = quantity(storage) if isinstance(storage, (str, int, float)) else None
+        if amount is not None and amount <= 0:
+            out.append(Issue(name, "spec.resources.requests[storage]", f"Invalid value: {_short(storage)}: must be "
+                             "greater than zero"))
+        if spec.get("volumeMode") not in (None, "Block", "Filesystem"):
+            out.append(Issue(name, "spec.volumeMode", f"Unsupported value: {_short(spec['volumeMode'])}: supported "
+                             "values: \"Block\", \"Filesystem\""))
+        for ref_field in ("dataSource", "dataSourceRef"):
+            ref = spec.get(ref_field)
+            if isinstance(ref, dict) and not ref.get("apiGroup") and ref.get("kind") != "PersistentVolumeClaim":
+                out.append(Issue(name, f"spec.{ref_field}", f"Invalid value: {_short(ref.get('kind'))}: must be "
+                                 "'PersistentVolumeClaim' when referencing the default apiGroup"))
+        out += _selector_issues(name, "spec.selector", spec.get("selector"))
+        klass = spec.get("storageClassName")
+        if isinstance(klass, str) and klass and (not DNS1123_SUBDOMAIN.match(klass) or len(klass) > 253):
+            out.append(Issue(name, "spec.storageClassName", f"Invalid value: {_short(klass)}: a lowercase RFC 1123 "
+                             "subdomain"))
         out += _quantity_issues(name, "spec.resources", spec.get("resources"))
     return out
 
@@ -583,7 +703,25 @@ def webhook_issues(objs: list[dict[str, Any]], release: str | None = None) -> li
             out.append(Issue(name, "spec.sssdConfRef.name", "sssdConfRef.name must not be empty"))
         if kind == "NodeSet":
             out += _nodeset_webhook(name, spec, rules)
+        for path, parse in TYPED_FIELDS.get(str(kind), ()):
+            value = dig(spec, *path)
+            if isinstance(value, str) and parse(value) is None:
+                out.append(Issue(name, ".".join(("spec", *path)), f"{_short(value)}: the webhook cannot decode it "
+                                 f"(a {'Go duration like 90m or 24h' if parse is go_duration_seconds else 'RFC 3339 time'})"))
     return out
+
+
+def _rfc3339(text: str) -> str | None:
+    return text if re.fullmatch(DATE_TIME, text) else None
+
+
+#: metav1.Duration / metav1.Time fields of the Slinky types (api/v1beta1): the operator's webhooks
+#: decode the object into them first, so a value Go cannot parse is refused before any rule
+TYPED_FIELDS: dict[str, tuple[tuple[tuple[str, ...], Any], ...]] = {
+    "Token": ((("lifetime",), go_duration_seconds),),
+    "NodeSet": ((("updateStrategy", "scheduledUpdate", "duration"), go_duration_seconds),
+                (("updateStrategy", "scheduledUpdate", "startTime"), _rfc3339)),
+}
 
 
 def _nodeset_webhook(name: str, spec: dict[str, Any], rules: set[str]) -> list[Issue]:
