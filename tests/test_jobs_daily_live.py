@@ -203,8 +203,8 @@ def test_run_without_python_runs_the_submitting_interpreter(slurm, shared_tmp, r
 
 
 @pytest.mark.timeout(120)
-def test_a_rank_that_dies_before_training_is_named_with_its_error_line(slurm, shared_tmp, records_dir, cli,
-                                                                       monkeypatch):
+def test_a_rank_that_dies_before_training_is_named_with_its_error_line(local_cluster, slurm, shared_tmp, records_dir,
+                                                                       cli, monkeypatch):
     """torchrun under a python without torch: the rank's log holds the interpreter's one line (no traceback);
     `--wait`, `jobs status` and `jobs why` name the rank and quote it."""
     monkeypatch.chdir(shared_tmp)
@@ -212,7 +212,8 @@ def test_a_rank_that_dies_before_training_is_named_with_its_error_line(slurm, sh
     code, out, _err = cli("run", "--python", python, "--mem", "256M", "-t", "2", "--log-dir",
                           str(shared_tmp / "notorch-logs"), "--wait", "-m", "slinkyml.train", "--steps", "1")
     job_id = out.split("Submitted batch job ")[1].split()[0]
-    said = re.compile(rf"\(exception\): rank 0 on n\d+ exited 1: {re.escape(python)}: Error while finding module "
+    node = re.escape(local_cluster.spec.node_prefix)
+    said = re.compile(rf"\(exception\): rank 0 on {node}\d+ exited 1: {re.escape(python)}: Error while finding module "
                       r"specification for 'torch.distributed.run' \(ModuleNotFoundError: No module named 'torch'\)")
     assert code == 1 and said.search(out.strip().splitlines()[-1]), out
     code, out, _err = cli("jobs", "status", job_id)
