@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes parts of `slinkyml dev kube` from Go modules with the ordinary go client:
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (controlplane/), etcd (etcd/), the
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy (controlplane/), etcd (etcd/),
+# CoreDNS with the cluster-DNS plugins only (coredns/: our main over coredns' coremain), the
 # slurm-operator's manager and webhook at each pinned version (operator-LABEL/: operator-v1.2.1, the newest
 # release, and operator-f2ed3fc, the revision of the CRDs we render for) and the pod sandbox's pause program
 # (pause/, our own), into a cache keyed by every pinned version:
@@ -34,6 +35,7 @@ pinned() {
 
 k8s_version=$(pinned controlplane k8s.io/kubernetes)
 etcd_version=$(pinned etcd go.etcd.io/etcd/server/v3)
+coredns_version=$(pinned coredns github.com/coredns/coredns)
 # one module per operator version, named operator-LABEL (the label `dev kube up --operator-version` takes)
 operator_labels=()
 for dir in "$here"/operator-*/; do
@@ -42,9 +44,10 @@ done
 operator_versions=$(for label in "${operator_labels[@]}"; do
     pinned "operator-$label" github.com/SlinkyProject/slurm-operator; done | paste -sd+)
 go_version=$(go env GOVERSION)
-sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,operator-*}/go.{mod,sum} etcd/main.go \
-    pause/go.mod pause/main.go | sha256sum | cut -c1-12)
-key="k8s-${k8s_version}_etcd-${etcd_version}_slurm-operator-${operator_versions}_${go_version}_${sources_hash}"
+sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,coredns,operator-*}/go.{mod,sum} etcd/main.go \
+    coredns/main.go pause/go.mod pause/main.go | sha256sum | cut -c1-12)
+key="k8s-${k8s_version}_etcd-${etcd_version}_coredns-${coredns_version}_slurm-operator-${operator_versions}"
+key+="_${go_version}_${sources_hash}"
 dest="$cache_root/$key"
 
 case "${1:-}" in
@@ -90,7 +93,9 @@ step() {  # step NAME MODULE_DIR OUT_DIR LDFLAGS PACKAGE...
 
 step etcd etcd "$work/bin" "-s -w" .
 step control-plane controlplane "$work/bin" "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
+step coredns coredns "$work/bin" "-s -w" .
 step pause pause "$work/bin" "-s -w" .
 # Each operator version: bin/slurm-operator-LABEL/{manager,webhook}, and its own webhook configuration
 # (config/webhook/manifests.yaml of the module at that version; read at run time, never committed).
@@ -115,7 +120,7 @@ done <"$here/crds.txt"
 chmod -R u+w "$work"
 
 cat >"$work/versions.json" <<EOF
-{"kubernetes": "$k8s_version", "etcd": "$etcd_version", "slurm-operators": {$operators_json},
+{"kubernetes": "$k8s_version", "etcd": "$etcd_version", "coredns": "$coredns_version", "slurm-operators": {$operators_json},
  "go": "$go_version", "key": "$key"}
 EOF
 touch "$work/bin/.complete"

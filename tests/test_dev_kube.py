@@ -7,6 +7,7 @@ as a whole, only restart single daemons, so other tests using it keep running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -80,8 +81,73 @@ def test_cache_key_names_every_version(kube_plane: KubeControlPlane) -> None:
         for binary in ("manager", "webhook"):
             assert os.access(kube_plane.operator_dir(label) / binary, os.X_OK)
     assert kube_plane.bin_dir.parent.name == key == versions["key"]
-    for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause"):
+    assert f"coredns-{versions['coredns']}" in key
+    for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+                   "coredns", "pause"):
         assert os.access(kube_plane.bin_dir / binary, os.X_OK)
+    proxy = subprocess.run([str(kube_plane.bin_dir / "kube-proxy"), "--version"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout
+    assert proxy.split() == ["Kubernetes", versions["kubernetes"]]
+
+
+#: the plugins kube/coredns/main.go builds CoreDNS with (a cluster DNS's, and bind)
+COREDNS_PLUGINS = {"bind", "cache", "errors", "forward", "health", "kubernetes", "loadbalance", "loop", "ready",
+                   "reload"}
+
+
+def _nslookup(name: str, server: str) -> list[str]:
+    """The IPv4 addresses busybox's nslookup gets for ``name`` from ``server`` (``IP:PORT``)."""
+    done = subprocess.run(["busybox", "nslookup", "-type=A", name, server], capture_output=True, text=True,
+                          timeout=30)
+    answer = done.stdout.split(name, 1)[-1] if "Name:" in done.stdout else ""
+    return [line.split()[-1] for line in answer.splitlines() if line.strip().startswith("Address")]
+
+
+def test_coredns_serves_the_planes_services(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
+    """CoreDNS as kube/build.sh builds it (coredns' coremain and the cluster-DNS plugins only) serves the
+    plane's Services from its API server: ``<svc>.<ns>.svc.cluster.local`` gives the ClusterIP and a
+    headless Service's ``<host>.<svc>.<ns>.svc.cluster.local`` its endpoint's address. (Not yet run by
+    ``dev kube up --kubelet``: docs/kubernetes.md.)"""
+    coredns = kube_plane.bin_dir / "coredns"
+    listed = set(subprocess.run([str(coredns), "-plugins"], capture_output=True, text=True, check=True,
+                                timeout=60).stdout.split())
+    assert COREDNS_PLUGINS <= listed
+    port = kube_plane.ports.apiserver + 10  # base + 53
+    corefile = tmp_path / "Corefile"
+    corefile.write_text(f"cluster.local:{port} {{\n    bind 127.0.0.1\n    errors\n"
+                        f"    kubernetes cluster.local {{\n        kubeconfig {kube_plane.kubeconfig}\n    }}\n"
+                        "    cache 5\n    loadbalance\n}\n")
+    api = kube_plane.api()
+    core, discovery = client.CoreV1Api(api), client.DiscoveryV1Api(api)
+    ns = f"dns-{os.getpid()}"
+    server = subprocess.Popen([str(coredns), "-conf", str(corefile)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        svc = core.create_namespaced_service(ns, client.V1Service(
+            metadata=client.V1ObjectMeta(name="web"),
+            spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)], selector={"app": "web"})))
+        core.create_namespaced_service(ns, client.V1Service(
+            metadata=client.V1ObjectMeta(name="workers"),
+            spec=client.V1ServiceSpec(cluster_ip="None", ports=[client.V1ServicePort(port=6818)])))
+        discovery.create_namespaced_endpoint_slice(ns, client.V1EndpointSlice(
+            metadata=client.V1ObjectMeta(name="workers-1", labels={"kubernetes.io/service-name": "workers"}),
+            address_type="IPv4", ports=[client.DiscoveryV1EndpointPort(port=6818)],
+            endpoints=[client.V1Endpoint(addresses=["10.244.0.99"], hostname="node-0",
+                                         conditions=client.V1EndpointConditions(ready=True))]))
+        deadline = time.monotonic() + 60
+        want = {f"web.{ns}.svc.cluster.local": [svc.spec.cluster_ip],
+                f"node-0.workers.{ns}.svc.cluster.local": ["10.244.0.99"]}
+        got: dict[str, list[str]] = {}
+        while got != want and time.monotonic() < deadline:
+            got = {name: _nslookup(name, f"127.0.0.1:{port}") for name in want}
+            time.sleep(1)
+        assert got == want
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        with contextlib.suppress(client.exceptions.ApiException):
+            core.delete_namespace(ns)
 
 
 def test_certificates_and_keys(kube_plane: KubeControlPlane) -> None:
