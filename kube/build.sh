@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes parts of `slinkyml dev kube` from Go modules with the ordinary go client:
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet (controlplane/), etcd (etcd/), the
-# slurm-operator's manager and webhook (operator/) and the pod sandbox's pause program (pause/, our own),
-# into a cache keyed by every pinned version:
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy (controlplane/), etcd (etcd/),
+# CoreDNS with the cluster-DNS plugins only (coredns/: our main over coredns' coremain), the
+# slurm-operator's manager and webhook at each pinned version (operator-LABEL/: operator-v1.2.1, the newest
+# release, and operator-f2ed3fc, the revision of the CRDs we render for) and the pod sandbox's pause program
+# (pause/, our own), into a cache keyed by every pinned version:
 #   ${SLINKYML_KUBE_CACHE:-/var/lib/slinkyml/kube}/<key>/bin
 # A complete cache (bin/.complete) is reused as it is; a build goes to a temporary folder that is
 # renamed into place, so an interrupted build leaves nothing that looks complete. build.log records
@@ -11,10 +13,20 @@
 #   kube/build.sh            build if missing, print the bin folder
 #   kube/build.sh --bindir   print the bin folder; exit 1 (with the command to run) when not built
 #   kube/build.sh --key      print the cache key
+#
+# A file-based Go module mirror at <repo>/../shared/go-modules (where this project's machines keep the
+# slurm-operator versions the public proxy refuses, its README) is put in front of the usual GOPROXY only
+# when that folder exists; the committed go.sum files hold the same hashes either way.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache_root=${SLINKYML_KUBE_CACHE:-/var/lib/slinkyml/kube}
+mirror="$here/../../shared/go-modules"
+if [[ -d "$mirror" ]]; then
+    GOPROXY="file://$(realpath "$mirror"),$(go env GOPROXY)"
+    GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/SlinkyProject"
+    export GOPROXY GONOSUMDB
+fi
 
 # the version a module's go.mod pins for a dependency (a require block line or a one-line require)
 pinned() {
@@ -23,11 +35,19 @@ pinned() {
 
 k8s_version=$(pinned controlplane k8s.io/kubernetes)
 etcd_version=$(pinned etcd go.etcd.io/etcd/server/v3)
-operator_version=$(pinned operator github.com/SlinkyProject/slurm-operator)
+coredns_version=$(pinned coredns github.com/coredns/coredns)
+# one module per operator version, named operator-LABEL (the label `dev kube up --operator-version` takes)
+operator_labels=()
+for dir in "$here"/operator-*/; do
+    dir=${dir%/}; operator_labels+=("${dir##*/operator-}")
+done
+operator_versions=$(for label in "${operator_labels[@]}"; do
+    pinned "operator-$label" github.com/SlinkyProject/slurm-operator; done | paste -sd+)
 go_version=$(go env GOVERSION)
-sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,operator}/go.{mod,sum} etcd/main.go \
-    pause/go.mod pause/main.go | sha256sum | cut -c1-12)
-key="k8s-${k8s_version}_etcd-${etcd_version}_slurm-operator-${operator_version}_${go_version}_${sources_hash}"
+sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,coredns,operator-*}/go.{mod,sum} etcd/main.go \
+    coredns/main.go pause/go.mod pause/main.go | sha256sum | cut -c1-12)
+key="k8s-${k8s_version}_etcd-${etcd_version}_coredns-${coredns_version}_slurm-operator-${operator_versions}"
+key+="_${go_version}_${sources_hash}"
 dest="$cache_root/$key"
 
 case "${1:-}" in
@@ -61,9 +81,10 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     k8s_ldflags+=" -X $pkg.gitTreeState=clean"
 done
 
-step() {  # step NAME MODULE_DIR LDFLAGS PACKAGE...
-    local name=$1 dir=$2 ldflags=$3
-    shift 3
+step() {  # step NAME MODULE_DIR OUT_DIR LDFLAGS PACKAGE...
+    local name=$1 dir=$2 out=$3 ldflags=$4
+    shift 4
+    mkdir -p "$out"
     echo "== $name: go build $* ($(date -u +%FT%TZ))" >>"$log"
     echo "kube/build.sh: building $name (minutes on a cold cache; log: $log)" >&2
     # a line every 30 s: a cold build is silent for many minutes
@@ -72,36 +93,42 @@ step() {  # step NAME MODULE_DIR LDFLAGS PACKAGE...
     local ticker=$!
     local status=0
     (cd "$here/$dir" && CGO_ENABLED=0 /usr/bin/time -v go build -trimpath -ldflags "$ldflags" \
-        -o "$work/bin/" "$@") >>"$log" 2>&1 || status=$?
+        -o "$out/" "$@") >>"$log" 2>&1 || status=$?
     kill "$ticker" 2>/dev/null || true
     if [[ $status -ne 0 ]]; then tail -40 "$log" >&2; exit 1; fi
     echo "kube/build.sh: built $name in $((SECONDS - began)) s" >&2
 }
 
-step etcd etcd "-s -w" .
-step control-plane controlplane "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet
-step pause pause "-s -w" .
-step slurm-operator operator "-s -w" github.com/SlinkyProject/slurm-operator/cmd/manager \
-    github.com/SlinkyProject/slurm-operator/cmd/webhook
-mv "$work/bin/manager" "$work/bin/slurm-operator-manager"
-mv "$work/bin/webhook" "$work/bin/slurm-operator-webhook"
+step etcd etcd "$work/bin" "-s -w" .
+step control-plane controlplane "$work/bin" "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
+step coredns coredns "$work/bin" "-s -w" .
+step pause pause "$work/bin" "-s -w" .
+# Each operator version: bin/slurm-operator-LABEL/{manager,webhook}, and its own webhook configuration
+# (config/webhook/manifests.yaml of the module at that version; read at run time, never committed).
+operators_json=""
+for label in "${operator_labels[@]}"; do
+    step "slurm-operator $label" "operator-$label" "$work/bin/slurm-operator-$label" "-s -w" \
+        github.com/SlinkyProject/slurm-operator/cmd/manager github.com/SlinkyProject/slurm-operator/cmd/webhook
+    mkdir -p "$work/operator-$label"
+    operator_dir=$(cd "$here/operator-$label" && go list -m -f '{{.Dir}}' github.com/SlinkyProject/slurm-operator)
+    cp "$operator_dir/config/webhook/manifests.yaml" "$work/operator-$label/webhook-manifests.yaml"
+    operators_json+="${operators_json:+, }\"$label\": \"$(pinned "operator-$label" github.com/SlinkyProject/slurm-operator)\""
+done
 
-# Data files from the modules (read at run time, never committed): the operator's webhook
-# configuration at its pinned version, and the CRDs that crds.txt lists.
-mkdir -p "$work/crds" "$work/operator"
-operator_dir=$(cd "$here/operator" && go list -m -f '{{.Dir}}' github.com/SlinkyProject/slurm-operator)
-cp "$operator_dir/config/webhook/manifests.yaml" "$work/operator/webhook-manifests.yaml"
+# The CRDs that crds.txt lists, from the modules that ship them (read at run time, never committed).
+mkdir -p "$work/crds"
 while read -r module file; do
     [[ -z "$module" || "$module" == \#* ]] && continue
-    dir=$(cd "$here/operator" && go mod download -json "$module" | awk -F'"' '$2 == "Dir" { print $4 }')
+    dir=$(cd "$here/controlplane" && go mod download -json "$module" | awk -F'"' '$2 == "Dir" { print $4 }')
     [[ -n "$dir" && -f "$dir/$file" ]] || { echo "kube/build.sh: $module has no $file" >&2; exit 1; }
     cp "$dir/$file" "$work/crds/"
 done <"$here/crds.txt"
 chmod -R u+w "$work"
 
 cat >"$work/versions.json" <<EOF
-{"kubernetes": "$k8s_version", "etcd": "$etcd_version", "slurm-operator": "$operator_version",
+{"kubernetes": "$k8s_version", "etcd": "$etcd_version", "coredns": "$coredns_version", "slurm-operators": {$operators_json},
  "go": "$go_version", "key": "$key"}
 EOF
 touch "$work/bin/.complete"

@@ -77,21 +77,12 @@ def exclusive_cluster(local_cluster):
 @needs("kube")
 def kube_plane():
     """The local Kubernetes control plane of `slinkyml dev kube` (etcd, kube-apiserver, -controller-manager,
-    -scheduler, the slurm-operator's manager and webhook), brought up once per session and left running,
-    as the Slurm cluster is (`make test` starts it before pytest; a second `up` is a no-op).
-    `SLINKYML_TEST_KUBE_WEBHOOK=off` (with a `SLINKYML_KUBE_PORT_BASE` and state dir of its own): a run
-    beside another plane, whose webhook holds the one port it can listen on; tests of the webhook skip."""
+    -scheduler, the slurm-operator's manager and webhook at the default version), brought up once per
+    session and left running, as the Slurm cluster is (`make test` starts it before pytest; a second `up`
+    is a no-op). A run beside another plane takes a `SLINKYML_KUBE_PORT_BASE` and state dir of its own."""
     from slinkyml.dev.kube import KubeControlPlane
 
-    return KubeControlPlane().up(webhook=os.environ.get("SLINKYML_TEST_KUBE_WEBHOOK", "on") != "off")
-
-
-@pytest.fixture
-def kube_webhook(kube_plane):
-    """Skips a test that needs the operator's webhook where this run's plane has none."""
-    if "slurm-operator-webhook" not in kube_plane.wanted():
-        pytest.skip("the operator's webhook is off on this control plane (SLINKYML_TEST_KUBE_WEBHOOK=off: its "
-                    "fixed port 9443 belongs to another plane)")
+    return KubeControlPlane().up()
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,13 @@ from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.agreement import OFFLINE_ONLY, confusion, offline, run
 from slinkyml.cluster.corpus import SERVED, cases
 from slinkyml.cluster.render import render
-from slinkyml.cluster.validate import core_issues, go_duration_seconds, label_problems, webhook_issues
+from slinkyml.cluster.validate import (
+    core_issues,
+    go_duration_seconds,
+    label_problems,
+    webhook_issues,
+    webhook_release,
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +80,21 @@ def test_webhook_rules_offline(h100: Any, kind: str, patch: Any, expected: str) 
     assert webhook_issues(h100.objects) == []
 
 
+@pytest.mark.parametrize(("version", "release"), [
+    (None, "1.3"), ("v1.0.1", "1.0"), ("v1.2.1", "1.2"), ("1.2.0", "1.2"), ("f2ed3fc", "1.3"),
+    # the module pseudo-version of the CRDs' revision: its base (v1.1.0-rc1) is not its rule set
+    ("v1.1.0-rc1.0.20260820211339-f2ed3fc53252", "1.3"), ("v1.1.0", "1.0")])
+def test_webhook_rule_set_of_each_operator_version(version: str | None, release: str) -> None:
+    assert webhook_release(version) == release
+
+
+def test_webhook_rules_of_v1_2_skip_only_the_extra_conf_parse(h100: Any) -> None:
+    """v1.2.1's NodeSet webhook has every f2ed3fc rule but workerbuilder.ParseExtraConf (read at both)."""
+    objs = copy.deepcopy(h100.objects)
+    _one(objs, "NodeSet")["spec"]["extraConf"] = "Features=a Weight"
+    assert webhook_issues(objs, "1.2") == [] and len(webhook_issues(objs, "1.3")) == 1
+
+
 def test_kubernetes_rules_offline() -> None:
     secret = {"kind": "Secret", "metadata": {"name": "s"}, "data": {"k": "not base64!", "a/b": "eA=="}}
     assert [i.path for i in core_issues(secret)] == ["data[k]", "data[a/b]"]
@@ -101,8 +122,7 @@ def test_offline_only_findings_are_tagged_with_a_reason(h100: Any) -> None:
 
 
 @pytest.mark.slow
-def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, kube_webhook: None,
-                                                      corpus: list[Any]) -> None:
+def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, corpus: list[Any]) -> None:
     """0 misses; every server rejection shares its field or words with ours; every finding only
     offline has a run-time reason. Prints the confusion table (benchmarks/cluster_agreement.py too)."""
     rows = run(kube_plane.api(), corpus, prefix=f"agree-{secrets.token_hex(3)}",

@@ -7,6 +7,7 @@ as a whole, only restart single daemons, so other tests using it keep running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,11 +27,12 @@ from private_cluster import port_shift
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.apply import apply_objects, ensure_secrets
 from slinkyml.cluster.render import render
-from slinkyml.dev.kube import BUILD_SCRIPT, WEBHOOK_CONFIG_NAME, KubeControlPlane, Ports
+from slinkyml.dev.kube import BUILD_SCRIPT, OPERATOR_VERSIONS, WEBHOOK_CONFIG_NAME, KubeControlPlane, Ports
 from slinkyml.dev.process import port_open
+from slinkyml.errors import SlinkyError
 
 KUBE_DIR = BUILD_SCRIPT.parent
-#: the second control plane of test_second_plane_runs_the_operator_without_the_webhook (the kubelet
+#: the second control plane of test_second_plane_runs_another_operator_and_its_own_webhook (the kubelet
 #: tests' plane is at 18000)
 SECOND_PLANE_PORT_BASE = 18100
 pytestmark = pytest.mark.slow
@@ -60,20 +62,92 @@ def test_replace_block_is_the_generated_one(tmp_path: Path) -> None:
 
 
 def test_other_modules_have_no_replace() -> None:
-    assert _replaces(KUBE_DIR / "operator" / "go.mod") == []
-    assert _replaces(KUBE_DIR / "etcd" / "go.mod") == []
+    operators = sorted(KUBE_DIR.glob("operator-*/go.mod"))
+    assert [p.parent.name for p in operators] == sorted(f"operator-{v}" for v in OPERATOR_VERSIONS)
+    for gomod in [*operators, KUBE_DIR / "etcd" / "go.mod"]:
+        assert _replaces(gomod) == [], gomod
 
 
 def test_cache_key_names_every_version(kube_plane: KubeControlPlane) -> None:
     key = subprocess.run(["bash", str(BUILD_SCRIPT), "--key"], capture_output=True, text=True,
                          check=True).stdout.strip()
     versions = kube_plane.versions()
-    for part in ("kubernetes", "etcd", "slurm-operator", "go"):
+    for part in ("kubernetes", "etcd", "go"):
         assert versions[part] in key
+    assert set(versions["slurm-operators"]) == set(OPERATOR_VERSIONS)
+    for label, module_version in versions["slurm-operators"].items():
+        assert module_version in key
+        assert module_version == label or module_version.rsplit("-", 1)[1].startswith(label)  # pseudo-version
+        for binary in ("manager", "webhook"):
+            assert os.access(kube_plane.operator_dir(label) / binary, os.X_OK)
     assert kube_plane.bin_dir.parent.name == key == versions["key"]
-    for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause",
-                   "slurm-operator-manager", "slurm-operator-webhook"):
+    assert f"coredns-{versions['coredns']}" in key
+    for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+                   "coredns", "pause"):
         assert os.access(kube_plane.bin_dir / binary, os.X_OK)
+    proxy = subprocess.run([str(kube_plane.bin_dir / "kube-proxy"), "--version"], capture_output=True, text=True,
+                           check=True, timeout=60).stdout
+    assert proxy.split() == ["Kubernetes", versions["kubernetes"]]
+
+
+#: the plugins kube/coredns/main.go builds CoreDNS with (a cluster DNS's, and bind)
+COREDNS_PLUGINS = {"bind", "cache", "errors", "forward", "health", "kubernetes", "loadbalance", "loop", "ready",
+                   "reload"}
+
+
+def _nslookup(name: str, server: str) -> list[str]:
+    """The IPv4 addresses busybox's nslookup gets for ``name`` from ``server`` (``IP:PORT``)."""
+    done = subprocess.run(["busybox", "nslookup", "-type=A", name, server], capture_output=True, text=True,
+                          timeout=30)
+    answer = done.stdout.split(name, 1)[-1] if "Name:" in done.stdout else ""
+    return [line.split()[-1] for line in answer.splitlines() if line.strip().startswith("Address")]
+
+
+def test_coredns_serves_the_planes_services(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
+    """CoreDNS as kube/build.sh builds it (coredns' coremain and the cluster-DNS plugins only) serves the
+    plane's Services from its API server: ``<svc>.<ns>.svc.cluster.local`` gives the ClusterIP and a
+    headless Service's ``<host>.<svc>.<ns>.svc.cluster.local`` its endpoint's address. (Not yet run by
+    ``dev kube up --kubelet``: docs/kubernetes.md.)"""
+    coredns = kube_plane.bin_dir / "coredns"
+    listed = set(subprocess.run([str(coredns), "-plugins"], capture_output=True, text=True, check=True,
+                                timeout=60).stdout.split())
+    assert COREDNS_PLUGINS <= listed
+    port = kube_plane.ports.apiserver + 10  # base + 53
+    corefile = tmp_path / "Corefile"
+    corefile.write_text(f"cluster.local:{port} {{\n    bind 127.0.0.1\n    errors\n"
+                        f"    kubernetes cluster.local {{\n        kubeconfig {kube_plane.kubeconfig}\n    }}\n"
+                        "    cache 5\n    loadbalance\n}\n")
+    api = kube_plane.api()
+    core, discovery = client.CoreV1Api(api), client.DiscoveryV1Api(api)
+    ns = f"dns-{os.getpid()}"
+    server = subprocess.Popen([str(coredns), "-conf", str(corefile)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        svc = core.create_namespaced_service(ns, client.V1Service(
+            metadata=client.V1ObjectMeta(name="web"),
+            spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)], selector={"app": "web"})))
+        core.create_namespaced_service(ns, client.V1Service(
+            metadata=client.V1ObjectMeta(name="workers"),
+            spec=client.V1ServiceSpec(cluster_ip="None", ports=[client.V1ServicePort(port=6818)])))
+        discovery.create_namespaced_endpoint_slice(ns, client.V1EndpointSlice(
+            metadata=client.V1ObjectMeta(name="workers-1", labels={"kubernetes.io/service-name": "workers"}),
+            address_type="IPv4", ports=[client.DiscoveryV1EndpointPort(port=6818)],
+            endpoints=[client.V1Endpoint(addresses=["10.244.0.99"], hostname="node-0",
+                                         conditions=client.V1EndpointConditions(ready=True))]))
+        deadline = time.monotonic() + 60
+        want = {f"web.{ns}.svc.cluster.local": [svc.spec.cluster_ip],
+                f"node-0.workers.{ns}.svc.cluster.local": ["10.244.0.99"]}
+        got: dict[str, list[str]] = {}
+        while got != want and time.monotonic() < deadline:
+            got = {name: _nslookup(name, f"127.0.0.1:{port}") for name in want}
+            time.sleep(1)
+        assert got == want
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        with contextlib.suppress(client.exceptions.ApiException):
+            core.delete_namespace(ns)
 
 
 def test_certificates_and_keys(kube_plane: KubeControlPlane) -> None:
@@ -105,12 +179,11 @@ def test_env_gives_the_python_client_its_cluster(kube_plane: KubeControlPlane) -
 def test_up_is_idempotent_and_restarts_only_what_died(kube_plane: KubeControlPlane) -> None:
     before = kube_plane.status()["daemons"]
     assert all(before.values()), before
-    webhook = "slurm-operator-webhook" in kube_plane.wanted()  # as the session's fixture brought it up
-    assert kube_plane.up(webhook=webhook).status()["daemons"] == before  # nothing restarted
+    assert kube_plane.up().status()["daemons"] == before  # nothing restarted
     scheduler = next(d for d in kube_plane.daemons() if d.name == "kube-scheduler")
     assert scheduler.stop()
     assert kube_plane.status()["daemons"]["kube-scheduler"] is None
-    after = kube_plane.up(webhook=webhook).status()["daemons"]
+    after = kube_plane.up().status()["daemons"]
     assert after["kube-scheduler"] not in (None, before["kube-scheduler"])
     assert {k: v for k, v in after.items() if k != "kube-scheduler"} == \
         {k: v for k, v in before.items() if k != "kube-scheduler"}
@@ -128,6 +201,7 @@ def test_status_exit_code_and_json(kube_plane: KubeControlPlane) -> None:
 @pytest.mark.parametrize("argv, env, message", [
     (["up", "--state-dir", "/proc/slinkyml-no"], {}, "state dir /proc/slinkyml-no: cannot write"),
     (["status"], {"SLINKYML_KUBE_PORT_BASE": "99999"}, "SLINKYML_KUBE_PORT_BASE=99999: not a port number"),
+    (["up", "--operator-version", "1.0.1"], {}, "--operator-version 1.0.1: not one of v1.2.1, f2ed3fc"),
 ])
 def test_bad_input_is_one_line(argv: list[str], env: dict[str, str], message: str) -> None:
     done = subprocess.run([sys.executable, "-m", "slinkyml", "dev", "kube", *argv], capture_output=True, text=True,
@@ -136,33 +210,37 @@ def test_bad_input_is_one_line(argv: list[str], env: dict[str, str], message: st
     assert done.stderr.startswith(f"slinkyml: error: {message}") and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_second_plane_runs_the_operator_without_the_webhook(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
-    """Beside the session's plane, whose webhook holds the one port v1.0.1's webhook listens on (no flag
-    moves it), a second plane comes up with ``--no-webhook``: the manager reconciles, no webhook
-    configuration of ours is registered (it would refuse every Slinky object), and so admission is the
-    CRD schemas' alone: a Slurm ClusterName over 40 characters, which the webhook refuses, is stored."""
+def test_second_plane_runs_another_operator_and_its_own_webhook(kube_plane: KubeControlPlane) -> None:
+    """Beside the session's plane (the default operator, v1.2.1), a second plane at another port base
+    runs the other operator version (``--operator-version f2ed3fc``) with its webhook on a port of its own
+    (``--server-addr``): its webhook configuration points there and refuses a Slurm ClusterName over 40
+    characters with its own reason, and its manager reconciles a valid Controller into its ConfigMap."""
     base = SECOND_PLANE_PORT_BASE + port_shift()
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kube-second-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(base))
     try:
-        done = subprocess.run([sys.executable, "-m", "slinkyml", "dev", "kube", "up", "--no-webhook", "--state-dir",
-                               str(state)], capture_output=True, text=True, timeout=300,
+        done = subprocess.run([sys.executable, "-m", "slinkyml", "dev", "kube", "up", "--operator-version", "f2ed3fc",
+                               "--state-dir", str(state)], capture_output=True, text=True, timeout=300,
                               env={**os.environ, "SLINKYML_KUBE_PORT_BASE": str(base)})
         assert done.returncode == 0, done.stderr
+        assert f"slurm-operator {kube_plane.versions()['slurm-operators']['f2ed3fc']}" in done.stdout, done.stdout
         status = plane.status()
-        assert status["running"] and status["without"] == ["slurm-operator-webhook"], status
-        assert plane.running and not port_open("127.0.0.1", plane.ports.webhook_health)
+        assert status["running"] and status["without"] == [] and status["operator_version"] == "f2ed3fc", status
+        assert plane.ports.webhook != kube_plane.ports.webhook and port_open("127.0.0.1", plane.ports.webhook)
         api = plane.api()
         admission = client.AdmissionregistrationV1Api(api)
-        assert [c.metadata.name for c in admission.list_validating_webhook_configuration().items
-                if c.metadata.name.startswith(WEBHOOK_CONFIG_NAME)] == []
+        urls = {h.client_config.url for c in admission.list_validating_webhook_configuration().items
+                if c.metadata.name.startswith(WEBHOOK_CONFIG_NAME) for h in c.webhooks}
+        assert urls and all(u.startswith(f"https://127.0.0.1:{plane.ports.webhook}/validate-") for u in urls), urls
 
         cluster = load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")
         objs = render(cluster).objects
         controller = next(o for o in objs if o["kind"] == "Controller")
-        controller["spec"]["clusterName"] = "c" * 41
         apply_objects(objs[:1], api, log=lambda _: None)
         ensure_secrets(cluster, api, log=lambda _: None)
+        with pytest.raises(SlinkyError, match="ClusterName exceeds 40 characters"):
+            apply_objects([{**controller, "spec": {**controller["spec"], "clusterName": "c" * 41}}], api,
+                          log=lambda _: None)
         apply_objects(objs[1:], api, log=lambda _: None)
         core = client.CoreV1Api(api)
         name, deadline = f"{cluster.name}-config", time.monotonic() + 180

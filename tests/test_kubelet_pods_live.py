@@ -1,5 +1,5 @@
 """A Slurm cluster in pods on the kubelet node, made from ``manifests/cpu-small`` without the operator
-(``slinkyml/dev/kubeslurm.py``: the operator cannot be built here, docs/local-kubernetes-cluster.md, "The operator's version"):
+(``slinkyml/dev/kubeslurm.py``, until the operator's own pods run here: docs/kubernetes.md):
 MariaDB + slurmdbd pods and accounting from the login pod, the NodeSet's slurmd pods managed by a real
 StatefulSet, the tiny GPT trained across two slurmd pods by ``slinkyml sbatch submit`` run in the login
 pod, Kubernetes-shaped faults (a slurmd pod deleted mid-training, scaling, the slurmctld pod deleted).

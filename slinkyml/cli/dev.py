@@ -108,17 +108,16 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                            "10.244.0.0/24)")
             p.add_argument("--no-operator", dest="operator", action="store_false",
                            help="without the slurm-operator's manager and webhook")
-            p.add_argument("--no-webhook", dest="webhook", action="store_false",
-                           help="the slurm-operator's manager without its webhook, whose port (9443) no flag "
-                           "moves: for a second control plane beside one that has it; objects are then admitted "
-                           "by the CRD schemas and CEL rules alone")
+            p.add_argument("--operator-version", default="v1.2.1", metavar="VERSION",
+                           help="the slurm-operator to run: v1.2.1 (default, the newest release) or f2ed3fc (the "
+                           "revision of the CRDs slinkyml renders for); one of another version running is replaced")
             p.add_argument("--slurm-images", metavar="RELEASE", choices=("26.05",),
                            help="with --kubelet: build the slurmctld, slurmd, login, slurmdbd and slurmrestd images of this Slurm "
                            "release from its Debian root (as `dev up --slurm-version` unpacks it) and import them")
             p.add_argument("--slurm-pods", metavar="CLUSTER_YAML",
                            help="with --kubelet: run this cluster spec's Slurm in pods on the node without the "
                            "operator (MariaDB, slurmdbd, slurmctld, login and the first node set's slurmd pods "
-                           "as a StatefulSet; slurm_version 26.05), standing in for it until it can be built")
+                           "as a StatefulSet; slurm_version 26.05), standing in for it until its pods run here")
         p.set_defaults(handler=handler)
 
 
@@ -141,7 +140,7 @@ def _kube_up(args: argparse.Namespace) -> int:
         raise SlinkyError(f"{args.slurm_pods}: slurm_version: --slurm-pods runs {', '.join(roots.RELEASES)} only (its "
                           f"images are built from a Debian root of that Slurm), got {spec.slurm_version}")
     start = time.monotonic()
-    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, webhook=args.webhook,
+    plane = _kube(args).up(kubelet=args.kubelet, operator=args.operator, operator_version=args.operator_version,
                            slurm_images=args.slurm_images or (spec.slurm_version if spec else None))
     versions = plane.versions()
     print(f"local Kubernetes {versions.get('kubernetes', '?')} control plane up in {time.monotonic() - start:.1f} s "
@@ -189,7 +188,7 @@ def _kube_status(args: argparse.Namespace) -> int:
         for name, pid in {**status["daemons"], **status.get("node", {}).get("daemons", {})}.items():
             print(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'stopped'}")
         for name in status["without"]:
-            print(f"  {name:<24} not run on this plane (`up --no-operator`/`--no-webhook`)")
+            print(f"  {name:<24} not run on this plane (`up --no-operator`)")
     return 0 if status["running"] else 1
 
 

@@ -653,10 +653,15 @@ def _dns_subdomain_prefix(name: str) -> bool:
 
 
 def webhook_release(version: str | None = None) -> str:
-    """The webhook rule set of an operator release: ``v1.0.1`` -> "1.0"; None -> the default ("1.3")."""
+    """The webhook rule set of an operator release: ``v1.0.1`` -> "1.0"; None -> the default ("1.3"); a
+    listed revision, by its short hash or as a module pseudo-version (``v1.1.0-rc1.0.DATE-f2ed3fc53252``),
+    -> its own (the pseudo-version's base release says nothing about the code)."""
     data = addons.addons()["slurm_operator"]["webhook"]
     if not version:
         return str(data["default"])
+    for revision, release in (data.get("revisions") or {}).items():
+        if version == revision or re.search(rf"-{re.escape(revision)}[0-9a-f]*$", version):
+            return str(release)
     m = re.match(r"v?(\d+)\.(\d+)", version)
     want = (int(m.group(1)), int(m.group(2))) if m else (99, 0)
     known = sorted({r for releases in data["rules"].values() for r in releases},

@@ -2,8 +2,9 @@
 
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built from Go modules by
 ``kube/build.sh`` into a cache keyed by version), the Slinky CRDs plus the upstream CRDs of the
-examples' other kinds, and the slurm-operator's manager and webhook as processes, the webhook
-registered with the API server at ``https://127.0.0.1:PORT`` with a ``caBundle``. Daemons are
+examples' other kinds, and the slurm-operator's manager and webhook as processes (v1.2.1, or another
+version the cache built: ``OPERATOR_VERSIONS``), the webhook registered with the API server at
+``https://127.0.0.1:PORT`` with a ``caBundle``. Daemons are
 PID-tracked with :class:`slinkyml.dev.process.Daemon`, as ``dev up``'s are; ``up`` is idempotent.
 With ``kubelet=True`` (``dev kube up --kubelet``) a real node joins: containerd, runc, the bridge CNI and
 the kubelet (``kubenode.py``), registered Ready, so pods run.
@@ -38,11 +39,12 @@ BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "kube" / "build.sh"
 GO_FALLBACK_DIR = "/usr/local/go/bin"
 CLUSTER_NAME = "slinkyml-dev"
 #: loopback ports, clear of the Slurm dev clusters (6817-6820, 7947-7960, 8817-8820, 9117-9520,
-#: 13306-16706); ``$SLINKYML_KUBE_PORT_BASE`` moves all but the webhook's
+#: 13306-16706); ``$SLINKYML_KUBE_PORT_BASE`` moves them all
 DEFAULT_PORT_BASE = 17400
-#: the operator's webhook server: controller-runtime's default port, which v1.0.1's webhook command
-#: offers no flag for (so one control plane with a webhook per machine; README "The operator's version")
-WEBHOOK_PORT = 9443
+#: the slurm-operator versions kube/build.sh builds (one Go module each, ``kube/operator-LABEL``), by the
+#: label ``dev kube up --operator-version`` takes; the first is the default: the newest release
+OPERATOR_VERSIONS = ("v1.2.1", "f2ed3fc")
+DEFAULT_OPERATOR_VERSION = OPERATOR_VERSIONS[0]
 SERVICE_CIDR = "10.96.0.0/24"
 #: the operator's identity: cluster-admin through system:masters (its chart's RBAC is not installed)
 OPERATOR = Identity("operator", "slurm-operator", ("system:masters",))
@@ -58,7 +60,7 @@ READY_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class Ports:
-    """Every port the control plane listens on (all on 127.0.0.1 but the webhook's, see WEBHOOK_PORT)."""
+    """Every port the control plane listens on, all on 127.0.0.1."""
 
     etcd_client: int
     etcd_peer: int
@@ -67,12 +69,12 @@ class Ports:
     scheduler: int
     manager_health: int
     webhook_health: int
-    webhook: int = WEBHOOK_PORT
+    webhook: int
 
     @classmethod
     def from_base(cls, base: int) -> Ports:
         return cls(etcd_client=base + 1, etcd_peer=base + 2, apiserver=base + 43, controller_manager=base + 57,
-                   scheduler=base + 59, manager_health=base + 81, webhook_health=base + 82)
+                   scheduler=base + 59, manager_health=base + 81, webhook_health=base + 82, webhook=base + 83)
 
 
 def default_state_dir() -> Path:
@@ -93,7 +95,7 @@ def default_ports() -> Ports:
         base = int(raw) if raw else DEFAULT_PORT_BASE
     except ValueError:
         base = -1
-    if not 1024 <= base <= 65535 - 100:  # every port is base + 1..82
+    if not 1024 <= base <= 65535 - 100:  # every port is base + 1..83
         raise SlinkyError(f"SLINKYML_KUBE_PORT_BASE={raw}: not a port number from 1024 to 65435")
     return Ports.from_base(base)
 
@@ -113,6 +115,15 @@ def binaries_dir() -> Path:
     if done.returncode != 0:
         raise SlinkyError(done.stderr.strip() or f"{BUILD_SCRIPT} --bindir failed ({done.returncode})")
     return Path(done.stdout.strip())
+
+
+def operator_label(version: str) -> str:
+    """``1.2.1`` or ``v1.2.1`` -> ``v1.2.1``; ``f2ed3fc`` as it is; anything else: a one-line error."""
+    label = f"v{version}" if version[:1].isdigit() else version
+    if label not in OPERATOR_VERSIONS:
+        raise SlinkyError(f"--operator-version {version}: not one of {', '.join(OPERATOR_VERSIONS)} "
+                          "(the slurm-operator versions kube/build.sh builds)")
+    return label
 
 
 class KubeControlPlane:
@@ -146,6 +157,23 @@ class KubeControlPlane:
         return self.kubeconfig if identity.file == "admin" else self.state_dir / f"{identity.file}.kubeconfig"
 
     @property
+    def _operator_file(self) -> Path:
+        """The operator version the last ``up`` started (its label)."""
+        return self.state_dir / "run" / "operator-version"
+
+    @property
+    def operator_version(self) -> str:
+        """The label of the operator version this plane runs: what the last ``up`` chose, else the default."""
+        try:
+            return operator_label(self._operator_file.read_text().strip())
+        except (OSError, SlinkyError):
+            return DEFAULT_OPERATOR_VERSION
+
+    def operator_dir(self, label: str | None = None) -> Path:
+        """The built operator of this version (default: the one this plane runs): its manager and webhook."""
+        return self.bin_dir / f"slurm-operator-{label or self.operator_version}"
+
+    @property
     def webhook_tmpdir(self) -> Path:
         """The webhook's TMPDIR: controller-runtime reads its serving certificate from
         ``$TMPDIR/k8s-webhook-server/serving-certs/tls.{crt,key}`` (the command has no flag for it)."""
@@ -164,6 +192,7 @@ class KubeControlPlane:
         kcm, sched = self._kubeconfig_for(CLIENTS[1]), self._kubeconfig_for(CLIENTS[2])
         operator_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                         "KUBECONFIG": str(self._kubeconfig_for(OPERATOR))}
+        operator = self.operator_dir()
         return [
             # plain http on loopback, as envtest runs it; --unsafe-no-fsync: a throwaway dev store on a
             # shared machine, where fsync latency would slow every write of the API server
@@ -202,10 +231,11 @@ class KubeControlPlane:
                 f"--authorization-kubeconfig={sched}", "--bind-address=127.0.0.1", f"--secure-port={p.scheduler}",
                 "--leader-elect=false", "--profiling=false"]),
             daemon("slurm-operator-webhook", [
-                str(b / "slurm-operator-webhook"), f"--health-addr=127.0.0.1:{p.webhook_health}",
-                "--metrics-addr=0"], env={**operator_env, "TMPDIR": str(self.webhook_tmpdir)}),
+                str(operator / "webhook"), f"--server-addr=127.0.0.1:{p.webhook}",
+                f"--health-addr=127.0.0.1:{p.webhook_health}", "--metrics-addr=0"],
+                env={**operator_env, "TMPDIR": str(self.webhook_tmpdir)}),
             daemon("slurm-operator-manager", [
-                str(b / "slurm-operator-manager"), f"--health-addr=127.0.0.1:{p.manager_health}",
+                str(operator / "manager"), f"--health-addr=127.0.0.1:{p.manager_health}",
                 "--metrics-addr=0"], env=operator_env),
         ]
 
@@ -218,22 +248,34 @@ class KubeControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def up(self, log: Callable[[str], None] = lambda _: None, *, kubelet: bool = False,
-           operator: bool = True, webhook: bool = True, slurm_images: str | None = None) -> KubeControlPlane:
+           operator: bool = True, operator_version: str = DEFAULT_OPERATOR_VERSION,
+           slurm_images: str | None = None) -> KubeControlPlane:
         """Start whatever is not running; idempotent. On failure stop what this call started and raise.
         Concurrent ``up``/``down`` of one state dir (``make test`` and a test session's fixture) take turns.
         ``kubelet``: also the node (containerd, kubelet), waiting until it is Ready. ``operator=False``:
-        without the slurm-operator's manager and webhook (a plane for pods alone, beside one that has them).
-        ``webhook=False``: the manager without the webhook, whose port is fixed (WEBHOOK_PORT), for a plane
-        beside one that has it: objects are then admitted by the CRD schemas and CEL rules alone.
+        without the slurm-operator's manager and webhook (a plane for pods alone). ``operator_version``: which
+        built operator runs (``OPERATOR_VERSIONS``); one of another version left running is stopped first.
         ``slurm_images``: a Slurm release whose slurmctld and slurmd images the node imports (needs ``kubelet``)."""
+        label = operator_label(operator_version)
         with self._lock():
-            self._up(log, operator=operator, webhook=webhook)
+            self._switch_operator(label)
+            self._up(log, operator=operator)
             if kubelet or slurm_images:
                 node = self.node()
                 node.up(self.api(), log)
                 if slurm_images:
                     node.import_slurm_images(slurm_images, log)
             return self
+
+    def _switch_operator(self, label: str) -> None:
+        """Stop the operator's daemons where they run another version than ``label`` (or one no ``up`` recorded,
+        as a plane of an older slinkyml left running); record ``label``."""
+        if not self._operator_file.is_file() or label != self.operator_version:
+            for daemon in reversed(self.daemons()):
+                if daemon.name.startswith("slurm-operator"):
+                    daemon.stop()
+        (self.state_dir / "run").mkdir(parents=True, exist_ok=True)
+        self._operator_file.write_text(label + "\n")
 
     def node(self) -> KubeNode:
         """The kubelet node of this control plane: as given, else ``$SLINKYML_KUBE_NODE_NAME``, ``_BRIDGE``,
@@ -250,7 +292,7 @@ class KubeControlPlane:
         with exclusive_lock(self.state_dir / ".lock"):
             yield
 
-    def _up(self, log: Callable[[str], None], *, operator: bool = True, webhook: bool = True) -> KubeControlPlane:
+    def _up(self, log: Callable[[str], None], *, operator: bool = True) -> KubeControlPlane:
         daemons = {d.name: d for d in self.daemons()}
         missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
         if missing:
@@ -262,14 +304,11 @@ class KubeControlPlane:
                               f"{exc.strerror or exc}") from None
         already = {name for name, d in daemons.items() if d.running}
         wanted = set(daemons) if operator else {n for n in daemons if not n.startswith("slurm-operator")}
-        if not webhook:
-            wanted.discard("slurm-operator-webhook")
         busy = [f"{port} ({name})" for name, ports in self._listen_ports().items()
                 if name in wanted and name not in already for port in ports if port_in_use(port)]
         if busy:
             raise SlinkyError(f"ports in use: {', '.join(busy)} (another control plane? `slinkyml dev kube "
-                              "status`; SLINKYML_KUBE_PORT_BASE moves all but the webhook's: `--no-webhook` "
-                              "runs without it)")
+                              "status`; SLINKYML_KUBE_PORT_BASE moves them all)")
         self._wanted_file.write_text("".join(f"{name}\n" for name in sorted(wanted)))
         for name in already - wanted:  # an earlier `up` started it; this one asks for the plane without
             daemons[name].stop()
@@ -282,15 +321,13 @@ class KubeControlPlane:
             self._start(daemons["kube-scheduler"], lambda: port_open("127.0.0.1", self.ports.scheduler), started)
             api = self.api()
             self._install_crds(api, log)
-            if "slurm-operator-webhook" in wanted:
-                self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
-                            started)
-                self._register_webhook(api, log)
-            else:  # a configuration left registered (failurePolicy: Fail) would refuse every Slinky object
+            if not operator:  # a configuration left registered (failurePolicy: Fail) would refuse every object
                 self._unregister_webhook(api, log)
-            if not operator:
                 self._wait_default_service_account(api)
                 return self
+            self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
+                        started)
+            self._register_webhook(api, log)
             self._start(daemons["slurm-operator-manager"],
                         lambda: _http_ok(f"http://127.0.0.1:{self.ports.manager_health}/readyz"), started)
             self._wait_default_service_account(api)
@@ -318,7 +355,7 @@ class KubeControlPlane:
 
     @property
     def _wanted_file(self) -> Path:
-        """The daemons the last ``up`` started or kept (without the operator or its webhook, fewer)."""
+        """The daemons the last ``up`` started or kept (without the operator, fewer)."""
         return self.state_dir / "run" / "wanted"
 
     def wanted(self) -> set[str]:
@@ -334,17 +371,20 @@ class KubeControlPlane:
         daemons = {d.name: d.pid for d in self.daemons() if d.name in wanted}
         status = {"state_dir": str(self.state_dir), "server": self.server, "kubeconfig": str(self.kubeconfig),
                   "daemons": daemons, "running": all(daemons.values()), "versions": self.versions(),
+                  "operator_version": self.operator_version,
                   "without": sorted({d.name for d in self.daemons()} - wanted)}
         if (self.state_dir / "node").is_dir():
             status["node"] = self.node().status()
         return status
 
-    def versions(self) -> dict[str, str]:
-        """What the cache built (``versions.json`` beside ``bin/``)."""
+    def versions(self) -> dict[str, Any]:
+        """What the cache built (``versions.json`` beside ``bin/``), and as ``slurm-operator`` the module
+        version of the operator this plane runs."""
         try:
-            return json.loads((self.bin_dir.parent / "versions.json").read_text())
+            built = json.loads((self.bin_dir.parent / "versions.json").read_text())
         except (OSError, ValueError, SlinkyError):
             return {}
+        return {**built, "slurm-operator": built.get("slurm-operators", {}).get(self.operator_version, "?")}
 
     @property
     def running(self) -> bool:
@@ -415,9 +455,9 @@ class KubeControlPlane:
                 time.sleep(0.2)
 
     def webhook_configurations(self) -> list[dict[str, Any]]:
-        """The operator's own webhook configuration (its ``config/webhook/manifests.yaml`` at the built
-        revision), each webhook pointed at ``https://127.0.0.1:WEBHOOK_PORT/PATH`` with our CA."""
-        source = self.bin_dir.parent / "operator" / "webhook-manifests.yaml"
+        """The operator's own webhook configuration (its ``config/webhook/manifests.yaml`` at the version
+        this plane runs), each webhook pointed at ``https://127.0.0.1:PORT/PATH`` with our CA."""
+        source = self.bin_dir.parent / f"operator-{self.operator_version}" / "webhook-manifests.yaml"
         out = []
         for doc in load_data_all(source.read_text()):
             if not doc:

@@ -1,9 +1,9 @@
 """A Slurm cluster in pods on the kubelet node, without the operator: MariaDB, slurmdbd, slurmctld, a
 login pod, and the NodeSet's slurmd pods managed by a Kubernetes StatefulSet.
 
-This stands in for the slurm-operator until it can be built here (README, "The operator's version": the
-Go module proxy refuses the operator at the CRDs' revision, and the releases it serves cannot reconcile
-the API we render). The pods are those the operator would create, from the images of ``slurm_images.py``;
+This stands in for the slurm-operator until its own pods run here: the operator is built now (v1.2.1 and
+f2ed3fc, docs/kubernetes.md) and reconciles what we render, but its pods need cluster DNS, kube-proxy and
+images that honour Slinky's contract (issue 37's items 2-4). The pods are those the operator would create, from the images of ``slurm_images.py``;
 the slurmd pods come from a real StatefulSet (kube-controller-manager's controller, the NodeSet's own
 ``scalingMode: StatefulSet``) whose replicas, features and names are read from the NodeSet that
 ``cluster render`` makes of the cluster spec, so a deleted pod comes back by the same name with a new
