@@ -35,8 +35,6 @@ def main() -> None:
     parser.add_argument("--no-placement", action="store_true", help="only the agreement corpus")
     parser.add_argument("--schema", action="store_true", help="the corpus generated from the schemas")
     parser.add_argument("--limit", type=int, default=0, help="--schema: every Nth case only (0: all)")
-    parser.add_argument("--no-webhook", action="store_true", help="a plane without the operator's webhook "
-                        "(port 9443 held by another plane): the webhook rules then count as offline-stricter")
     parser.add_argument("--offline-verdicts", metavar="FILE", help="write the generated corpus's offline verdicts")
     args = parser.parse_args()
     if args.offline_verdicts:
@@ -46,7 +44,7 @@ def main() -> None:
             out.write("\n")
         print(f"wrote {len(rows)} offline verdicts to {args.offline_verdicts}")
         return
-    plane = KubeControlPlane().up(webhook=not args.no_webhook)
+    plane = KubeControlPlane().up()
     api = plane.api()
     corpus = schemacorpus.cases() if args.schema else cases(args.seed)
     if args.schema and args.limit:
