@@ -86,7 +86,10 @@ step() {  # step NAME MODULE_DIR OUT_DIR LDFLAGS PACKAGE...
     shift 4
     mkdir -p "$out"
     echo "== $name: go build $* ($(date -u +%FT%TZ))" >>"$log"
-    echo "kube/build.sh: building $name (minutes on a cold cache; log: $log)" >&2
+    done_parts=$((done_parts + 1))
+    local remaining=("${parts[@]:done_parts}")
+    echo "kube/build.sh: [$done_parts/${#parts[@]}] building $name ($((SECONDS / 60))m$((SECONDS % 60))s in;" \
+        "then: ${remaining[*]:-nothing}; minutes each on a cold cache; log: $log)" >&2
     # a line every 30 s: a cold build is silent for many minutes
     local began=$SECONDS
     ( while sleep 30; do echo "kube/build.sh:   ... still building $name ($((SECONDS - began)) s)" >&2; done ) &
@@ -99,6 +102,10 @@ step() {  # step NAME MODULE_DIR OUT_DIR LDFLAGS PACKAGE...
     echo "kube/build.sh: built $name in $((SECONDS - began)) s" >&2
 }
 
+# the parts in build order, for the progress lines (part, time so far, what remains)
+parts=(etcd control-plane coredns pause)
+for label in "${operator_labels[@]}"; do parts+=("slurm-operator-$label"); done
+done_parts=0
 step etcd etcd "$work/bin" "-s -w" .
 step control-plane controlplane "$work/bin" "$k8s_ldflags" k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
