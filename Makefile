@@ -20,7 +20,7 @@ SLURM2605 := SLINKYML_STATE_DIR=/var/lib/slinkyml/dev-26.05 SLINKYML_DEV_SLURM_V
              SLINKYML_DEV_PORT_BASE=8817 SLINKYML_DEV_MARIADB_PORT=15306
 ON_CLUSTER = $(if $(filter 26.05,$(1)),export $(SLURM2605) && $(SLINKYML) dev up && eval "$$($(SLINKYML) dev env)" &&,)
 
-.PHONY: setup apt venv bytecode kube demo test check lint bench down
+.PHONY: setup apt venv bytecode kube demo demo-kube test check lint bench down
 
 setup: apt venv bytecode
 
@@ -69,6 +69,11 @@ kube:
 # the demo runs on the local Slurm cluster only: it needs no Kubernetes build
 demo: setup
 	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo
+
+# the Kubernetes half: builds its parts from Go modules (a line per part), the control plane with a kubelet
+# node, the real slurm-operator reconciling manifests/cpu-small
+demo-kube: setup
+	$(SLINKYML) demo --kubernetes
 
 # the whole suite, its tiers side by side (tests/run_tiers.py: the Go builds of `make kube` start first and
 # overlap the offline and Slurm tiers; the Kubernetes tiers wait for them; the tests marked slurm2605 run on

@@ -13,6 +13,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "submitit, and prints accounting reports.")
     p.add_argument("--nodes", type=int, default=4, help="local compute nodes (default 4)")
     p.add_argument("--workdir", help="where job files go (default: a new directory under /tmp)")
+    p.add_argument("--kubernetes", action="store_true",
+                   help="the Kubernetes half instead (make demo-kube): builds the Kubernetes parts from Go modules, "
+                   "brings up the control plane with a kubelet node, applies manifests/cpu-small and shows what "
+                   "the real slurm-operator makes of it")
     p.set_defaults(handler=_run)
 
 
@@ -20,6 +24,10 @@ def _run(args: argparse.Namespace) -> int:
     from slinkyml.errors import SlinkyError
 
     try:
+        if args.kubernetes:
+            from slinkyml.demo.kubernetes import main as kube_main
+
+            return kube_main()
         from slinkyml.demo import main
     except ImportError as exc:  # a part of the product missing from this install
         raise SlinkyError(f"demo step unavailable: {exc}") from None
