@@ -254,14 +254,12 @@ BEHAVIOUR_KEYS = ("SelectType", "SelectTypeParameters", "ProctrackType", "TaskPl
                   "ReturnToService", "MpiDefault", "EnforcePartLimits", "AccountingStorageType", "JobCompType",
                   "SlurmdParameters", "SlurmUser")
 #: every difference on BEHAVIOUR_KEYS for manifests/cpu-small, as (key, slinkyml's prediction, the operator's;
-#: None: not set, so Slurm's default), read from live runs (docs/kubernetes.md). Neither operator version
-#: writes any of these and our Controller.extraConf carries none of them, so the pods' slurmctld runs
-#: Slurm's defaults where `sbatch check` judges with its own: the first seven are gaps of our rendering
-#: (issue 39); the last three are the throw-away daemon's own (no slurmd; Slurm's defaults anyway).
+#: None: not set, so Slurm's default), read from live runs (docs/kubernetes.md). The Controller's extraConf now
+#: carries the scheduling, confinement, accounting and node-loss settings our tests run with (issue 39), so the
+#: operator's slurm.conf has them too; what remains is EnforcePartLimits (`sbatch check` refuses a job over a
+#: partition's limits at submission, the pods' slurmctld would leave it pending) and three settings of the
+#: throw-away check daemon's own (no slurmd there; Slurm's defaults anyway).
 CPU_SMALL_CONF_DIFFERENCES = {
-    ("ProctrackType", "proctrack/linuxproc", None), ("TaskPlugin", "task/none", None),
-    ("JobAcctGatherType", "jobacct_gather/none", None), ("SelectType", "select/cons_tres", None),
-    ("SelectTypeParameters", "CR_Core_Memory", None), ("ReturnToService", "2", None),
     ("EnforcePartLimits", "ALL", None),
     ("SlurmdParameters", "config_overrides", None), ("JobCompType", "jobcomp/none", None),
     ("MpiDefault", "none", None)}
