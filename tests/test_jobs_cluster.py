@@ -30,7 +30,7 @@ def _echo_spec(tmp: Path, **extra) -> JobSpec:
 
 
 @pytest.mark.timeout(60)
-def test_validation_says_what_is_wrong_in_one_line(slurm, shared_tmp):
+def test_validation_says_what_is_wrong_in_one_line(local_cluster, slurm, shared_tmp):
     assert problems(_echo_spec(shared_tmp, nodes=2), slurm) == []
     bad = _echo_spec(shared_tmp, nodes=9, gpus_per_node=1, partition="short", time_limit="02:00:00",
                      account="physics")
@@ -44,9 +44,10 @@ def test_validation_says_what_is_wrong_in_one_line(slurm, shared_tmp):
     with pytest.raises(JobCheckError, match="partition 'nope' does not exist"):
         check_job(_echo_spec(shared_tmp, partition="nope"), slurm)
     # host lists expand here (slurm/hostlist.py), as scontrol would: n[1-2] is in the partition, n[2,9] is not
-    assert problems(_echo_spec(shared_tmp, nodes=2, nodelist="n[1-2]"), slurm) == []
-    with pytest.raises(JobCheckError, match=r"nodelist n\[2,9\] has nodes outside partition debug: n9"):
-        check_job(_echo_spec(shared_tmp, nodes=2, nodelist="n[2,9]"), slurm)
+    n = local_cluster.spec.node_prefix  # n on the session's cluster
+    assert problems(_echo_spec(shared_tmp, nodes=2, nodelist=f"{n}[1-2]"), slurm) == []
+    with pytest.raises(JobCheckError, match=rf"nodelist {n}\[2,9\] has nodes outside partition debug: {n}9"):
+        check_job(_echo_spec(shared_tmp, nodes=2, nodelist=f"{n}[2,9]"), slurm)
     container = _echo_spec(shared_tmp, container={"image": "nvcr.io/nvidia/pytorch:24.07-py3"})
     if "--container-image" in slurm.run("srun", ["--help"]).stdout:  # pyxis loaded (tests/test_pyxis_live.py)
         assert problems(container, slurm) == []
