@@ -46,6 +46,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """``SLINKYML_TEST_PROGRESS=FILE``: a line per finished test, which tests/run_tiers.py counts."""
     path = os.environ.get("SLINKYML_TEST_PROGRESS")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # xdist's controller writes the line for its workers' reports
+        return
     if path and (report.when == "call" or (report.when == "setup" and not report.passed)):
         with open(path, "a") as progress:
             progress.write(f"{report.outcome} {report.nodeid}\n")
