@@ -201,6 +201,7 @@ def sandbox(tmp_path, monkeypatch):
         raise _Reached
 
     from slinkyml.accounting import serve
+    from slinkyml.demo import kubernetes as kube_demo
     from slinkyml.dev import LocalCluster
     from slinkyml.dev.kube import KubeControlPlane
     from slinkyml.dev.throwaway import ThrowawaySlurmctld
@@ -209,6 +210,7 @@ def sandbox(tmp_path, monkeypatch):
         monkeypatch.setattr(LocalCluster, name, reached)
         monkeypatch.setattr(KubeControlPlane, name, reached)
     monkeypatch.setattr(ThrowawaySlurmctld, "start", reached)
+    monkeypatch.setattr(kube_demo, "build", reached)  # `demo --kubernetes` builds before it brings a plane up
     monkeypatch.setattr(serve.DashboardServer, "serve_forever", reached)
     monkeypatch.setattr(cli, "build_parser", _parse_only_unclassified(cli.build_parser, reached))
     return tmp_path
