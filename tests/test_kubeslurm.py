@@ -26,10 +26,10 @@ def test_the_nodeset_is_read_from_the_cluster_spec_and_capped() -> None:
     s = _spec()
     assert (s.cluster, s.namespace, s.nodeset, s.replicas) == ("cpu-small", "slurm", "cpu-small-cpu", 2)
     assert s.node_conf == "Features=cpu,m7i_8xlarge"
-    assert (s.pod_cpus, s.pod_memory_mib) == (1, 2048)  # 31350m and 117288Mi do not fit this machine
+    assert (s.pod_cpus, s.pod_memory_mib) == (1, 2048)  # 31 CPUs and 117288Mi do not fit this machine
     big = kubeslurm.PodClusterSpec.from_cluster(load_spec(REPO / "manifests" / "cpu-small" / "cluster.yaml"),
                                                 shared=Path("/x"), max_cpus=64, max_memory_mib=1 << 20)
-    assert (big.pod_cpus, big.pod_memory_mib) == (32, 117288)  # the NodeSet's own requests, rounded up
+    assert (big.pod_cpus, big.pod_memory_mib) == (31, 117288)  # the NodeSet's own (whole-CPU) requests
 
 
 def test_render_objects() -> None:

@@ -130,7 +130,7 @@ def test_fresh_venv_without_extras(tmp_path):
     assert run("schema", "cluster").stdout == (REPO / "slinkyml" / "data" / "schemas" / "cluster.schema.json").read_text()
     validated = run("cluster", "validate", str(cluster))
     assert validated.returncode == 2 and validated.stderr == (
-        "slinkyml: error: this command needs kubernetes_validate (the k8s extra): pip install 'slinkyml[k8s]'\n")
+        "slinkyml: error: this command needs cel (the k8s extra): pip install 'slinkyml[k8s]'\n")
     status = run("cluster", "status", str(cluster))
     assert status.returncode == 2 and "pip install 'slinkyml[k8s]'" in status.stderr
     bad = tmp_path / "bad.yaml"

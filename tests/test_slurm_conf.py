@@ -53,7 +53,10 @@ def test_cluster_records_feed_controller_helm_and_sbatch_check() -> None:
     assert [p.value for p in conf.partitions()] == ["gpu", "cpu", "mine"]
     values = render_values(spec)
     # Helm: partitions become the chart's own entries; the user's line stays out of both, as before
-    assert values["controller"]["extraConf"] == "GresTypes=gpu\nSchedulerParameters=bf_continue\n"
+    # (after the Slurm settings the tests run with: cluster/workers.py, issue 39)
+    assert values["controller"]["extraConf"].endswith("\nGresTypes=gpu\nSchedulerParameters=bf_continue\n")
+    assert "ProctrackType=proctrack/cgroup\n" in values["controller"]["extraConf"]
+    assert "PartitionName" not in values["controller"]["extraConf"]
     assert values["partitions"]["gpu"] == {"enabled": True, "nodesets": ["h100"],
                                            "config": "Default=YES MaxTime=7-00:00:00 OverSubscribe=EXCLUSIVE"}
     assert set(values["partitions"]) == {"all", "gpu", "cpu"}

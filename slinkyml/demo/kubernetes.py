@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
-from slinkyml.cluster.apply import api_client
+from slinkyml.cluster.apply import api_client, apply_objects, ensure_secrets
 from slinkyml.cluster.render import render
 from slinkyml.demo import _step
 from slinkyml.dev.kube import BUILD_SCRIPT, KubeControlPlane
@@ -55,15 +55,15 @@ def main() -> int:
     spec_file = EXAMPLES_DIR / EXAMPLE / "cluster.yaml"
     cluster = load_spec(spec_file)
 
-    def apply() -> str:
-        from slinkyml.cli import main as cli  # the user's own command, in process
+    def apply() -> str:  # what `slinkyml cluster apply` does: the Namespace, the cluster's Secrets, the rest
+        objs = render(cluster).objects
+        api = api_client(str(plane.kubeconfig))
+        apply_objects(objs[:1], api)
+        ensure_secrets(cluster, api, log=lambda line: print(f"   {line}", flush=True))
+        result = apply_objects(objs[1:], api)
+        return f"{len(result['applied']) + 1} objects applied to namespace {cluster.namespace}"
 
-        code = cli(["cluster", "apply", str(spec_file), "--kubeconfig", str(plane.kubeconfig)])
-        if code != 0:
-            raise SlinkyError(f"slinkyml cluster apply {spec_file} exited {code}")
-        return f"{len(render(cluster).objects)} objects applied to namespace {cluster.namespace}"
-
-    _step(f"Apply manifests/{EXAMPLE} (slinkyml cluster apply)", apply)
+    _step(f"Apply manifests/{EXAMPLE} (as slinkyml cluster apply does)", apply)
     _step("What the real slurm-operator made of it", lambda: operator_objects(plane, cluster.name, cluster.namespace))
     print("\nNot yet: the Slurm pods running a job. The operator's NodeSet sync calls slurmrestd by its Service\n"
           "name, which resolves once cluster DNS and kube-proxy run in `dev kube` (docs/kubernetes.md).\n"
