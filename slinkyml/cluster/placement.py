@@ -427,6 +427,10 @@ def operator_pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: the scheduler's word for a pod whose claims wait for a volume (the PV controller binds them shortly after)
+VOLUMES_NOT_YET = "didn't find available persistent volumes to bind"
+
+
 def _pod_row(scenario: str, pod: Any) -> PodRow:
     owner = ", ".join(f"{r.kind} {r.name}" for r in pod.metadata.owner_references or []) \
         or (pod.metadata.annotations or {}).get(OWNER, "-")
@@ -504,7 +508,8 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
             def judged() -> list[PodRow] | None:
                 rows = [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
                         for ns, name in pods[s.name]]
-                return None if any(r.reason == "not yet judged" for r in rows) else rows
+                # a claim the PV controller has not bound yet is not the scheduler's verdict: it retries once it is
+                return None if any(r.reason == "not yet judged" or VOLUMES_NOT_YET in r.reason for r in rows) else rows
 
             rows = wait(judged, timeout, step=2.0)
             return plugin_rows + (rows or [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
