@@ -208,8 +208,14 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
             thread.join()  # the disruptive tier stops the session cluster's daemons: nothing else may use it then
         suite.pytest(Run("disruptive", exclusive("disruptive"), ("disruptive",)))
 
-    def own_lane() -> None:
-        suite.pytest(Run("own_cluster", exclusive("own_cluster"), ("own_cluster",)))
+    def own_lanes() -> None:  # the modules' own clusters have their own ports, bridges and subnets: two at a time
+        lanes = [threading.Thread(target=suite.pytest, args=(Run(f"own_cluster-{i + 1}", exclusive("own_cluster"),
+                                                                 ("own_cluster",), paths=group),))
+                 for i, group in enumerate(split(suite.files.get("own_cluster", []), 2)) if group]
+        for lane in lanes:
+            lane.start()
+        for lane in lanes:
+            lane.join()
 
     def kube_lane(tier: str) -> None:  # the kube tier on the session's plane; kubelet modules on planes of their own
         build.finished.wait()
@@ -226,7 +232,7 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
             suite.pytest(Run("slurm2605", f"slurm2605 and ({exclusive('offline')} or {exclusive('slurm')})",
                              ("offline", "slurm"), env=env))
 
-    own = threading.Thread(target=own_lane if "own_cluster" in wanted else (lambda: None), name="own_cluster")
+    own = threading.Thread(target=own_lanes if "own_cluster" in wanted else (lambda: None), name="own_cluster")
     threads = [own]
     for name, target, args in (("slurm", session_cluster_lanes, ()), ("kube", kube_lane, ("kube",)),
                                ("kube", kube_lane, ("kubelet",)), ("2605", lane_2605, ())):
