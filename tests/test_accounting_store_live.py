@@ -109,7 +109,7 @@ def history(local_cluster, tmp_path_factory):
         ids["outage2"] = slurm.sbatch("#!/bin/bash\ntrue\n", [*out, "-A", "bio", "-n1", "-J", "store-outage2"],
                                       as_user="carol")
         _wait("the outage jobs to end", lambda: not _squeue_state(slurm, ids["outage"])
-              and not _squeue_state(slurm, ids["outage2"]), limit=120)
+              and not _squeue_state(slurm, ids["outage2"]), timeout=120)
         time.sleep(1)
         with pytest.raises(Exception) as down:  # noqa: PT011 - the runner's Slurm error, whatever its class
             store.sync()
