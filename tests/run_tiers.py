@@ -4,11 +4,11 @@
    for ~20-30 min, while the live tests below mostly wait on Slurm.
 2. The offline tier in parallel (pytest-xdist, 2 workers).
 3. Then lanes side by side, each one pytest process with a log of its own (printed whole when it ends):
-   - slurm: the session's cluster, one test at a time, then the disruptive tier (tests that stop its
-     daemons) once nothing else uses it;
-   - own_cluster: the modules with a Slurm cluster of their own (ports, bridges and subnets of their own);
-   - kube: the Kubernetes tiers once the Go builds are done;
-   - 26.05: a Slurm 26.05 cluster beside the machine's (its own state dir, ports and bridge), its smoke suite.
+   - slurm-1, slurm-2: the slurm tier split by recorded seconds (tests/durations.json) between the session
+     cluster and a second one (SLURM_B), then the disruptive tier once nothing else uses the session cluster;
+   - own_cluster-1, -2: the modules with a Slurm cluster of their own (ports, bridges, subnets of their own);
+   - kube, kubelet: the Kubernetes tiers once the Go builds are done;
+   - slurm2605: a Slurm 26.05 cluster beside the machine's, its smoke suite, in that cluster's `dev env`.
 4. One summary: tests per tier, the 30 slowest tests of all lanes, and one closing line.
 
 Extra arguments go to every pytest run (e.g. `-x`, `-k expr`). `SLINKYML_TEST_LANES=slurm,kube` runs only those.
@@ -209,13 +209,13 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
         suite.pytest(Run("disruptive", exclusive("disruptive"), ("disruptive",)))
 
     def own_lanes() -> None:  # the modules' own clusters have their own ports, bridges and subnets: two at a time
-        lanes = [threading.Thread(target=suite.pytest, args=(Run(f"own_cluster-{i + 1}", exclusive("own_cluster"),
-                                                                 ("own_cluster",), paths=group),))
-                 for i, group in enumerate(split(suite.files.get("own_cluster", []), 2)) if group]
-        for lane in lanes:
-            lane.start()
-        for lane in lanes:
-            lane.join()
+        halves = [threading.Thread(target=suite.pytest, args=(Run(f"own_cluster-{i + 1}", exclusive("own_cluster"),
+                                                                  ("own_cluster",), paths=group),))
+                  for i, group in enumerate(split(suite.files.get("own_cluster", []), 2)) if group]
+        for half in halves:
+            half.start()
+        for half in halves:
+            half.join()
 
     def kube_lane(tier: str) -> None:  # the kube tier on the session's plane; kubelet modules on planes of their own
         build.finished.wait()
