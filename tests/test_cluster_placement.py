@@ -66,6 +66,11 @@ def test_storage_stands_in_for_the_csi_drivers() -> None:
     volumes = [o for o in objs if o["kind"] == "PersistentVolume"]
     assert len(volumes) == 5  # three Controllers' state, two FSx claims
     assert sum("csi" in v["spec"] for v in volumes) == 2
+    # each volume is reserved for its claim: a claim another test left pending cannot take it
+    refs = sorted((v["spec"]["claimRef"]["namespace"], v["spec"]["claimRef"]["name"]) for v in volumes)
+    assert all(ns and name for ns, name in refs) and len(set(refs)) == 5, refs
+    assert sorted(n for _, n in refs if n.startswith("statesave-")) == [
+        "statesave-t-cpu-small-controller-0", "statesave-t-llm-controller-0", "statesave-t-trn1-controller-0"]
 
 
 @pytest.mark.parametrize("rule", BREAKS, ids=lambda b: b.rule)

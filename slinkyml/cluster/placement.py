@@ -325,29 +325,51 @@ def expected_pods(objs: list[dict[str, Any]]) -> int:
     return n
 
 
-def _claims(objs: list[dict[str, Any]]) -> list[tuple[str | None, str, str]]:
-    """(storage class, access mode, size) of each volume the objects will claim."""
-    out: list[tuple[str | None, str, str]] = []
+@dataclass(frozen=True)
+class Claim:
+    """One volume the objects will claim: its class, access mode, size and the claim's own name."""
+
+    storage_class: str | None
+    mode: str
+    size: str
+    namespace: str
+    name: str
+
+
+def controller_claim(controller: str) -> str:
+    """The state-save claim of a Controller's pod: the operator's StatefulSet ``<name>-controller``
+    with its volumeClaimTemplate ``statesave`` (v1.2.1 internal/builder/controllerbuilder)."""
+    return f"statesave-{controller}{POD_SUFFIX['Controller']}-0"
+
+
+def _claims(objs: list[dict[str, Any]]) -> list[Claim]:
+    """Each volume the objects will claim (a Controller's state as its StatefulSet names the claim)."""
+    out: list[Claim] = []
     for o in objs:
+        ns, name = dig(o, "metadata", "namespace"), dig(o, "metadata", "name")
         if o.get("kind") == "Controller" and dig(o, "spec", "persistence", "enabled"):
-            out.append((dig(o, "spec", "persistence", "storageClassName"), "ReadWriteOnce",
-                        str(dig(o, "spec", "persistence", "resources", "requests", "storage") or "1Gi")))
+            out.append(Claim(dig(o, "spec", "persistence", "storageClassName"), "ReadWriteOnce",
+                             str(dig(o, "spec", "persistence", "resources", "requests", "storage") or "1Gi"),
+                             ns, controller_claim(name)))
         if o.get("kind") == "PersistentVolumeClaim":
-            out.append((dig(o, "spec", "storageClassName"), "ReadWriteMany",
-                        str(dig(o, "spec", "resources", "requests", "storage"))))
+            out.append(Claim(dig(o, "spec", "storageClassName"), "ReadWriteMany",
+                             str(dig(o, "spec", "resources", "requests", "storage")), ns, name))
     return out
 
 
 def storage_objects(scenarios: list[Scenario], prefix: str) -> list[dict[str, Any]]:
     """What the EBS and FSx CSI drivers would provide: a StorageClass per class the volumes name
-    (a default one for those that name none), and a PersistentVolume ready for each claim."""
+    (a default one for those that name none), and a PersistentVolume ready for each claim, bound
+    to it by ``claimRef`` (a claim left pending by an earlier test on the same plane, given the default
+    class retroactively, would otherwise take one)."""
     out: list[dict[str, Any]] = []
     classes: dict[str | None, str] = {}
     rendered_classes = {dig(o, "metadata", "name") for s in scenarios for o in s.objects
                         if o.get("kind") == "StorageClass"}
     n = 0
     for s in scenarios:
-        for cls, mode, size in _claims(s.objects):
+        for claim in _claims(s.objects):
+            cls = claim.storage_class
             if cls not in rendered_classes and cls not in classes:
                 name = cls or f"{prefix}default"
                 classes[cls] = name
@@ -361,7 +383,8 @@ def storage_objects(scenarios: list[Scenario], prefix: str) -> list[dict[str, An
                 source = {"csi": {"driver": "fsx.csi.aws.com", "volumeHandle": f"fs-{n:017x}"}}
             out.append({"apiVersion": "v1", "kind": "PersistentVolume",
                         "metadata": {"name": f"{prefix}pv-{n}", "labels": {MANAGED: "true"}},
-                        "spec": {"capacity": {"storage": size}, "accessModes": [mode],
+                        "spec": {"capacity": {"storage": claim.size}, "accessModes": [claim.mode],
+                                 "claimRef": {"namespace": claim.namespace, "name": claim.name},
                                  "storageClassName": classes.get(cls, cls), "persistentVolumeReclaimPolicy": "Retain",
                                  **source}})
             n += 1
@@ -381,10 +404,10 @@ def operator_pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     reads: the template's pod spec merged over the main container (the spec's image, resources and
     volume mounts) and the logfile sidecar (a restartable init container), the operator's worker
     toleration on slurmd pods (pkg/taints), and the Controller's state-save claim as its
-    StatefulSet's volumeClaimTemplates name it (``statesave-<controller>-0``); plus those claims.
+    StatefulSet's volumeClaimTemplates name it (:func:`controller_claim`); plus those claims.
 
-    Built here because the newest operator the Go module proxy serves (v1.0.1) cannot reconcile
-    f2ed3fc objects (its controllerRef needs a namespace that the f2ed3fc CRD prunes)."""
+    Built here because the plane's operator stops its NodeSet sync before making pods until cluster
+    DNS serves its Services; a pod the operator made first (same name) is the one judged."""
     out: list[dict[str, Any]] = []
     for o in objs:
         kind = o.get("kind")
@@ -406,7 +429,7 @@ def operator_pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         replicas = 1 if kind in ("Controller", "Accounting") else spec.get("replicas", 1)
         claim = None
         if kind == "Controller" and dig(spec, "persistence", "enabled"):
-            claim = f"statesave-{meta['name']}-0"
+            claim = controller_claim(meta["name"])
             volumes.append({"name": "statesave", "persistentVolumeClaim": {"claimName": claim}})
             pvc_spec = {"accessModes": dig(spec, "persistence", "accessModes") or ["ReadWriteOnce"],
                         "resources": dig(spec, "persistence", "resources") or {"requests": {"storage": "1Gi"}}}

@@ -185,7 +185,7 @@ class LocalCluster:
                    pid_file=pids / "munged.pid", log_file=s.log / "munged.out", match="munged"),
             Daemon("mariadb", ["mariadbd", "--no-defaults", f"--datadir={s.state_dir / 'mariadb'}",
                                "--user=root", f"--socket={s.mariadb_socket}", f"--port={s.mariadb_port}",
-                               "--bind-address=127.0.0.1", "--skip-name-resolve",
+                               "--bind-address=127.0.0.1", "--skip-name-resolve", f"--tmpdir={s.mariadb_tmp}",
                                f"--pid-file={s.run / 'mariadb.pid'}", f"--log-error={s.log / 'mariadb.log'}",
                                "--innodb-buffer-pool-size=1024M", "--innodb-lock-wait-timeout=900",
                                "--innodb-log-file-size=64M", "--max-connections=200"],
@@ -637,10 +637,14 @@ class LocalCluster:
 
     def _start_mariadb(self, daemon: Daemon) -> None:
         datadir = self.spec.state_dir / "mariadb"
+        # its own temporary directory: at a shared /tmp, two clusters set up at once lost each other's
+        # bootstrap tables ("Could not remove temporary table '/tmp/#sql-temptable-…'", then Aborting)
+        self.spec.mariadb_tmp.mkdir(parents=True, exist_ok=True)
         if not (datadir / "mysql").exists():
             shutil.rmtree(datadir, ignore_errors=True)
             proc = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", "--user=root",
-                                   "--auth-root-authentication-method=socket", "--skip-test-db"],
+                                   "--auth-root-authentication-method=socket", "--skip-test-db",
+                                   f"--tmpdir={self.spec.mariadb_tmp}"],
                                   capture_output=True, text=True, timeout=300)
             if proc.returncode != 0:
                 raise ClusterStartError(f"mariadb-install-db failed: {(proc.stderr or proc.stdout)[-800:]}")

@@ -255,6 +255,10 @@ class DevClusterSpec:
         return self.run / "mariadb.sock"
 
     @property
+    def mariadb_tmp(self) -> Path:
+        return self.run / "mariadb-tmp"
+
+    @property
     def restd_socket(self) -> Path:
         return self.run / "slurmrestd.sock"
 
