@@ -6,7 +6,8 @@
 3. Then lanes side by side, each one pytest process with a log of its own (printed whole when it ends):
    - slurm-1, slurm-2: the slurm tier split by recorded seconds (tests/durations.json) between the session
      cluster and a second one (SLURM_B), then the disruptive tier once nothing else uses the session cluster;
-   - own_cluster-1, -2: the modules with a Slurm cluster of their own (ports, bridges, subnets of their own);
+   - own_cluster-1..3: the modules with a Slurm cluster of their own (ports, bridges, subnets of their own), a
+     module longer than 10 min in two halves on two such clusters;
    - kube, kubelet: the Kubernetes tiers once the Go builds are done;
    - slurm2605: a Slurm 26.05 cluster beside the machine's, its smoke suite, in that cluster's `dev env`.
 4. One summary: tests per tier, the 30 slowest tests of all lanes, and one closing line.
@@ -47,6 +48,13 @@ SLURM_B = {"SLINKYML_STATE_DIR": "/var/lib/slinkyml/dev-b", "SLINKYML_DEV_BRIDGE
 #: which splits the slurm tier's modules between its lanes; a module not listed counts as DEFAULT_MODULE_S
 DURATIONS = Path(__file__).with_name("durations.json")
 DEFAULT_MODULE_S = 30.0
+DEFAULT_TEST_S = 20.0
+#: a module with a cluster of its own that runs longer than this is split in two by its tests' recorded seconds,
+#: the second half on a second cluster that SPLIT_PORT_SHIFT and SPLIT_CLUSTER_TAG move (tests/private_cluster.py)
+SPLIT_MODULE_S = 600.0
+SPLIT_PORT_SHIFT = 10
+SPLIT_CLUSTER_TAG = 200
+OWN_CLUSTER_LANES = 3
 PROGRESS_EVERY_S = 30.0
 T0 = time.monotonic()
 
@@ -175,19 +183,63 @@ class GoBuild(threading.Thread):
         self.finished.set()
 
 
-def split(modules: list[str], lanes: int) -> list[list[str]]:
-    """Modules into ``lanes`` groups of about equal time (longest first, each to the least loaded group)."""
+def recorded_seconds() -> dict[str, float]:
+    """tests/durations.json: module -> seconds, and ``module::test`` -> seconds for the modules split by test."""
     try:
-        seconds = json.loads(DURATIONS.read_text())
+        return {key: float(value) for key, value in json.loads(DURATIONS.read_text()).items()}
     except (OSError, ValueError):
-        seconds = {}
+        return {}
+
+
+def split(items: list[str], lanes: int, default: float = DEFAULT_MODULE_S) -> list[list[str]]:
+    """Modules (or test ids) into ``lanes`` groups of about equal time (longest first, each to the least loaded
+    group); each group keeps the items' given order."""
+    seconds = recorded_seconds()
     groups: list[list[str]] = [[] for _ in range(lanes)]
     load = [0.0] * lanes
-    for module in sorted(modules, key=lambda m: (-float(seconds.get(m, DEFAULT_MODULE_S)), m)):
+    for item in sorted(items, key=lambda m: (-seconds.get(m, default), m)):
         least = load.index(min(load))
-        groups[least].append(module)
-        load[least] += float(seconds.get(module, DEFAULT_MODULE_S))
-    return groups
+        groups[least].append(item)
+        load[least] += seconds.get(item, default)
+    order = {item: i for i, item in enumerate(items)}
+    return [sorted(group, key=order.__getitem__) for group in groups]
+
+
+def test_ids(module: str, marks: str) -> list[str]:
+    """The ids of a module's tests that ``marks`` selects, in the module's order."""
+    done = subprocess.run([*PYTEST, "--collect-only", "-m", marks, module], cwd=REPO, capture_output=True,
+                          text=True)
+    return [line.strip() for line in done.stdout.splitlines() if line.startswith(module + "::")]
+
+
+def moved_cluster_env() -> dict[str, str]:
+    """For the second half of a split module: its private cluster on other ports, bridge, nodes and subnet (moved
+    again from wherever this run's own SLINKYML_TEST_PORT_SHIFT/CLUSTER_TAG put the first half)."""
+    shift = int(os.environ.get("SLINKYML_TEST_PORT_SHIFT", "0") or 0) + SPLIT_PORT_SHIFT
+    tag = SPLIT_CLUSTER_TAG + int(os.environ.get("SLINKYML_TEST_CLUSTER_TAG", "0") or 0) % 50
+    return {"SLINKYML_TEST_PORT_SHIFT": str(shift), "SLINKYML_TEST_CLUSTER_TAG": str(tag)}
+
+
+def own_cluster_runs(modules: list[str]) -> list[Run]:
+    """The own-cluster tier in OWN_CLUSTER_LANES pytest runs side by side: a module longer than SPLIT_MODULE_S in
+    two halves (the second on a moved cluster), the other modules split between the remaining lanes."""
+    marks = exclusive("own_cluster")
+    seconds = recorded_seconds()
+    runs: list[Run] = []
+    rest: list[str] = []
+    for module in modules:
+        ids = test_ids(module, marks) if seconds.get(module, DEFAULT_MODULE_S) > SPLIT_MODULE_S else []
+        if len(ids) < 2:
+            rest.append(module)
+            continue
+        first, second = split(ids, 2, default=DEFAULT_TEST_S)
+        runs.append(Run(f"own_cluster-{len(runs) + 1}", marks, ("own_cluster",), paths=first))
+        runs.append(Run(f"own_cluster-{len(runs) + 1}", marks, ("own_cluster",), env=moved_cluster_env(),
+                        paths=second))
+    for group in split(rest, max(1, OWN_CLUSTER_LANES - len(runs))):
+        if group:
+            runs.append(Run(f"own_cluster-{len(runs) + 1}", marks, ("own_cluster",), paths=group))
+    return runs
 
 
 def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thread]:
@@ -208,14 +260,13 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
             thread.join()  # the disruptive tier stops the session cluster's daemons: nothing else may use it then
         suite.pytest(Run("disruptive", exclusive("disruptive"), ("disruptive",)))
 
-    def own_lanes() -> None:  # the modules' own clusters have their own ports, bridges and subnets: two at a time
-        halves = [threading.Thread(target=suite.pytest, args=(Run(f"own_cluster-{i + 1}", exclusive("own_cluster"),
-                                                                  ("own_cluster",), paths=group),))
-                  for i, group in enumerate(split(suite.files.get("own_cluster", []), 2)) if group]
-        for half in halves:
-            half.start()
-        for half in halves:
-            half.join()
+    def own_lanes() -> None:  # the modules' own clusters have their own ports, bridges and subnets: side by side
+        runs = [threading.Thread(target=suite.pytest, args=(run,))
+                for run in own_cluster_runs(suite.files.get("own_cluster", []))]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join()
 
     def kube_lane(tier: str) -> None:  # the kube tier on the session's plane; kubelet modules on planes of their own
         build.finished.wait()
@@ -242,13 +293,18 @@ def lanes(suite: Suite, build: GoBuild, wanted: set[str]) -> list[threading.Thre
 
 
 def write_durations(suite: Suite, path: Path) -> None:
-    """Each test module's seconds in this run (module -> seconds), for the next run's split."""
+    """Each test module's seconds in this run (module -> seconds), and each test's of the modules longer than
+    SPLIT_MODULE_S (``module::test`` -> seconds), for the next run's split."""
     seconds: dict[str, float] = {}
+    tests: dict[str, float] = {}
     for run in suite.runs:
         if run.junit and run.junit.is_file():
             for case in ET.parse(run.junit).getroot().iter("testcase"):
                 module = "tests/" + (case.get("classname") or "").split(".")[1] + ".py"
-                seconds[module] = round(seconds.get(module, 0.0) + float(case.get("time") or 0), 1)
+                took = float(case.get("time") or 0)
+                seconds[module] = round(seconds.get(module, 0.0) + took, 1)
+                tests[f"{module}::{case.get('name', '')}"] = round(took, 1)
+    seconds.update((key, took) for key, took in tests.items() if seconds[key.split("::")[0]] > SPLIT_MODULE_S)
     path.write_text(json.dumps(dict(sorted(seconds.items())), indent=1) + "\n")
 
 

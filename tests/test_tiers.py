@@ -45,7 +45,25 @@ def test_split_balances_by_recorded_seconds(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(run_tiers, "DURATIONS", record)
     groups = run_tiers.split(["d.py", "c.py", "b.py", "a.py", "new.py"], 2)
     assert sorted(sum(groups, [])) == ["a.py", "b.py", "c.py", "d.py", "new.py"]
-    assert groups == [["a.py", "new.py"], ["b.py", "c.py", "d.py"]]  # 130 s and 115 s (new: 30 s)
+    assert groups == [["a.py", "new.py"], ["d.py", "c.py", "b.py"]]  # 130 s and 115 s (new: 30 s), in the given order
+
+
+def test_a_long_own_cluster_module_runs_in_two_halves_on_two_clusters(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    record = tmp_path / "durations.json"
+    record.write_text(json.dumps({"long.py": 1300, "long.py::t1": 500, "long.py::t2": 300, "long.py::t3": 250,
+                                  "a.py": 200, "b.py": 100}))
+    monkeypatch.setattr(run_tiers, "DURATIONS", record)
+    monkeypatch.setattr(run_tiers, "test_ids", lambda module, marks: [f"{module}::t{i}" for i in range(1, 6)])
+    monkeypatch.setenv("SLINKYML_TEST_PORT_SHIFT", "300")
+    monkeypatch.setenv("SLINKYML_TEST_CLUSTER_TAG", "31")
+    runs = run_tiers.own_cluster_runs(["a.py", "long.py", "b.py"])
+    assert [(r.name, r.paths) for r in runs] == [
+        ("own_cluster-1", ["long.py::t1", "long.py::t4", "long.py::t5"]),  # 500 + 20 + 20 s (unrecorded: 20 s)
+        ("own_cluster-2", ["long.py::t2", "long.py::t3"]),  # 300 + 250 s
+        ("own_cluster-3", ["a.py", "b.py"])]
+    # the second half's cluster moves again from where this run's own shift and tag put the first
+    assert runs[0].env == {} and runs[1].env == {"SLINKYML_TEST_PORT_SHIFT": "310", "SLINKYML_TEST_CLUSTER_TAG": "231"}
 
 
 def test_every_collected_test_has_exactly_one_tier() -> None:

@@ -454,6 +454,12 @@ def operator_pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 VOLUMES_NOT_YET = "didn't find available persistent volumes to bind"
 
 
+def _judged(row: PodRow) -> bool:
+    """Bound, or Unschedulable for good: a claim the PV controller has not bound yet, or a SchedulerError
+    (a conflict while binding a volume), is retried by the scheduler and is no verdict yet."""
+    return row.node is not None or (row.reason.startswith("Unschedulable:") and VOLUMES_NOT_YET not in row.reason)
+
+
 def _pod_row(scenario: str, pod: Any) -> PodRow:
     owner = ", ".join(f"{r.kind} {r.name}" for r in pod.metadata.owner_references or []) \
         or (pod.metadata.annotations or {}).get(OWNER, "-")
@@ -531,8 +537,7 @@ def place(api: Any, scenarios: list[Scenario], prefix: str, timeout: float = 240
             def judged() -> list[PodRow] | None:
                 rows = [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
                         for ns, name in pods[s.name]]
-                # a claim the PV controller has not bound yet is not the scheduler's verdict: it retries once it is
-                return None if any(r.reason == "not yet judged" or VOLUMES_NOT_YET in r.reason for r in rows) else rows
+                return rows if all(_judged(r) for r in rows) else None
 
             rows = wait(judged, timeout, step=2.0)
             return plugin_rows + (rows or [_pod_row(s.name, core.read_namespaced_pod(name, ns)) for s in scenarios
