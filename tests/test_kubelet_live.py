@@ -46,7 +46,7 @@ from slinkyml.dev.kubenode import (
     KubeNode,
     NodeSettings,
 )
-from slinkyml.dev.slurm_images import image_name
+from slinkyml.dev.slurm_images import image_name, slinky_name
 
 pytestmark = pytest.mark.slow
 
@@ -193,8 +193,11 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     plane, node = node_plane
     digests = node.import_slurm_images(RELEASE)
     ctld_image, slurmd_image = image_name("slurmctld", RELEASE), image_name("slurmd", RELEASE)
-    assert set(digests) == {image_name(c, RELEASE) for c in ("slurmctld", "slurmd", "login", "slurmdbd",
-                                                             "slurmrestd", "mariadb")}
+    slinky = ("slurmctld", "slurmd", "login", "slurmdbd", "slurmrestd")
+    assert set(digests) == {image_name(c, RELEASE) for c in (*slinky, "mariadb")} | {
+        slinky_name(c, RELEASE) for c in slinky}
+    # Slinky's names, as the rendered manifests use them, are the same images
+    assert all(digests[slinky_name(c, RELEASE)] == digests[image_name(c, RELEASE)] for c in slinky)
     core = _core(plane)
     ns = "slurm-images"
     core.create_namespace({"metadata": {"name": ns}})
