@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.stream import stream
-from private_cluster import port_shift
+from private_cluster import kubelet_node, port_shift
 from tiers import needs
 from waiting import wait_until
 
@@ -102,10 +102,9 @@ def pods() -> Iterator[PodsCluster]:
     if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
         pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
     shift = port_shift()
-    other = 1 if shift else 0
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubepods-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),
-                             node=NodeSettings("slinkyml-pods-node", f"slkkp{other}", f"10.{250 + other}.0.0/24"))
+                             node=NodeSettings(*kubelet_node("slinkyml-pods-node", "slkkp", 250)))
     hosts = None
     try:
         started = time.monotonic()

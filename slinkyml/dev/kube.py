@@ -27,6 +27,7 @@ from typing import Any
 
 from slinkyml.cluster.apply import api_client, apply_objects
 from slinkyml.cluster.crds import crd_files
+from slinkyml.dev.kubenet import SERVICE_CIDR
 from slinkyml.dev.kubenode import KubeNode, NodeSettings
 from slinkyml.dev.pki import Identity, Pki
 from slinkyml.dev.process import Daemon, exclusive_lock, port_in_use, port_open
@@ -45,7 +46,6 @@ DEFAULT_PORT_BASE = 17400
 #: label ``dev kube up --operator-version`` takes; the first is the default: the newest release
 OPERATOR_VERSIONS = ("v1.2.1", "f2ed3fc")
 DEFAULT_OPERATOR_VERSION = OPERATOR_VERSIONS[0]
-SERVICE_CIDR = "10.96.0.0/24"
 #: the operator's identity: cluster-admin through system:masters (its chart's RBAC is not installed)
 OPERATOR = Identity("operator", "slurm-operator", ("system:masters",))
 CLIENTS = (Identity("admin", "slinkyml-admin", ("system:masters",)),
