@@ -10,6 +10,7 @@ tests would be scheduled onto it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -50,6 +51,7 @@ from slinkyml.dev.slurm_images import image_name
 
 pytestmark = pytest.mark.slow
 
+REPO = Path(__file__).resolve().parents[1]
 #: clear of CI's control plane (17400-17483) and of those helpers and developers run beside it (17600, 17700)
 PORT_BASE = 18000
 NAMESPACE = "default"
@@ -355,6 +357,47 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
 
     assert _wait("sshd's banner", banner).startswith(b"SSH-2.0-OpenSSH")
     core.delete_namespace(ns, grace_period_seconds=0)
+
+
+def test_the_operator_runs_as_a_pod_and_reaches_services_by_name(node_plane) -> None:
+    """With the operator, a plane with a node runs the manager as a pod (an image of the built binary, its
+    ServiceAccount), not as a process: it reaches the API server through the ``kubernetes`` Service and the
+    Slurm cluster's Services by their DNS names. ``slinkyml cluster apply manifests/cpu-small``: the
+    operator makes the controller StatefulSet, and its NodeSet sync's Reservation step finds
+    ``cpu-small-restapi.slurm`` (a ClusterIP it dials, or NodeSet pods once slurmrestd answers) where the
+    manager as a process of the machine could not resolve it."""
+    plane, _ = node_plane
+    core, apps = _core(plane), client.AppsV1Api(plane.api())
+    try:
+        plane.up(kubelet=True)
+        status = plane.status()
+        assert status["operator_pod"] == "slinky/slurm-operator" and "slurm-operator-manager" not in status["daemons"]
+        pod = core.list_namespaced_pod("slinky", label_selector="app.kubernetes.io/name=slurm-operator").items[0]
+        assert pod.spec.containers[0].image == f"slinkyml.local/slurm-operator:{plane.operator_version}"
+        assert pod.spec.service_account_name == "slurm-operator"
+        done = subprocess.run([sys.executable, "-m", "slinkyml", "cluster", "apply", "--kubeconfig",
+                               str(plane.kubeconfig), "--skip-missing-kinds",
+                               str(REPO / "manifests" / "cpu-small" / "cluster.yaml")],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        _wait("the operator's controller StatefulSet", lambda: apps.read_namespaced_stateful_set(
+            "cpu-small-controller", "slurm"), retry_on=(client.ApiException,))
+        restapi = _wait("the restapi Service", lambda: core.read_namespaced_service("cpu-small-restapi", "slurm"),
+                        retry_on=(client.ApiException,))
+
+        def reached() -> str:
+            log = core.read_namespaced_pod_log(pod.metadata.name, "slinky")
+            assert "no such host" not in log, log[-2000:]
+            dialed = f"dial tcp {restapi.spec.cluster_ip}:6820" in log
+            made = [p for p in core.list_namespaced_pod("slurm").items if p.metadata.name.startswith("cpu-small-cpu-")]
+            return "dialed" if dialed else "nodeset pods" if made else ""
+
+        print("the operator's NodeSet sync reached the restapi Service:", _wait("the NodeSet sync", reached))
+    finally:
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespace("slurm", grace_period_seconds=0)
+        plane.up(kubelet=True, operator=False)
+    _wait("the manager pod to go", lambda: not core.list_namespaced_pod("slinky").items)
 
 
 def _leftovers(node: KubeNode, containers: set[str] = frozenset()) -> dict[str, list[str]]:

@@ -48,7 +48,6 @@ SOURCE = Path(slinkyml.__file__).resolve().parents[1]  # the tree these tests im
 class PodsCluster:
     plane: KubeControlPlane
     spec: kubeslurm.PodClusterSpec
-    hosts: kubeslurm.PodHosts
     core: client.CoreV1Api
     apps: client.AppsV1Api
     applied_at: float  # time.monotonic() when the objects were applied
@@ -105,7 +104,6 @@ def pods() -> Iterator[PodsCluster]:
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubepods-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),
                              node=NodeSettings(*kubelet_node("slinkyml-pods-node", "slkkp", 250)))
-    hosts = None
     try:
         started = time.monotonic()
         plane.up(kubelet=True, operator=False)
@@ -116,21 +114,18 @@ def pods() -> Iterator[PodsCluster]:
         stack = tuple(sorted({sys.prefix, sys.base_prefix, str(SOURCE), str(REPO)}))
         spec = kubeslurm.PodClusterSpec.from_cluster(
             load_spec(REPO / "manifests" / "cpu-small" / "cluster.yaml"), shared=state / "shared",
-            max_cpus=1, max_memory_mib=2048, host_paths=stack, env=(("PYTHONPATH", str(SOURCE)),),
-            python=f"{sys.prefix}/bin/python", apiserver_port=plane.ports.apiserver)
+            max_cpus=1, max_memory_mib=2048, host_paths=stack, env=(("PYTHONPATH", str(SOURCE)),))
         api = plane.api()
         applied = time.monotonic()
-        hosts = kubeslurm.apply(spec, kubeslurm.Keys(), api)
-        c = PodsCluster(plane, spec, hosts, client.CoreV1Api(api), client.AppsV1Api(api), applied)
-        for name in (spec.name("hosts"), spec.database, spec.accounting, spec.controller, spec.login):
+        kubeslurm.apply(spec, kubeslurm.Keys(), api)
+        c = PodsCluster(plane, spec, client.CoreV1Api(api), client.AppsV1Api(api), applied)
+        for name in (spec.database, spec.accounting, spec.controller, spec.login):
             _wait(f"pod {name} to run", lambda n=name: _running(c, n))
         workers = [f"{spec.nodeset}-{i}" for i in range(spec.replicas)]
         _wait("the slurmd pods to register", lambda: all(c.nodes().get(w) == "idle" for w in workers))
         print(f"apply -> every slurmd registered: {time.monotonic() - applied:.1f} s")
         yield c
     finally:
-        if hosts:
-            hosts.stop()
         plane.reset()
         shutil.rmtree(state, ignore_errors=True)
 

@@ -489,8 +489,12 @@ class KubeNode:
         return {cols[0]: cols[2] for line in out[1:] if len(cols := line.split()) >= 3}
 
     def _import_images(self, log: Callable[[str], None]) -> None:
+        self.import_images(self.images(), log)
+
+    def import_images(self, specs: list[ImageSpec], log: Callable[[str], None] = lambda _: None) -> None:
+        """Pack each image and import it unless containerd holds it at that digest."""
         have = self.imported()
-        for spec in self.images():
+        for spec in specs:
             archive = self.dir / "images" / f"{spec.name.rpartition('/')[2].replace(':', '_')}.tar"
             digest = write_oci_archive(spec, archive)[spec.name]
             if have.get(spec.name) != digest:
