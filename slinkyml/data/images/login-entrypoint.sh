@@ -20,7 +20,7 @@ if ! "${as_slurm[@]}" test -r /etc/slurm/slurm.key; then
 	as_slurm=()
 fi
 eval "set -- ${SACKD_OPTIONS:-}"
-"${as_slurm[@]}" sackd -D "$@" &
+"${as_slurm[@]}" /usr/sbin/sackd -D "$@" &
 eval "set -- ${SSHD_OPTIONS:-}"
 /usr/sbin/sshd -D -e "$@" &
 wait -n
