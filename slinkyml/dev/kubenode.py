@@ -316,7 +316,7 @@ class KubeNode:
             missing.append(str(BUSYBOX))
         if missing:
             raise SlinkyError(f"missing {', '.join(missing)}: apt-get install containerd runc "
-                              "containernetworking-plugins busybox-static iptables (or `make setup`)")
+                              "containernetworking-plugins busybox-static iptables procps (or `make setup`)")
         for binary in ("kubelet", "kube-proxy", "coredns", "pause"):
             if not os.access(self.plane.bin_dir / binary, os.X_OK):
                 raise SlinkyError(f"not built: {self.plane.bin_dir / binary} (run `make kube`)")
