@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
                 libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time \
-                containerd runc containernetworking-plugins busybox-static
+                containerd runc containernetworking-plugins busybox-static iptables procps
 PYTEST_ARGS ?=
 # a long step prints a line every 30 s (the machine's python3: it runs before the venv exists)
 TICK := python3 slinkyml/dev/progress.py

@@ -27,6 +27,16 @@ def cluster_tag() -> str:
     return tag
 
 
+def kubelet_node(name: str, bridge: str, first_octet: int) -> tuple[str, str, str]:
+    """A kubelet test plane's node name, bridge and pod subnet: CI's (``NAME``, ``BRIDGE0``,
+    ``10.FIRST.0.0/24``); a run beside it (a port shift) by its cluster tag (``NAME-TAG``, ``BRIDGETAG``,
+    ``10.FIRST+1.TAG.0/24``: the node's cgroups are named after it), else ``BRIDGE1``."""
+    tag = int(cluster_tag() or 0)
+    if not (tag or port_shift()):
+        return name, f"{bridge}0", f"10.{first_octet}.0.0/24"
+    return f"{name}-{tag}", f"{bridge}{tag or 1}", f"10.{first_octet + 1}.{tag}.0/24"
+
+
 def private_cluster(name: str, *, subnet: str, port_base: int, **options: Any) -> Iterator[LocalCluster]:
     """Up a 4-node cluster named ``name`` (bridge ``slk{name}0``, nodes ``{name}N``) on ``port_base`` to
     ``port_base + 3`` and MariaDB on ``port_base + 7000``; point ``SLURM_CONF`` at it while it runs, then

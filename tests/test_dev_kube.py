@@ -106,8 +106,8 @@ def _nslookup(name: str, server: str) -> list[str]:
 def test_coredns_serves_the_planes_services(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
     """CoreDNS as kube/build.sh builds it (coredns' coremain and the cluster-DNS plugins only) serves the
     plane's Services from its API server: ``<svc>.<ns>.svc.cluster.local`` gives the ClusterIP and a
-    headless Service's ``<host>.<svc>.<ns>.svc.cluster.local`` its endpoint's address. (Not yet run by
-    ``dev kube up --kubelet``: docs/kubernetes.md.)"""
+    headless Service's ``<host>.<svc>.<ns>.svc.cluster.local`` its endpoint's address. (``dev kube up
+    --kubelet`` runs it as a pod: tests/test_kubelet_live.py.)"""
     coredns = kube_plane.bin_dir / "coredns"
     listed = set(subprocess.run([str(coredns), "-plugins"], capture_output=True, text=True, check=True,
                                 timeout=60).stdout.split())

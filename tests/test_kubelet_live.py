@@ -10,6 +10,7 @@ tests would be scheduled onto it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from kubernetes.stream import stream
-from private_cluster import port_shift
+from private_cluster import kubelet_node, port_shift
 from tiers import needs
 from waiting import wait_until
 
@@ -46,10 +47,11 @@ from slinkyml.dev.kubenode import (
     KubeNode,
     NodeSettings,
 )
-from slinkyml.dev.slurm_images import image_name
+from slinkyml.dev.slurm_images import image_name, slinky_name
 
 pytestmark = pytest.mark.slow
 
+REPO = Path(__file__).resolve().parents[1]
 #: clear of CI's control plane (17400-17483) and of those helpers and developers run beside it (17600, 17700)
 PORT_BASE = 18000
 NAMESPACE = "default"
@@ -86,10 +88,9 @@ def node_plane() -> Iterator[tuple[KubeControlPlane, KubeNode]]:
     if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
         pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
     shift = port_shift()
-    other = 1 if shift else 0  # a second run beside CI's gets its own bridge and subnet too
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubelet-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),
-                             node=NodeSettings("slinkyml-test-node", f"slkkt{other}", f"10.{246 + other}.0.0/24"))
+                             node=NodeSettings(*kubelet_node("slinkyml-test-node", "slkkt", 246)))
     node = plane.node()
     try:
         started = time.monotonic()
@@ -162,6 +163,56 @@ def test_an_image_not_imported_is_never_pulled(node_plane) -> None:
     core.delete_namespaced_pod("notpulled", NAMESPACE, grace_period_seconds=0)
 
 
+#: the label the operator's Controller sets on the active slurmctld pod, its Service's selector (f2ed3fc:
+#: api/v1beta1/well_known.go LabelControllerActive, controllerbuilder/controller_service.go)
+ACTIVE_LABEL = "controller.slinky.slurm.net/active"
+
+
+def test_cluster_dns_and_service_addresses_inside_pods(node_plane) -> None:
+    """As on EKS: CoreDNS behind the kube-dns Service and kube-proxy's rules in the node's namespace. From a
+    busybox pod (resolv.conf from the kubelet): ``<svc>.<ns>`` and its FQDN, a StatefulSet-style pod's name in
+    its headless Service's subdomain, a Service selecting the active-controller label, and ``kubernetes``,
+    each reached over TCP through its ClusterIP (or the pod's address); a name outside the cluster gets no
+    address (nothing is forwarded off the machine)."""
+    plane, _ = node_plane
+    core = _core(plane)
+    ns = "dns-check"
+    core.create_namespace({"metadata": {"name": ns}})
+    serve = "while true; do echo \"$(hostname)\" | nc -l -p 8080; done"
+    for name, labels in (("web-0", {"app": "web", ACTIVE_LABEL: "true"}), ("web-1", {"app": "web"})):
+        pod = _pod(name, BUSYBOX_IMAGE, ["sh", "-c", serve], restart="Always")
+        pod["metadata"]["labels"] = labels
+        pod["spec"].update(hostname=name, subdomain="webs")
+        core.create_namespaced_pod(ns, pod)
+    services = {"webs": {"clusterIP": "None", "selector": {"app": "web"}},
+                "active": {"selector": {"app": "web", ACTIVE_LABEL: "true"}}}
+    for name, spec in services.items():
+        core.create_namespaced_service(ns, {"metadata": {"name": name},
+                                            "spec": {**spec, "ports": [{"port": 8080, "targetPort": 8080}]}})
+    core.create_namespaced_pod(ns, _pod("client", BUSYBOX_IMAGE, ["sleep", "100000"], restart="Always"))
+    for name in ("web-0", "web-1", "client"):
+        _wait(f"pod {name} to run", lambda n=name: core.read_namespaced_pod(n, ns).status.phase == "Running")
+    resolv = _exec(core, "client", ns, ["cat", "/etc/resolv.conf"])
+    assert "nameserver 10.96.0.10" in resolv and f"search {ns}.svc.cluster.local svc.cluster.local" in resolv
+
+    def answer(target: str) -> str:
+        # through the C library's resolver (search list, ndots:5), as a program in a pod resolves
+        return _exec(core, "client", ns, ["sh", "-c", f"nc -w 5 {target} </dev/null"]).strip()
+
+    for target, want in ((f"active.{ns} 8080", "web-0"), (f"active.{ns}.svc.cluster.local 8080", "web-0"),
+                         (f"web-1.webs.{ns} 8080", "web-1"), (f"web-0.webs.{ns}.svc.cluster.local 8080", "web-0")):
+        assert _wait(f"{target} to answer", lambda t=target: answer(t), timeout=60) == want, target
+    clusterip = core.read_namespaced_service("active", ns).spec.cluster_ip
+    assert answer(f"{clusterip} 8080") == "web-0"
+    lookup = _exec(core, "client", ns, ["nslookup", f"active.{ns}.svc.cluster.local"])
+    assert f"Address: {clusterip}" in lookup
+    # the API server through the `kubernetes` Service, as in-cluster clients reach it
+    assert "api-ok" in _exec(core, "client", ns, ["sh", "-c", "nc -w 5 kubernetes.default 443 </dev/null "
+                                                  "&& echo api-ok"])
+    assert "Address: " not in _exec(core, "client", ns, ["nslookup", "example.org"]).split("example.org", 1)[-1]
+    core.delete_namespace(ns, grace_period_seconds=0)
+
+
 def _installed_source() -> str:
     """The source tree the venv's editable install of slinkyml points at (``-I``: not $PYTHONPATH's)."""
     return subprocess.run([sys.executable, "-I", "-c", "import os, slinkyml; print(os.path.dirname("
@@ -193,8 +244,11 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     plane, node = node_plane
     digests = node.import_slurm_images(RELEASE)
     ctld_image, slurmd_image = image_name("slurmctld", RELEASE), image_name("slurmd", RELEASE)
-    assert set(digests) == {image_name(c, RELEASE) for c in ("slurmctld", "slurmd", "login", "slurmdbd",
-                                                             "slurmrestd", "mariadb")}
+    slinky = ("slurmctld", "slurmd", "login", "slurmdbd", "slurmrestd")
+    assert set(digests) == {image_name(c, RELEASE) for c in (*slinky, "mariadb")} | {
+        slinky_name(c, RELEASE) for c in slinky}
+    # Slinky's names, as the rendered manifests use them, are the same images
+    assert all(digests[slinky_name(c, RELEASE)] == digests[image_name(c, RELEASE)] for c in slinky)
     core = _core(plane)
     ns = "slurm-images"
     core.create_namespace({"metadata": {"name": ns}})
@@ -308,6 +362,47 @@ def test_slurm_images_run_slurmctld_and_slurmd_pods(node_plane) -> None:
     core.delete_namespace(ns, grace_period_seconds=0)
 
 
+def test_the_operator_runs_as_a_pod_and_reaches_services_by_name(node_plane) -> None:
+    """With the operator, a plane with a node runs the manager as a pod (an image of the built binary, its
+    ServiceAccount), not as a process: it reaches the API server through the ``kubernetes`` Service and the
+    Slurm cluster's Services by their DNS names. ``slinkyml cluster apply manifests/cpu-small``: the
+    operator makes the controller StatefulSet, and its NodeSet sync's Reservation step finds
+    ``cpu-small-restapi.slurm`` (a ClusterIP it dials, or NodeSet pods once slurmrestd answers) where the
+    manager as a process of the machine could not resolve it."""
+    plane, _ = node_plane
+    core, apps = _core(plane), client.AppsV1Api(plane.api())
+    try:
+        plane.up(kubelet=True)
+        status = plane.status()
+        assert status["operator_pod"] == "slinky/slurm-operator" and "slurm-operator-manager" not in status["daemons"]
+        pod = core.list_namespaced_pod("slinky", label_selector="app.kubernetes.io/name=slurm-operator").items[0]
+        assert pod.spec.containers[0].image == f"slinkyml.local/slurm-operator:{plane.operator_version}"
+        assert pod.spec.service_account_name == "slurm-operator"
+        done = subprocess.run([sys.executable, "-m", "slinkyml", "cluster", "apply", "--kubeconfig",
+                               str(plane.kubeconfig), "--skip-missing-kinds",
+                               str(REPO / "manifests" / "cpu-small" / "cluster.yaml")],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        _wait("the operator's controller StatefulSet", lambda: apps.read_namespaced_stateful_set(
+            "cpu-small-controller", "slurm"), retry_on=(client.ApiException,))
+        restapi = _wait("the restapi Service", lambda: core.read_namespaced_service("cpu-small-restapi", "slurm"),
+                        retry_on=(client.ApiException,))
+
+        def reached() -> str:
+            log = core.read_namespaced_pod_log(pod.metadata.name, "slinky")
+            assert "no such host" not in log, log[-2000:]
+            dialed = f"dial tcp {restapi.spec.cluster_ip}:6820" in log
+            made = [p for p in core.list_namespaced_pod("slurm").items if p.metadata.name.startswith("cpu-small-cpu-")]
+            return "dialed" if dialed else "nodeset pods" if made else ""
+
+        print("the operator's NodeSet sync reached the restapi Service:", _wait("the NodeSet sync", reached))
+    finally:
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespace("slurm", grace_period_seconds=0)
+        plane.up(kubelet=True, operator=False)
+    _wait("the manager pod to go", lambda: not core.list_namespaced_pod("slinky").items)
+
+
 def _leftovers(node: KubeNode, containers: set[str] = frozenset()) -> dict[str, list[str]]:
     net = ipaddress.ip_network(node.settings.subnet)
     netns = []
@@ -324,15 +419,22 @@ def _leftovers(node: KubeNode, containers: set[str] = frozenset()) -> dict[str, 
              or (d == SHIM_SOCKET_DIR and f.name in {_shim_socket(node, cid) for cid in containers})]
     fixed += [str(f) for f in CONTAINER_LOG_LINKS.iterdir() if f.is_symlink()
               and os.readlink(f).startswith(f"{node.dir}/")] if CONTAINER_LOG_LINKS.is_dir() else []
+    daemons = [f"{d.name} {d.pid}" for d in node.daemons() if d.running]
+    # anything of the node still in the machine's iptables (the node's own rules live in its namespace)
+    rules = [line for table in ("nat", "filter") for line in subprocess.run(
+        ["iptables", "-w", "-t", table, "-S"], capture_output=True, text=True).stdout.splitlines()
+             if node.settings.network.netns in line or node.settings.network.host_ip in line]
     return {"netns": netns, "mounts": [m for m in mounts.splitlines() if m.startswith(f"{node.dir}/")],
+            "network": node.settings.network.leftovers() + rules, "daemons": daemons,
             "fixed paths": fixed,
             "cgroups": [str(d) for d in node._cgroup_dirs() if d.exists()], "shims": shims,
             "bridge": [node.settings.bridge] if Path(f"/sys/class/net/{node.settings.bridge}").exists() else []}
 
 
 def test_down_leaves_nothing_and_up_comes_back(node_plane) -> None:
-    """With a pod running (its netns, veth, overlay mount, shim, cgroups), the node's ``down`` removes all
-    of it; a second ``up`` registers Ready again and runs pods."""
+    """With a pod running (its netns, veth, overlay mount, shim, cgroups) and the node's network (its
+    namespace with kube-proxy's rules, the veth pair, the DNAT rule of the machine), the node's ``down``
+    removes all of it; a second ``up`` registers Ready again and runs pods."""
     plane, node = node_plane
     core = _core(plane)
     core.create_namespaced_pod(NAMESPACE, _pod("sleeper", BUSYBOX_IMAGE, ["sleep", "100000"], restart="Always"))
@@ -340,10 +442,11 @@ def test_down_leaves_nothing_and_up_comes_back(node_plane) -> None:
     containers = node._container_ids()
     before = _leftovers(node, containers)
     assert before["netns"] and before["mounts"] and before["shims"] and before["bridge"], before
+    assert len(before["daemons"]) == 3 and before["network"], before
     assert before["fixed paths"], before  # a shim socket, libcni's cache, the kubelet's log links
-    assert node.down() == ["kubelet", "containerd"]
-    assert _leftovers(node, containers) == {"netns": [], "mounts": [], "fixed paths": [], "cgroups": [],
-                                            "shims": [], "bridge": []}
+    assert node.down() == ["kube-proxy", "kubelet", "containerd"]
+    assert _leftovers(node, containers) == {"netns": [], "mounts": [], "network": [], "daemons": [],
+                                            "fixed paths": [], "cgroups": [], "shims": [], "bridge": []}
     plane.up(kubelet=True, operator=False)
     _wait("pod sleeper to run again", lambda: (p := core.read_namespaced_pod("sleeper", NAMESPACE)).status.phase
           == "Running" and all(c.ready for c in p.status.container_statuses or []))

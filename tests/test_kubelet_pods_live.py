@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.stream import stream
-from private_cluster import port_shift
+from private_cluster import kubelet_node, port_shift
 from tiers import needs
 from waiting import wait_until
 
@@ -48,7 +48,6 @@ SOURCE = Path(slinkyml.__file__).resolve().parents[1]  # the tree these tests im
 class PodsCluster:
     plane: KubeControlPlane
     spec: kubeslurm.PodClusterSpec
-    hosts: kubeslurm.PodHosts
     core: client.CoreV1Api
     apps: client.AppsV1Api
     applied_at: float  # time.monotonic() when the objects were applied
@@ -102,11 +101,9 @@ def pods() -> Iterator[PodsCluster]:
     if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
         pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
     shift = port_shift()
-    other = 1 if shift else 0
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubepods-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),
-                             node=NodeSettings("slinkyml-pods-node", f"slkkp{other}", f"10.{250 + other}.0.0/24"))
-    hosts = None
+                             node=NodeSettings(*kubelet_node("slinkyml-pods-node", "slkkp", 250)))
     try:
         started = time.monotonic()
         plane.up(kubelet=True, operator=False)
@@ -117,21 +114,18 @@ def pods() -> Iterator[PodsCluster]:
         stack = tuple(sorted({sys.prefix, sys.base_prefix, str(SOURCE), str(REPO)}))
         spec = kubeslurm.PodClusterSpec.from_cluster(
             load_spec(REPO / "manifests" / "cpu-small" / "cluster.yaml"), shared=state / "shared",
-            max_cpus=1, max_memory_mib=2048, host_paths=stack, env=(("PYTHONPATH", str(SOURCE)),),
-            python=f"{sys.prefix}/bin/python", apiserver_port=plane.ports.apiserver)
+            max_cpus=1, max_memory_mib=2048, host_paths=stack, env=(("PYTHONPATH", str(SOURCE)),))
         api = plane.api()
         applied = time.monotonic()
-        hosts = kubeslurm.apply(spec, kubeslurm.Keys(), api)
-        c = PodsCluster(plane, spec, hosts, client.CoreV1Api(api), client.AppsV1Api(api), applied)
-        for name in (spec.name("hosts"), spec.database, spec.accounting, spec.controller, spec.login):
+        kubeslurm.apply(spec, kubeslurm.Keys(), api)
+        c = PodsCluster(plane, spec, client.CoreV1Api(api), client.AppsV1Api(api), applied)
+        for name in (spec.database, spec.accounting, spec.controller, spec.login):
             _wait(f"pod {name} to run", lambda n=name: _running(c, n))
         workers = [f"{spec.nodeset}-{i}" for i in range(spec.replicas)]
         _wait("the slurmd pods to register", lambda: all(c.nodes().get(w) == "idle" for w in workers))
         print(f"apply -> every slurmd registered: {time.monotonic() - applied:.1f} s")
         yield c
     finally:
-        if hosts:
-            hosts.stop()
         plane.reset()
         shutil.rmtree(state, ignore_errors=True)
 

@@ -38,13 +38,23 @@ def test_cni_and_kubelet_config(node: KubeNode) -> None:
     cni = node.cni_config()
     bridge = cni["plugins"][0]
     assert (bridge["type"], bridge["bridge"], bridge["ipMasq"]) == ("bridge", "slkkx0", False)
-    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.250.0.0/24", "gateway": "10.250.0.1"}]]
+    # the last /30 is the veth pair to the machine (10.250.0.253 the machine's end, .254 the node's)
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.250.0.0/24", "gateway": "10.250.0.1",
+                                          "rangeEnd": "10.250.0.251"}]]
+    assert {"dst": "10.250.0.253/32", "gw": "10.250.0.1"} in bridge["ipam"]["routes"]
+    net = node.settings.network
+    assert (net.netns, net.host_ip, net.link_ip) == ("kube-slkkx0", "10.250.0.253", "10.250.0.254")
+    assert net.enter(["x"]) == ["nsenter", "--net=/run/netns/kube-slkkx0", "--", "x"]
     kubelet = node.kubelet_config()
     assert kubelet["failCgroupV1"] is False and kubelet["cgroupDriver"] == "cgroupfs"
     assert kubelet["cgroupRoot"] == "/kubelet-n1"
     assert (kubelet["address"], kubelet["port"], kubelet["healthzPort"]) == ("10.250.0.1", 18250, 18248)
     assert kubelet["authentication"]["anonymous"]["enabled"] is False
     assert kubelet["authorization"]["mode"] == "Webhook"
+    assert (kubelet["clusterDNS"], kubelet["clusterDomain"], kubelet["resolvConf"]) == (["10.96.0.10"],
+                                                                                       "cluster.local", "")
+    proxy = net.kube_proxy_config("n1", Path("/k"))
+    assert (proxy["mode"], proxy["clusterCIDR"], proxy["conntrack"]["maxPerCore"]) == ("iptables", "10.250.0.0/24", 0)
     assert node.identity.user == "system:node:n1" and node.identity.groups == ("system:nodes",)
 
 

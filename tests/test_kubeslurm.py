@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from slinkyml.cluster import load_spec
 from slinkyml.dev import kubeslurm
@@ -39,12 +38,12 @@ def test_render_objects() -> None:
     sts = objs[("StatefulSet", "cpu-small-cpu")]
     assert sts["spec"]["replicas"] == 2 and sts["spec"]["serviceName"] == "cpu-small-cpu"
     slurmd = sts["spec"]["template"]["spec"]["containers"][0]
-    assert slurmd["args"] == ["-Z", "--conf-server", "cpu-small-controller-0:6817", "--conf",
+    assert slurmd["args"] == ["-Z", "--conf-server", "cpu-small-controller:6817", "--conf",
                               "'Features=cpu-small-cpu,cpu,m7i_8xlarge'"]
     assert {e["name"]: e["value"] for e in slurmd["env"]} == {"POD_CPUS": "1", "POD_MEMORY": "2048",
                                                              "PYTHONPATH": "/src"}
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in slurmd["volumeMounts"]}
-    assert mounts["/etc/hosts"] and mounts["/venv"] and not mounts["/srv/shared"]
+    assert mounts["/venv"] and not mounts["/srv/shared"]
     assert objs[("StatefulSet", "cpu-small-controller")]["spec"]["replicas"] == 1
     # secrets only in the Secret
     config = objs[("ConfigMap", "cpu-small-slurm-config")]
@@ -58,30 +57,23 @@ def test_render_objects() -> None:
     assert conf["ClusterName"] == "cpu-small"
 
 
-def test_hosts_text_lists_live_pods_only() -> None:
+def test_pods_find_each_other_by_cluster_dns() -> None:
+    """No hosts file: every Slurm pod searches the slurmd and slurmctld headless Services' domains (a bare
+    pod name resolves, as in the operator's worker and login pods); slurmdbd and MariaDB have Services."""
     s = _spec()
-
-    def pod(name: str, ip: str | None, deleting: bool = False, subdomain: str | None = None):
-        return SimpleNamespace(metadata=SimpleNamespace(name=name, deletion_timestamp="now" if deleting else None),
-                               status=SimpleNamespace(pod_ip=ip), spec=SimpleNamespace(subdomain=subdomain))
-
-    text = kubeslurm.hosts_text(s.namespace, [pod("b", "10.0.0.3", subdomain="cpu-small-cpu"), pod("a", "10.0.0.2"),
-                                    pod("c", None), pod("d", "10.0.0.9", deleting=True)])
-    assert text.splitlines()[2:] == ["10.0.0.2\ta", "10.0.0.3\tb b.cpu-small-cpu.slurm"]
-
-
-def test_the_hosts_keeper_pod_may_only_list_pods() -> None:
-    s = _spec(python="/venv/bin/python", apiserver_port=18243, host_paths=("/venv",))
     objs = {(o["kind"], o["metadata"]["name"]): o for o in kubeslurm.render(s, kubeslurm.Keys())}
-    assert objs[("Role", "cpu-small-hosts")]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
-    pod = objs[("Pod", "cpu-small-hosts")]["spec"]
-    assert pod["hostNetwork"] and pod["serviceAccountName"] == "cpu-small-hosts"
-    main = pod["containers"][0]
-    assert main["command"][:4] == ["/venv/bin/python", "-m", "slinkyml.dev.kubeslurm", "hosts"]
-    assert {"name": "KUBERNETES_SERVICE_PORT", "value": "18243"} in main["env"]
-    assert "/etc/hosts" not in {m["mountPath"] for m in main["volumeMounts"]}
-    assert ("Pod", "cpu-small-hosts") not in {(o["kind"], o["metadata"]["name"]) for o in
-                                              kubeslurm.render(_spec(), kubeslurm.Keys())}
+    searches = ["cpu-small-cpu.slurm.svc.cluster.local", "cpu-small-controller.slurm.svc.cluster.local"]
+    templates = [o["spec"]["template"]["spec"] if o["kind"] == "StatefulSet" else o["spec"]
+                 for o in objs.values() if o["kind"] in ("Pod", "StatefulSet")]
+    assert len(templates) == 5
+    for spec in templates:
+        assert spec["dnsConfig"] == {"searches": searches}
+        assert all(m["mountPath"] != "/etc/hosts" for c in spec["containers"] for m in c["volumeMounts"])
+    for name in ("cpu-small-cpu", "cpu-small-controller"):
+        svc = objs[("Service", name)]["spec"]
+        assert svc["clusterIP"] == "None" and svc["publishNotReadyAddresses"] is True
+    assert objs[("Service", "cpu-small-accounting")]["spec"]["ports"] == [{"name": "accounting", "port": 6819}]
+    assert objs[("Service", "cpu-small-mariadb")]["spec"]["ports"] == [{"name": "database", "port": 3306}]
 
 
 def test_keys_are_made_once_and_kept_0600(tmp_path) -> None:

@@ -151,7 +151,7 @@ def _kube_up(args: argparse.Namespace) -> int:
     if spec is not None:
         from slinkyml.dev import kubeslurm
 
-        pods = kubeslurm.up_here(spec, plane.state_dir / "slurm-pods" / spec.name, plane.api(), plane.ports.apiserver)
+        pods = kubeslurm.up_here(spec, plane.state_dir / "slurm-pods" / spec.name, plane.api())
         print(f"  Slurm cluster {pods.cluster} applied in pods (namespace {pods.namespace}, without the operator): "
               f"{pods.controller}, {pods.accounting}, {pods.database}, {pods.login}, StatefulSet {pods.nodeset} "
               f"x{pods.replicas}; jobs' shared folder {pods.shared}")
@@ -188,7 +188,9 @@ def _kube_status(args: argparse.Namespace) -> int:
         for name, pid in {**status["daemons"], **status.get("node", {}).get("daemons", {})}.items():
             print(f"  {name:<24} {'running, pid ' + str(pid) if pid else 'stopped'}")
         for name in status["without"]:
-            print(f"  {name:<24} not run on this plane (`up --no-operator`)")
+            where = (f"a pod of the node (Deployment {status['operator_pod']})" if status.get("operator_pod")
+                     and name == "slurm-operator-manager" else "not run on this plane (`up --no-operator`)")
+            print(f"  {name:<24} {where}")
     return 0 if status["running"] else 1
 
 

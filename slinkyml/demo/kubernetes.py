@@ -1,8 +1,9 @@
 """``make demo-kube`` (``slinkyml demo --kubernetes``): the Kubernetes half on this machine. The parts are
 built from Go modules first (kube/build.sh: a line per part with the time so far and what remains), then
 the control plane with a kubelet node comes up, ``manifests/cpu-small`` is applied, and the demo shows what
-the real slurm-operator made of it. The Slurm pods themselves do not run yet: the operator's NodeSet sync
-calls slurmrestd by its Service name, which resolves once cluster DNS runs in ``dev kube`` (issue 37).
+the real slurm-operator made of it. The Slurm pods themselves do not run in the demo yet: the images its
+pods name are built here (``dev kube up --kubelet --slurm-images 26.05``) and run the operator's pods in
+``tests/test_kubelet_operator_live.py``, but the demo imports none and gives the Controller's claim no volume.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def main() -> int:
         plane.up(log=lambda line: print(f"   {line}", flush=True), kubelet=True)
         status = plane.status()
         return (f"etcd, kube-apiserver, -controller-manager, -scheduler, kubelet (containerd + runc + bridge CNI) "
-                f"and the slurm-operator {status.get('operator_version', '')} in {time.monotonic() - start:.1f} s; "
+                f"with kube-proxy and CoreDNS, and the slurm-operator {status.get('operator_version', '')} (its manager "
+                f"a pod) in {time.monotonic() - start:.1f} s; "
                 f"KUBECONFIG={plane.kubeconfig}")
 
     _step("Bring up the control plane with a kubelet node (slinkyml dev kube up --kubelet)", up)
@@ -65,8 +67,9 @@ def main() -> int:
 
     _step(f"Apply manifests/{EXAMPLE} (as slinkyml cluster apply does)", apply)
     _step("What the real slurm-operator made of it", lambda: operator_objects(plane, cluster.name, cluster.namespace))
-    print("\nNot yet: the Slurm pods running a job. The operator's NodeSet sync calls slurmrestd by its Service\n"
-          "name, which resolves once cluster DNS and kube-proxy run in `dev kube` (docs/kubernetes.md).\n"
+    print("\nNot yet: the Slurm pods running a job here. The images the operator's pods name are built by\n"
+          "`dev kube up --kubelet --slurm-images 26.05` (docs/local-kubernetes-cluster.md); the demo imports\n"
+          "none yet and gives the Controller's state claim no volume.\n"
           "`slinkyml dev kube down` stops the plane.")
     return 0
 

@@ -7,7 +7,9 @@ version the cache built: ``OPERATOR_VERSIONS``), the webhook registered with the
 ``https://127.0.0.1:PORT`` with a ``caBundle``. Daemons are
 PID-tracked with :class:`slinkyml.dev.process.Daemon`, as ``dev up``'s are; ``up`` is idempotent.
 With ``kubelet=True`` (``dev kube up --kubelet``) a real node joins: containerd, runc, the bridge CNI and
-the kubelet (``kubenode.py``), registered Ready, so pods run.
+the kubelet (``kubenode.py``), registered Ready, so pods run, with kube-proxy and CoreDNS (``kubenet.py``);
+the operator's manager then runs as a pod of the plane (Deployment ``slurm-operator`` in ``slinky``, an
+image of the built binary), so it reaches Services by their cluster DNS names as it does on EKS.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 
 from slinkyml.cluster.apply import api_client, apply_objects
 from slinkyml.cluster.crds import crd_files
+from slinkyml.dev.images import Entry, ImageSpec
+from slinkyml.dev.kubenet import SERVICE_CIDR
 from slinkyml.dev.kubenode import KubeNode, NodeSettings
 from slinkyml.dev.pki import Identity, Pki
 from slinkyml.dev.process import Daemon, exclusive_lock, port_in_use, port_open
@@ -45,7 +49,6 @@ DEFAULT_PORT_BASE = 17400
 #: label ``dev kube up --operator-version`` takes; the first is the default: the newest release
 OPERATOR_VERSIONS = ("v1.2.1", "f2ed3fc")
 DEFAULT_OPERATOR_VERSION = OPERATOR_VERSIONS[0]
-SERVICE_CIDR = "10.96.0.0/24"
 #: the operator's identity: cluster-admin through system:masters (its chart's RBAC is not installed)
 OPERATOR = Identity("operator", "slurm-operator", ("system:masters",))
 CLIENTS = (Identity("admin", "slinkyml-admin", ("system:masters",)),
@@ -55,6 +58,9 @@ CLIENTS = (Identity("admin", "slinkyml-admin", ("system:masters",)),
 #: whether this user may, and system:masters may
 KUBELET_CLIENT = Identity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
 WEBHOOK_CONFIG_NAME = "slinkyml-dev-slurm-operator"
+#: where the manager runs as a pod on planes with a node (the chart's default namespace)
+OPERATOR_NAMESPACE = "slinky"
+OPERATOR_IMAGE = "slinkyml.local/slurm-operator"
 READY_TIMEOUT_S = 120.0
 
 
@@ -259,13 +265,91 @@ class KubeControlPlane:
         label = operator_label(operator_version)
         with self._lock():
             self._switch_operator(label)
-            self._up(log, operator=operator)
-            if kubelet or slurm_images:
+            with_node = bool(kubelet or slurm_images) or self._node_running()
+            self._up(log, operator=operator, manager_on_host=not with_node)
+            if with_node:
                 node = self.node()
                 node.up(self.api(), log)
                 if slurm_images:
                     node.import_slurm_images(slurm_images, log)
+                if operator:
+                    self._operator_pod_up(node, log)
+                else:
+                    self._operator_pod_down(log)
             return self
+
+    def _node_running(self) -> bool:
+        return (self.state_dir / "node").is_dir() and self.node().running
+
+    def operator_image(self, label: str | None = None) -> ImageSpec:
+        """The manager of this version as an image (the binary ``kube/build.sh`` built, nothing else)."""
+        label = label or self.operator_version
+        return ImageSpec(f"{OPERATOR_IMAGE}:{label}", (Entry("manager", source=self.operator_dir(label) / "manager"),
+                                                      Entry("tmp", mode=0o1777)),
+                         entrypoint=("/manager",), user="65532:65532")
+
+    def operator_objects(self) -> list[dict[str, Any]]:
+        """The manager as the chart deploys it (Deployment ``slurm-operator``, its health port 8081 probed,
+        metrics off), as a ServiceAccount bound to ``cluster-admin``: the identity the manager has as a
+        process (system:masters); the chart's narrower ClusterRole is a Helm template, not rendered here."""
+        labels = {"app.kubernetes.io/name": "slurm-operator", "app.kubernetes.io/instance": "slurm-operator"}
+        meta = {"name": "slurm-operator", "namespace": OPERATOR_NAMESPACE, "labels": labels}
+        probe = {"port": 8081}
+        return [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "slinkyml-dev-slurm-operator"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+             "subjects": [{"kind": "ServiceAccount", "name": "slurm-operator", "namespace": OPERATOR_NAMESPACE}]},
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
+                "replicas": 1, "revisionHistoryLimit": 0, "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {
+                    "hostname": "slurm-operator", "serviceAccountName": "slurm-operator",
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [{
+                        "name": "slurm-operator", "image": self.operator_image().name,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": ["--health-addr", ":8081", "--metrics-addr", "0", "--leader-elect-namespace",
+                                 OPERATOR_NAMESPACE],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", **probe}},
+                        "readinessProbe": {"httpGet": {"path": "/readyz", **probe}, "periodSeconds": 2}}]}}}},
+        ]
+
+    def _operator_pod_down(self, log: Callable[[str], None]) -> None:
+        """No manager pod on a plane ``up`` without the operator (an earlier ``up`` may have made one)."""
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            client.AppsV1Api(self.api()).delete_namespaced_deployment("slurm-operator", OPERATOR_NAMESPACE)
+            log(f"Deployment {OPERATOR_NAMESPACE}/slurm-operator removed (no operator on this plane)")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise SlinkyError(f"cannot remove the Deployment {OPERATOR_NAMESPACE}/slurm-operator: "
+                                  f"{exc.reason}") from None
+
+    def _operator_pod_up(self, node: KubeNode, log: Callable[[str], None]) -> None:
+        """The manager's image imported, its Deployment applied, and its pod of this version ready."""
+        node.import_images([self.operator_image()], log)
+        api = self.api()
+        apply_objects(self.operator_objects(), api, log=log)
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+
+        apps = client.AppsV1Api(api)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            got = apps.read_namespaced_deployment("slurm-operator", OPERATOR_NAMESPACE)
+            st = got.status
+            if (st.observed_generation == got.metadata.generation and st.updated_replicas == 1
+                    and st.ready_replicas == 1 and (st.replicas or 0) == 1):
+                return
+            if time.monotonic() > deadline:
+                raise SlinkyError(f"the slurm-operator pod ({OPERATOR_NAMESPACE}/slurm-operator) not ready after "
+                                  f"{READY_TIMEOUT_S:.0f} s: `kubectl -n {OPERATOR_NAMESPACE} describe pod`")
+            time.sleep(0.5)
 
     def _switch_operator(self, label: str) -> None:
         """Stop the operator's daemons where they run another version than ``label`` (or one no ``up`` recorded,
@@ -292,7 +376,8 @@ class KubeControlPlane:
         with exclusive_lock(self.state_dir / ".lock"):
             yield
 
-    def _up(self, log: Callable[[str], None], *, operator: bool = True) -> KubeControlPlane:
+    def _up(self, log: Callable[[str], None], *, operator: bool = True,
+            manager_on_host: bool = True) -> KubeControlPlane:
         daemons = {d.name: d for d in self.daemons()}
         missing = [d.argv[0] for d in daemons.values() if not os.access(d.argv[0], os.X_OK)]
         if missing:
@@ -304,6 +389,8 @@ class KubeControlPlane:
                               f"{exc.strerror or exc}") from None
         already = {name for name, d in daemons.items() if d.running}
         wanted = set(daemons) if operator else {n for n in daemons if not n.startswith("slurm-operator")}
+        if not manager_on_host:  # it runs as a pod of the node
+            wanted.discard("slurm-operator-manager")
         busy = [f"{port} ({name})" for name, ports in self._listen_ports().items()
                 if name in wanted and name not in already for port in ports if port_in_use(port)]
         if busy:
@@ -328,8 +415,9 @@ class KubeControlPlane:
             self._start(daemons["slurm-operator-webhook"], lambda: port_open("127.0.0.1", self.ports.webhook),
                         started)
             self._register_webhook(api, log)
-            self._start(daemons["slurm-operator-manager"],
-                        lambda: _http_ok(f"http://127.0.0.1:{self.ports.manager_health}/readyz"), started)
+            if manager_on_host:
+                self._start(daemons["slurm-operator-manager"],
+                            lambda: _http_ok(f"http://127.0.0.1:{self.ports.manager_health}/readyz"), started)
             self._wait_default_service_account(api)
         except BaseException:
             for daemon in reversed(started):
@@ -373,6 +461,8 @@ class KubeControlPlane:
                   "daemons": daemons, "running": all(daemons.values()), "versions": self.versions(),
                   "operator_version": self.operator_version,
                   "without": sorted({d.name for d in self.daemons()} - wanted)}
+        if "slurm-operator-webhook" in wanted and "slurm-operator-manager" not in wanted:
+            status["operator_pod"] = f"{OPERATOR_NAMESPACE}/slurm-operator"  # the manager runs on the node
         if (self.state_dir / "node").is_dir():
             status["node"] = self.node().status()
         return status

@@ -31,11 +31,20 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from slinkyml.cluster.apply import apply_objects
 from slinkyml.dev import slurm_images
 from slinkyml.dev.images import Entry, ImageSpec, busybox_entries, write_oci_archive
-from slinkyml.dev.network import _ip, link_exists
+from slinkyml.dev.kubenet import (
+    CLUSTER_DNS_IP,
+    CLUSTER_DOMAIN,
+    COREDNS,
+    COREDNS_NAMESPACE,
+    NodeNetwork,
+    coredns_objects,
+)
+from slinkyml.dev.network import _ip
 from slinkyml.dev.pki import Identity
-from slinkyml.dev.process import Daemon, cmdline, is_alive, port_in_use, unix_connectable
+from slinkyml.dev.process import Daemon, cmdline, is_alive, unix_connectable
 from slinkyml.errors import SlinkyError
 
 if TYPE_CHECKING:  # kube.py imports this module
@@ -54,8 +63,12 @@ BUSYBOX = Path("/bin/busybox")
 #: image names: a registry host that is never contacted (every image is imported, none pulled)
 PAUSE_IMAGE = "slinkyml.local/pause:1"
 BUSYBOX_IMAGE = "slinkyml.local/busybox:1"
+#: CoreDNS as kube/build.sh built it (the tag: its module version)
+COREDNS_IMAGE = "slinkyml.local/coredns"
 BUSYBOX_APPLETS = ("sh", "echo", "cat", "ls", "hostname", "ip", "sleep", "env", "id", "ps", "true", "false",
-                   "wget", "nc", "mkdir", "rm", "grep", "date", "head", "tail", "wc", "uname")
+                   "wget", "nc", "mkdir", "rm", "grep", "date", "head", "tail", "wc", "uname", "nslookup")
+#: kube-proxy's client identity: the bootstrap ClusterRoleBinding system:node-proxier names this user
+KUBE_PROXY = Identity("kube-proxy", "system:kube-proxy")
 #: the CRI namespace of containerd that the kubelet's pods live in
 CRI_NAMESPACE = "k8s.io"
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -99,7 +112,11 @@ class NodeSettings:
 
     @property
     def node_ip(self) -> str:
-        return str(next(ipaddress.ip_network(self.subnet).hosts()))
+        return self.network.node_ip
+
+    @property
+    def network(self) -> NodeNetwork:
+        return NodeNetwork(self.bridge, self.subnet)
 
     @property
     def prefixlen(self) -> int:
@@ -162,7 +179,9 @@ class KubeNode:
 
     # -- daemons -----------------------------------------------------------------------------------
     def daemons(self) -> list[Daemon]:
+        """containerd, the kubelet and kube-proxy, in start order, each in the node's network namespace."""
         run, log = self.plane.state_dir / "run", self.plane.state_dir / "log"
+        net = self.settings.network
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
         # Nothing is pulled: every image is imported. containerd has no switch that forbids pulls, so a pod
         # naming an image we did not import (a chart's ghcr.io/... default) would make it look the registry
@@ -170,14 +189,19 @@ class KubeNode:
         # loopback where nothing listens fails such a pull at once, without a DNS query leaving the machine.
         no_pull = {"HTTP_PROXY": NO_PULL_PROXY, "HTTPS_PROXY": NO_PULL_PROXY, "NO_PROXY": ""}
         return [
-            Daemon("containerd", [CONTAINERD, "--config", str(self.containerd_dir / "config.toml")],
-                   pid_file=run / "containerd.pid", log_file=log / "containerd.log", env={**env, **no_pull}),
-            Daemon("kubelet", [str(self.plane.bin_dir / "kubelet"), f"--config={self.kubelet_dir / 'config.yaml'}",
-                               f"--kubeconfig={self.kubelet_dir / 'kubeconfig'}",
-                               f"--root-dir={self.kubelet_dir / 'root'}",
-                               f"--hostname-override={self.settings.name}", f"--node-ip={self.settings.node_ip}",
-                               "--v=1"],
-                   pid_file=run / "kubelet.pid", log_file=log / "kubelet.log", env=env),
+            Daemon("containerd", net.enter([CONTAINERD, "--config", str(self.containerd_dir / "config.toml")]),
+                   pid_file=run / "containerd.pid", log_file=log / "containerd.log", env={**env, **no_pull},
+                   match=CONTAINERD),
+            Daemon("kubelet", net.enter([
+                str(self.plane.bin_dir / "kubelet"), f"--config={self.kubelet_dir / 'config.yaml'}",
+                f"--kubeconfig={self.kubelet_dir / 'kubeconfig'}", f"--root-dir={self.kubelet_dir / 'root'}",
+                f"--hostname-override={self.settings.name}", f"--node-ip={self.settings.node_ip}", "--v=1"]),
+                   pid_file=run / "kubelet.pid", log_file=log / "kubelet.log", env=env,
+                   match=str(self.plane.bin_dir / "kubelet")),
+            Daemon("kube-proxy", net.enter([str(self.plane.bin_dir / "kube-proxy"),
+                                            f"--config={self.dir / 'kube-proxy' / 'config.yaml'}"]),
+                   pid_file=run / "kube-proxy.pid", log_file=log / "kube-proxy.log", env=env,
+                   match=str(self.plane.bin_dir / "kube-proxy")),
         ]
 
     @property
@@ -213,12 +237,14 @@ class KubeNode:
         return _toml(config)
 
     def cni_config(self) -> dict[str, Any]:
-        s = self.settings
+        """The bridge in the node's namespace; pods' addresses short of the last /30 (the veth pair's),
+        the machine's end of that pair reached through the node (it is inside the pods' subnet)."""
+        s, net = self.settings, self.settings.network
         return {"cniVersion": "1.0.0", "name": f"slinkyml-{s.name}", "plugins": [
             {"type": "bridge", "bridge": s.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
              "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
-                      "ranges": [[{"subnet": s.subnet, "gateway": s.node_ip}]],
-                      "routes": [{"dst": "0.0.0.0/0"}]}},
+                      "ranges": [[{"subnet": s.subnet, "gateway": s.node_ip, "rangeEnd": net.pod_range_end}]],
+                      "routes": [{"dst": "0.0.0.0/0"}, {"dst": f"{net.host_ip}/32", "gw": s.node_ip}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ]}
 
@@ -240,7 +266,10 @@ class KubeNode:
             # this machine runs cgroup v1, which kubelet 1.36 refuses unless told otherwise
             "failCgroupV1": False, "failSwapOn": False,
             "podLogsDir": str(self.dir / "pod-logs"),
-            "staticPodPath": "", "registerNode": True, "clusterDomain": "cluster.local",
+            "staticPodPath": "", "registerNode": True,
+            # cluster DNS as on EKS: pods (dnsPolicy ClusterFirst) ask the kube-dns Service; the machine's
+            # resolvers are given to none (dnsPolicy Default gets none), so no query leaves the machine
+            "clusterDNS": [CLUSTER_DNS_IP], "clusterDomain": CLUSTER_DOMAIN, "resolvConf": "",
             # a shared development machine: do not evict pods or delete images because other work
             # fills the disk (the defaults act at 10-15 % free)
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
@@ -252,12 +281,17 @@ class KubeNode:
     def _write_files(self) -> None:
         s, pki = self.settings, self.plane.pki
         for sub in ("containerd/root", "containerd/state", "containerd/opt", "cni/net.d", "cni/ipam",
-                    "kubelet/root", "pod-logs", "images"):
+                    "kubelet/root", "kube-proxy", "pod-logs", "images"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.containerd_dir, 0o711)
         pki.ensure_cert(self.identity.file, self.identity.user, organizations=self.identity.groups)
-        pki.kubeconfig(self.kubelet_dir / "kubeconfig", self.plane.server, self.identity.file,
-                       "slinkyml-dev")
+        # the API server as the node reaches it: the machine's end of the veth pair, DNAT'ed to 127.0.0.1
+        server = f"https://{s.network.host_ip}:{self.plane.ports.apiserver}"
+        pki.kubeconfig(self.kubelet_dir / "kubeconfig", server, self.identity.file, "slinkyml-dev",
+                       tls_server_name="kubernetes")
+        pki.ensure_cert(KUBE_PROXY.file, KUBE_PROXY.user)
+        pki.kubeconfig(self.dir / "kube-proxy" / "kubeconfig", server, KUBE_PROXY.file, "slinkyml-dev",
+                       tls_server_name="kubernetes")
         pki.ensure_cert("kubelet-serving", s.name, server=True, hosts=(s.node_ip, s.name))
         saved = self._saved_settings()
         if saved and saved != s and any(d.running for d in self.daemons()):
@@ -269,24 +303,28 @@ class KubeNode:
         _write_if_changed(self.dir / "cni" / "net.d" / "10-slinkyml.conflist",
                           json.dumps(self.cni_config(), indent=2) + "\n")
         _write_if_changed(self.kubelet_dir / "config.yaml", yaml.safe_dump(self.kubelet_config(), sort_keys=False))
+        _write_if_changed(self.dir / "kube-proxy" / "config.yaml", yaml.safe_dump(
+            s.network.kube_proxy_config(s.name, self.dir / "kube-proxy" / "kubeconfig"), sort_keys=False))
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def check_prerequisites(self) -> None:
         """Debian's containerd, runc and CNI plugins, and the kubelet from ``make kube``."""
         missing = [p for p in (CONTAINERD, CTR, RUNC) if not os.access(p, os.X_OK)]
         missing += [str(CNI_BIN_DIR / p) for p in CNI_PLUGINS if not (CNI_BIN_DIR / p).is_file()]
+        missing += [tool for tool in ("nsenter", "iptables", "sysctl") if shutil.which(tool) is None]
         if not BUSYBOX.is_file():
             missing.append(str(BUSYBOX))
         if missing:
             raise SlinkyError(f"missing {', '.join(missing)}: apt-get install containerd runc "
-                              "containernetworking-plugins busybox-static (or `make setup`)")
-        for binary in ("kubelet", "pause"):
+                              "containernetworking-plugins busybox-static iptables procps (or `make setup`)")
+        for binary in ("kubelet", "kube-proxy", "coredns", "pause"):
             if not os.access(self.plane.bin_dir / binary, os.X_OK):
                 raise SlinkyError(f"not built: {self.plane.bin_dir / binary} (run `make kube`)")
 
     def up(self, api: Any, log: Callable[[str], None] = lambda _: None) -> None:
-        """Start containerd and the kubelet when not running and wait until the Node is Ready; the
-        control plane must be up (``KubeControlPlane.up`` calls this under its lock)."""
+        """The node's network, then containerd, the kubelet and kube-proxy when not running; wait until the
+        Node is Ready and CoreDNS answers; the control plane must be up (``KubeControlPlane.up`` calls this
+        under its lock)."""
         self.check_prerequisites()
         self.settings = self._given or NodeSettings.from_env()
         try:
@@ -294,14 +332,10 @@ class KubeNode:
         except OSError as exc:
             raise SlinkyError(f"state dir {self.dir}: cannot write {exc.filename or ''}: "
                               f"{exc.strerror or exc}") from None
-        self._ensure_bridge()
+        net = self.settings.network
+        net.up(self.plane.ports.apiserver)
         self._ensure_cgroup_root()
-        containerd, kubelet = self.daemons()
-        if not kubelet.running:
-            busy = [p for p in (self.kubelet_port, self.kubelet_healthz_port) if port_in_use(p)]
-            if busy:
-                raise SlinkyError(f"kubelet ports in use: {', '.join(map(str, busy))} (another node of this "
-                                  "machine? SLINKYML_KUBE_PORT_BASE moves them)")
+        containerd, kubelet, proxy = self.daemons()
         started: list[Daemon] = []
         try:
             if not containerd.running:
@@ -313,6 +347,13 @@ class KubeNode:
                 kubelet.start()
                 started.append(kubelet)
             kubelet.wait_ready(lambda: self._node_ready(api), READY_TIMEOUT_S, 0.5)
+            apply_objects([net.apiserver_endpoint(self.plane.ports.apiserver)], api, log=log)
+            if not proxy.running:
+                proxy.start()
+                started.append(proxy)
+            proxy.wait_ready(net.kube_proxy_synced, READY_TIMEOUT_S, 0.5)
+            apply_objects(coredns_objects(self.coredns_image), api, log=log)
+            kubelet.wait_ready(lambda: self._coredns_ready(api), READY_TIMEOUT_S, 0.5)
         except BaseException:
             for daemon in reversed(started):
                 daemon.stop()
@@ -323,8 +364,8 @@ class KubeNode:
         they leave on the machine: network namespaces, mounts under the state folder, the kubelet's
         cgroups, the bridge, the pods' address leases and what goes to fixed paths outside the state
         folder (``_remove_fixed_path_files``). Images and containerd's store are kept."""
-        containerd, kubelet = self.daemons()
-        stopped = [d.name for d in (kubelet,) if d.stop()]
+        containerd, kubelet, proxy = self.daemons()
+        stopped = [d.name for d in (proxy, kubelet) if d.stop()]
         containers = self._container_ids()
         self._kill_pod_processes()
         self._kill_shims()
@@ -333,8 +374,7 @@ class KubeNode:
         self._remove_netns()
         self._unmount_all()
         self._remove_cgroups()
-        if link_exists(self.settings.bridge):
-            _ip("link", "delete", self.settings.bridge, check=False)
+        self.settings.network.down()
         shutil.rmtree(self.dir / "cni" / "ipam", ignore_errors=True)
         self._remove_fixed_path_files(containers)
         return stopped
@@ -393,16 +433,13 @@ class KubeNode:
             raise
         return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
-    def _ensure_bridge(self) -> None:
-        """The bridge and the node's address on it (the CNI bridge plugin would create the bridge with
-        the first pod, but the kubelet needs its node IP before any pod runs)."""
-        s = self.settings
-        if not link_exists(s.bridge):
-            _ip("link", "add", s.bridge, "type", "bridge")
-        have = _ip("-j", "-4", "addr", "show", "dev", s.bridge).stdout
-        if not any(a.get("local") == s.node_ip for i in json.loads(have or "[]") for a in i.get("addr_info", [])):
-            _ip("addr", "add", f"{s.node_ip}/{s.prefixlen}", "dev", s.bridge)
-        _ip("link", "set", s.bridge, "up")
+    def _coredns_ready(self, api: Any) -> bool:
+        # lazy: the kubernetes client is the optional [k8s] extra
+        from kubernetes import client
+
+        got = client.AppsV1Api(api).read_namespaced_deployment(COREDNS, COREDNS_NAMESPACE)
+        return bool(got.status.ready_replicas) and got.status.observed_generation == got.metadata.generation \
+            and got.status.updated_replicas == got.spec.replicas
 
     def _cgroup_dirs(self) -> list[Path]:
         """The kubelet's cgroup root in every cgroup hierarchy this machine mounts: the v2 tree alone, or
@@ -431,13 +468,20 @@ class KubeNode:
             raise SlinkyError(f"ctr {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
         return proc
 
+    @property
+    def coredns_image(self) -> str:
+        version = self.plane.versions().get("coredns", "v0").lstrip("v")
+        return f"{COREDNS_IMAGE}:{version}"
+
     def images(self) -> list[ImageSpec]:
-        """The images every node has: the pod sandbox's pause program and a busybox for tests."""
+        """The images every node has: the pod sandbox's pause program, CoreDNS and a busybox for tests."""
         pause = ImageSpec(PAUSE_IMAGE, (Entry("pause", source=self.plane.bin_dir / "pause"),),
                           entrypoint=("/pause",), labels={"io.cri-containerd.pinned": "pinned"})
+        coredns = ImageSpec(self.coredns_image, (Entry("coredns", source=self.plane.bin_dir / "coredns"),),
+                            entrypoint=("/coredns",), labels={"io.cri-containerd.pinned": "pinned"})
         busybox = ImageSpec(BUSYBOX_IMAGE, (*busybox_entries(BUSYBOX, BUSYBOX_APPLETS),
                                             Entry("tmp", mode=0o1777)), cmd=("sh",))
-        return [pause, busybox]
+        return [pause, coredns, busybox]
 
     def imported(self) -> dict[str, str]:
         """Image name -> manifest digest of what containerd holds."""
@@ -445,8 +489,12 @@ class KubeNode:
         return {cols[0]: cols[2] for line in out[1:] if len(cols := line.split()) >= 3}
 
     def _import_images(self, log: Callable[[str], None]) -> None:
+        self.import_images(self.images(), log)
+
+    def import_images(self, specs: list[ImageSpec], log: Callable[[str], None] = lambda _: None) -> None:
+        """Pack each image and import it unless containerd holds it at that digest."""
         have = self.imported()
-        for spec in self.images():
+        for spec in specs:
             archive = self.dir / "images" / f"{spec.name.rpartition('/')[2].replace(':', '_')}.tar"
             digest = write_oci_archive(spec, archive)[spec.name]
             if have.get(spec.name) != digest:

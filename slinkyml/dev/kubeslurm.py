@@ -9,28 +9,23 @@ the slurmd pods come from a real StatefulSet (kube-controller-manager's controll
 ``cluster render`` makes of the cluster spec, so a deleted pod comes back by the same name with a new
 address, as a NodeSet pod does. Its CPUs and memory are capped to what this one small node holds.
 
-No cluster DNS and no kube-proxy run here, so Services would have no address to give: every Slurm pod
-mounts one hosts file at ``/etc/hosts`` (the kubelet leaves a container's own ``/etc/hosts`` mount alone)
-that :class:`PodHosts` rewrites from the pods' addresses as they change (in a keeper pod of its own, see
-:func:`hosts_keeper`), which is what a headless Service's DNS names give the operator's pods.
+Names resolve by cluster DNS (CoreDNS and kube-proxy of ``dev kube up --kubelet``, ``kubenet.py``), as the
+operator's pods resolve them: slurmctld's and the slurmd pods' names in their headless Services'
+subdomains, found by bare pod name through each pod's DNS search list (the operator's worker and login pods
+search the worker Service's domain the same way), slurmdbd and MariaDB behind Services of their names.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import math
 import os
 import secrets
-import signal
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from kubernetes import client, config
 
 import slinkyml
 from slinkyml.cluster.apply import apply_objects
@@ -59,14 +54,10 @@ class PodClusterSpec:
     node_conf: str  # the NodeSet's extraConf (Features=...), slurmd's --conf
     pod_cpus: int
     pod_memory_mib: int
-    shared: Path  # hostPath on the node, at the same path in every pod: hosts file, jobs' files
+    shared: Path  # hostPath on the node, at the same path in every pod: the jobs' files
     host_paths: tuple[str, ...] = ()  # read-only hostPaths at their own paths (the training stack)
     env: tuple[tuple[str, str], ...] = ()  # for the login and slurmd containers
     slurmd_timeout_s: int = 30
-    #: the hosts file's keeper as a pod (host network, this Python from the mounted stack, the API server on
-    #: the node's loopback at this port); without them the process that applies runs it (PodHosts.start)
-    python: str | None = None
-    apiserver_port: int | None = None
 
     @classmethod
     def from_cluster(cls, spec: SlurmCluster, *, shared: Path, max_cpus: int, max_memory_mib: int,
@@ -113,8 +104,10 @@ class PodClusterSpec:
         return self.name("login")
 
     @property
-    def hosts_file(self) -> Path:
-        return self.shared / "hosts"
+    def searches(self) -> list[str]:
+        """The DNS search list of every Slurm pod: the slurmd pods' and slurmctld's headless Services'
+        domains, so a bare pod name (a Slurm node name, SlurmctldHost) resolves."""
+        return [f"{svc}.{self.namespace}.svc.cluster.local" for svc in (self.nodeset, self.controller_set)]
 
     @property
     def statesave(self) -> Path:
@@ -165,11 +158,9 @@ def _meta(s: PodClusterSpec, name: str, role: str) -> dict[str, Any]:
 
 
 def _volumes(s: PodClusterSpec, stack: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The hosts file, the shared folder and (``stack``) the read-only training stack."""
-    vols: list[dict[str, Any]] = [{"name": "hosts", "hostPath": {"path": str(s.hosts_file), "type": "File"}},
-                                  {"name": "shared", "hostPath": {"path": str(s.shared), "type": "Directory"}}]
-    mounts: list[dict[str, Any]] = [{"name": "hosts", "mountPath": "/etc/hosts", "readOnly": True},
-                                    {"name": "shared", "mountPath": str(s.shared)}]
+    """The shared folder and (``stack``) the read-only training stack."""
+    vols: list[dict[str, Any]] = [{"name": "shared", "hostPath": {"path": str(s.shared), "type": "Directory"}}]
+    mounts: list[dict[str, Any]] = [{"name": "shared", "mountPath": str(s.shared)}]
     if stack:
         for i, path in enumerate(s.host_paths):
             vols.append({"name": f"stack{i}", "hostPath": {"path": path, "type": "Directory"}})
@@ -181,9 +172,23 @@ def _env(s: PodClusterSpec) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in s.env]
 
 
+def _pod_spec(s: PodClusterSpec, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5,
+            "dnsConfig": {"searches": s.searches}, **spec}
+
+
 def _pod(s: PodClusterSpec, name: str, role: str, spec: dict[str, Any]) -> dict[str, Any]:
-    spec = {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5, **spec}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(s, name, role), "spec": spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(s, name, role), "spec": _pod_spec(s, spec)}
+
+
+def _service(s: PodClusterSpec, name: str, role: str, port: int, *, headless: bool = False) -> dict[str, Any]:
+    """The Service of a role's pods; a headless one publishes its pods before they are ready, as the hosts
+    file did (slurmd asks for its configuration the moment it starts)."""
+    spec: dict[str, Any] = {"selector": {LABEL: s.cluster, "app.kubernetes.io/component": role},
+                            "ports": [{"name": role, "port": port}]}
+    if headless:
+        spec.update(clusterIP="None", publishNotReadyAddresses=True)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(s, name, role), "spec": spec}
 
 
 def render(s: PodClusterSpec, keys: Keys) -> list[dict[str, Any]]:
@@ -205,6 +210,8 @@ def render(s: PodClusterSpec, keys: Keys) -> list[dict[str, Any]]:
          "data": {k: _b64(v) for k, v in keys_data.items()}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(s, conf_name, "config"),
          "data": {"slurm.conf": slurm_conf(s)}},
+        _service(s, s.database, "database", MARIADB_PORT),
+        _service(s, s.accounting, "accounting", SLURMDBD_PORT),
         _pod(s, s.database, "database", {
             "volumes": [*base_vols, {"name": "data", "emptyDir": {}}],
             "containers": [{"name": "mariadb", "image": image_name("mariadb", s.release),
@@ -229,49 +236,19 @@ def render(s: PodClusterSpec, keys: Keys) -> list[dict[str, Any]]:
                                              {"name": "run", "mountPath": "/run"}]}]}),
         *controller_statefulset(s, etc, etc_mount, base_vols, base_mounts),
         # the StatefulSet's governing Service (headless): its name is the pods' subdomain
-        {"apiVersion": "v1", "kind": "Service", "metadata": _meta(s, s.nodeset, "worker"),
-         "spec": {"clusterIP": "None", "selector": {LABEL: s.cluster, "app.kubernetes.io/component": "worker"},
-                  "ports": [{"name": "slurmd", "port": 6818}]}},
+        _service(s, s.nodeset, "worker", 6818, headless=True),
         nodeset_statefulset(s, etc, etc_mount, stack_vols, stack_mounts),
         _pod(s, s.login, "login", {
             "volumes": [*stack_vols, {"name": "keys", "secret": {"secretName": keys_name, "defaultMode": 0o600,
                                                                   "items": [{"key": "slurm.key", "path": "slurm.key"}]}}],
             "containers": [{"name": "login", "image": image_name("login", s.release),
-                            "env": [{"name": "SACKD_OPTIONS", "value": f"--conf-server {s.controller}:{SLURMCTLD_PORT}"},
+                            "env": [{"name": "SACKD_OPTIONS",
+                                     "value": f"--conf-server {s.controller_set}:{SLURMCTLD_PORT}"},
                                     *_env(s)],
                             "volumeMounts": [*stack_mounts, {"name": "keys", "mountPath": "/etc/slurm",
                                                              "readOnly": True}]}]}),
     ]
-    if s.python and s.apiserver_port:
-        objs[3:3] = hosts_keeper(s)  # first: the others' names resolve as soon as they have addresses
     return objs
-
-
-def hosts_keeper(s: PodClusterSpec) -> list[dict[str, Any]]:
-    """The hosts file's keeper as a pod: ``python -m slinkyml.dev.kubeslurm hosts`` on the host network
-    (the API server listens on the node's loopback: no kube-proxy gives the ``kubernetes`` Service an
-    address), as a ServiceAccount that may only list the namespace's pods."""
-    name = s.name("hosts")
-    _, mounts = _volumes(s, stack=True)
-    vols, _ = _volumes(s, stack=True)
-    keep = [m["name"] for m in mounts if m["mountPath"] != "/etc/hosts"]
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(s, name, "hosts")},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(s, name, "hosts"),
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(s, name, "hosts"),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": s.namespace}]},
-        _pod(s, name, "hosts", {
-            "serviceAccountName": name, "automountServiceAccountToken": True, "hostNetwork": True,
-            "volumes": [v for v in vols if v["name"] in keep],
-            "containers": [{"name": "hosts", "image": image_name("login", s.release),
-                            "command": [str(s.python), "-m", "slinkyml.dev.kubeslurm", "hosts", "--namespace",
-                                        s.namespace, "--cluster", s.cluster, "--file", str(s.hosts_file)],
-                            "env": [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-                                    {"name": "KUBERNETES_SERVICE_PORT", "value": str(s.apiserver_port)}, *_env(s)],
-                            "volumeMounts": [m for m in mounts if m["name"] in keep]}]})]
-
 
 
 def controller_statefulset(s: PodClusterSpec, etc: dict[str, Any], etc_mount: dict[str, Any],
@@ -289,11 +266,8 @@ def controller_statefulset(s: PodClusterSpec, etc: dict[str, Any], etc_mount: di
                                          {"name": "statesave", "mountPath": "/var/spool/slurmctld"},
                                          {"name": "log", "mountPath": "/var/log/slurm"}]}]}
     labels = {LABEL: s.cluster, "app.kubernetes.io/component": "controller"}
-    template = {"metadata": {"labels": labels},
-                "spec": {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5, **pod}}
-    return [{"apiVersion": "v1", "kind": "Service", "metadata": _meta(s, s.controller_set, "controller"),
-             "spec": {"clusterIP": "None", "selector": labels,
-                      "ports": [{"name": "slurmctld", "port": SLURMCTLD_PORT}]}},
+    template = {"metadata": {"labels": labels}, "spec": _pod_spec(s, pod)}
+    return [_service(s, s.controller_set, "controller", SLURMCTLD_PORT, headless=True),
             {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": _meta(s, s.controller_set, "controller"),
              "spec": {"replicas": 1, "serviceName": s.controller_set, "selector": {"matchLabels": labels},
                       "template": template}}]
@@ -313,15 +287,15 @@ def nodeset_statefulset(s: PodClusterSpec, etc: dict[str, Any], etc_mount: dict[
         else:
             rest.append(item)
     conf = " ".join([f"Features={','.join(features)}", *rest])
-    pod = {"metadata": {"labels": labels}, "spec": {
-        "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5,
+    pod = {"metadata": {"labels": labels}, "spec": _pod_spec(s, {
         "volumes": [*vols, etc, {"name": "log", "emptyDir": {}}],
         "containers": [{"name": "slurmd", "image": image_name("slurmd", s.release),
                         "securityContext": {"privileged": True},
-                        "args": ["-Z", "--conf-server", f"{s.controller}:{SLURMCTLD_PORT}", "--conf", f"'{conf}'"],
+                        "args": ["-Z", "--conf-server", f"{s.controller_set}:{SLURMCTLD_PORT}", "--conf",
+                                 f"'{conf}'"],
                         "env": [{"name": "POD_CPUS", "value": str(s.pod_cpus)},
                                 {"name": "POD_MEMORY", "value": str(s.pod_memory_mib)}, *_env(s)],
-                        "volumeMounts": [*mounts, etc_mount, {"name": "log", "mountPath": "/var/log/slurm"}]}]}}
+                        "volumeMounts": [*mounts, etc_mount, {"name": "log", "mountPath": "/var/log/slurm"}]}]})}
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": _meta(s, s.nodeset, "worker"),
             "spec": {"replicas": s.replicas, "serviceName": s.nodeset, "podManagementPolicy": "Parallel",
                      "selector": {"matchLabels": labels}, "template": pod}}
@@ -331,83 +305,18 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def hosts_text(namespace: str, pods: list[Any]) -> str:
-    """/etc/hosts of every Slurm pod: localhost, then each running pod's address, name and FQDN-like
-    name in its Service's subdomain, sorted so the file changes only when an address does."""
-    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
-    for pod in sorted(pods, key=lambda p: p.metadata.name):
-        ip = pod.status.pod_ip if pod.status else None
-        if ip and pod.metadata.deletion_timestamp is None:
-            names = [pod.metadata.name]
-            if pod.spec.subdomain:
-                names.append(f"{pod.metadata.name}.{pod.spec.subdomain}.{namespace}")
-            lines.append(f"{ip}\t{' '.join(names)}")
-    return "\n".join(lines) + "\n"
-
-
-class PodHosts(threading.Thread):
-    """Keeps the shared hosts file equal to the pods' addresses (the part of cluster DNS the pods use),
-    rewritten in place: each pod bind-mounts the file itself, which a rename would leave behind."""
-
-    def __init__(self, namespace: str, cluster: str, hosts_file: Path, api: Any, interval_s: float = 0.5) -> None:
-        super().__init__(name=f"pod-hosts-{cluster}", daemon=True)
-        self.namespace, self.cluster, self.hosts_file = namespace, cluster, hosts_file
-        self.core, self.interval_s = client.CoreV1Api(api), interval_s
-        self.stopping = threading.Event()
-        self.error: Exception | None = None
-
-    def refresh(self) -> bool:
-        """Rewrite the file if an address changed; True if it did."""
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"{LABEL}={self.cluster}").items
-        text = hosts_text(self.namespace, pods).encode()
-        path = self.hosts_file
-        if path.exists() and path.read_bytes() == text:
-            return False
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, text)
-            os.ftruncate(fd, len(text))
-        finally:
-            os.close(fd)
-        return True
-
-    def run(self) -> None:
-        while not self.stopping.wait(self.interval_s):
-            try:
-                self.refresh()
-            except Exception as exc:  # noqa: BLE001 - the API server restarting: try again next round
-                if str(exc) != str(self.error):  # each new failure once, in the keeper pod's log
-                    print(f"hosts: {self.hosts_file}: {exc}", file=sys.stderr, flush=True)
-                self.error = exc
-            else:
-                self.error = None
-
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.is_alive():
-            self.join(timeout=5)
-
-
 def prepare(s: PodClusterSpec) -> None:
-    """The node's side: the shared folder, an empty hosts file (a File hostPath must exist), the
-    slurmctld state folder owned by SlurmUser."""
+    """The node's side: the shared folder, the slurmctld state folder owned by SlurmUser."""
     s.shared.mkdir(parents=True, exist_ok=True)
     s.shared.chmod(0o777)
-    s.hosts_file.touch()
     s.statesave.mkdir(exist_ok=True)
     os.chown(s.statesave, SLURM_UID, SLURM_UID)
 
 
-def apply(s: PodClusterSpec, keys: Keys, api: Any) -> PodHosts:
-    """Apply every object; the hosts file written once from here, then kept by the keeper pod, or (spec
-    without ``python``/``apiserver_port``) by the returned thread, started (the caller stops it)."""
+def apply(s: PodClusterSpec, keys: Keys, api: Any) -> None:
+    """Apply every object (the node's folders first)."""
     prepare(s)
-    hosts = PodHosts(s.namespace, s.cluster, s.hosts_file, api)
-    hosts.refresh()
-    if not (s.python and s.apiserver_port):
-        hosts.start()
     apply_objects(render(s, keys), api, log=lambda _: None)
-    return hosts
 
 
 def saved_keys(path: Path) -> Keys:
@@ -425,7 +334,7 @@ def saved_keys(path: Path) -> Keys:
         raise SlinkyError(f"{path}: cannot read the pods' cluster keys: {exc}") from None
 
 
-def up_here(spec: SlurmCluster, folder: Path, api: Any, apiserver_port: int) -> PodClusterSpec:
+def up_here(spec: SlurmCluster, folder: Path, api: Any) -> PodClusterSpec:
     """``dev kube up --slurm-pods``: the cluster of ``spec`` in pods on this machine's node, the training
     stack this process runs from mounted read-only (its venv, the Python it was made from, the source tree
     of this slinkyml), each slurmd pod capped at half this machine's CPUs over the replicas and 2 GiB."""
@@ -434,27 +343,7 @@ def up_here(spec: SlurmCluster, folder: Path, api: Any, apiserver_port: int) -> 
     s = PodClusterSpec.from_cluster(
         spec, shared=folder / "shared", max_cpus=max(1, (os.cpu_count() or 2) // (2 * replicas)),
         max_memory_mib=2048, host_paths=tuple(sorted({sys.prefix, sys.base_prefix, source})),
-        env=(("PYTHONPATH", source),), python=f"{sys.prefix}/bin/python", apiserver_port=apiserver_port)
+        env=(("PYTHONPATH", source),))
     folder.mkdir(parents=True, exist_ok=True)
     apply(s, saved_keys(folder / "keys.json"), api)
     return s
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m slinkyml.dev.kubeslurm hosts ...``: the keeper pod's program (in-cluster credentials)."""
-    parser = argparse.ArgumentParser(prog="python -m slinkyml.dev.kubeslurm")
-    parser.add_argument("action", choices=["hosts"])
-    parser.add_argument("--namespace", required=True)
-    parser.add_argument("--cluster", required=True)
-    parser.add_argument("--file", type=Path, required=True)
-    parser.add_argument("--interval", type=float, default=0.5)
-    args = parser.parse_args(argv)
-    config.load_incluster_config()
-    keeper = PodHosts(args.namespace, args.cluster, args.file, client.ApiClient(), args.interval)
-    signal.signal(signal.SIGTERM, lambda *_: keeper.stopping.set())
-    keeper.run()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -144,14 +144,18 @@ class Pki:
                                             serialization.PublicFormat.SubjectPublicKeyInfo)
         write_secret(self.path("sa.pub"), pub, mode=0o644, force=True)
 
-    def kubeconfig(self, path: Path, server: str, stem: str, cluster_name: str) -> None:
+    def kubeconfig(self, path: Path, server: str, stem: str, cluster_name: str, *,
+                   tls_server_name: str | None = None) -> None:
         """A kubeconfig for the client certificate ``stem``, with everything embedded (one file to
-        hand out, as ``kubectl config view --flatten`` would write it); 0600, atomically."""
+        hand out, as ``kubectl config view --flatten`` would write it); 0600, atomically.
+        ``tls_server_name``: the name to check the server's certificate for, where ``server``'s address
+        is not among its names."""
         b64 = lambda p: base64.b64encode(p.read_bytes()).decode()  # noqa: E731
+        cluster = {"server": server, "certificate-authority-data": b64(self.ca_cert),
+                   **({"tls-server-name": tls_server_name} if tls_server_name else {})}
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": cluster_name,
-            "clusters": [{"name": cluster_name, "cluster": {"server": server,
-                                                            "certificate-authority-data": b64(self.ca_cert)}}],
+            "clusters": [{"name": cluster_name, "cluster": cluster}],
             "users": [{"name": stem, "user": {"client-certificate-data": b64(self.path(f"{stem}.crt")),
                                               "client-key-data": b64(self.path(f"{stem}.key"))}}],
             "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": stem}}],

@@ -8,6 +8,11 @@ arguments and ``$SLURMCTLD_OPTIONS``/``$SLURMD_OPTIONS``/``$SACKD_OPTIONS``/``$S
 daemons' options, daemons run in the foreground, ``$POD_CPUS``/``$POD_MEMORY``/``$POD_TOPOLOGY`` become
 slurmd ``--conf`` items; SlurmUser ``slurm`` is uid/gid 401 as the operator's pods run it.
 
+Each of Slinky's images is also named as the rendered manifests name it
+(``ghcr.io/slinkyproject/<component>:<tag>``, ``cluster/spec.py``'s tag of the release): the same
+manifest under a second name, so the operator's pods run here from manifests applied unchanged (the
+kubelet never pulls; on a node that holds the name, ``IfNotPresent`` takes the local image).
+
 The root's Slurm executables are relinked to the root's own loader and libraries by absolute path on
 this machine (``roots.relink``); inside the image that path is a symbolic link to ``/``, so the same
 files run there unchanged.
@@ -22,8 +27,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from slinkyml.cluster.spec import IMAGE_REGISTRY, SLURM_IMAGE_TAGS
 from slinkyml.dev import roots
 from slinkyml.dev.images import BaseTree, Entry, ImageSpec, write_oci_archive
 from slinkyml.dev.process import exclusive_lock
@@ -33,19 +40,21 @@ from slinkyml.errors import SlinkyError
 SLURM_UID = 401
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "images"
 REGISTRY = "slinkyml.local"
-#: image -> (entrypoint, default arguments), as Slinky's images of that name start (theirs put ``tini -g --``
-#: before slurmdbd and slurmrestd; here the daemon is the container's first process, which reaps its own)
+#: image -> (entrypoint, default arguments), as Slinky's images of that name start (SlinkyProject/containers,
+#: schedmd/slurm/26.05: ENTRYPOINT and CMD of each target; the operator sets only arguments, never a command)
 ENTRYPOINT = "/usr/local/bin/entrypoint.sh"
 BUILD_TIMEOUT_S = 1800
 COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "slurmctld": ((ENTRYPOINT,), ()),
     "slurmd": ((ENTRYPOINT,), ()),
     "login": ((ENTRYPOINT,), ()),
-    "slurmdbd": (("slurmdbd", "-D"), ()),
-    "slurmrestd": (("slurmrestd",), ("0.0.0.0:6820",)),
+    "slurmdbd": (("tini", "-g", "--", "slurmdbd", "-D"), ()),
+    "slurmrestd": (("tini", "-g", "--", "slurmrestd"), ("0.0.0.0:6820",)),
     # not one of Slinky's: the database slurmdbd needs (the operator's charts take mariadb-operator's)
     "mariadb": ((ENTRYPOINT,), ()),
 }
+#: the images Slinky publishes under these names, which the rendered manifests use
+SLINKY_COMPONENTS = ("slurmctld", "slurmd", "login", "slurmdbd", "slurmrestd")
 #: in every image: the operator's initconf step (Slurm's files owned by SlurmUser, 0600)
 INITCONF = "/usr/local/bin/initconf.sh"
 
@@ -53,9 +62,10 @@ INITCONF = "/usr/local/bin/initconf.sh"
 #: what the images need beyond the dev cluster's root: sackd and sshd for the login image (Slinky's login
 #: image runs both); systemd-standalone-sysusers satisfies openssh-server's "systemd | ..." without systemd;
 #: the shared libraries that the host's Python and torch, mounted into the pods for the local run, load
-#: from the system (ctypes: libffi.so.8, torch: libgomp.so.1); Debian's MariaDB for the accounting database
+#: from the system (ctypes: libffi.so.8, torch: libgomp.so.1); Debian's MariaDB for the accounting database;
+#: tini, which Slinky's slurmdbd and slurmrestd images start under and the operator's reconfigure sidecar runs
 IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers", "libffi8", "libgomp1",
-                        "mariadb-server")
+                        "mariadb-server", "tini")
 IMAGE_ROOT_MARKER = ".slinkyml-image-root.json"
 POLICY_RC_D = "#!/bin/sh\n# no service starts while packages install into an image root\nexit 101\n"
 
@@ -128,6 +138,11 @@ def image_name(component: str, release: str) -> str:
     return f"{REGISTRY}/{component}:{release}-debian-{roots.RELEASES[release]}"
 
 
+def slinky_name(component: str, release: str) -> str:
+    """The name the rendered manifests give Slinky's image of ``component`` for ``release``."""
+    return f"{IMAGE_REGISTRY}/{component}:{SLURM_IMAGE_TAGS[release]}"
+
+
 def _with_slurm_id(text: str, uid: int) -> tuple[str, int]:
     """``/etc/passwd`` or ``/etc/group`` text with user/group ``slurm`` at ``uid``; also its old id."""
     m = re.search(r"^slurm:[^:]*:(\d+):", text, re.MULTILINE)
@@ -163,10 +178,13 @@ def image_specs(root: Path, release: str, relinked_at: Path | None = None) -> li
     for component, (entrypoint, cmd) in COMPONENTS.items():
         script = DATA_DIR / f"{component}-entrypoint.sh"
         own = (Entry(ENTRYPOINT.lstrip("/"), source=script),) if entrypoint == (ENTRYPOINT,) else ()
-        specs.append(ImageSpec(
+        spec = ImageSpec(
             image_name(component, release), (*common, *own), entrypoint=entrypoint, cmd=cmd, base=base,
             env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"SLURM_VERSION={release}"),
-            labels={"org.opencontainers.image.title": component, "slinkyml.io/slurm-release": release}))
+            labels={"org.opencontainers.image.title": component, "slinkyml.io/slurm-release": release})
+        specs.append(spec)
+        if component in SLINKY_COMPONENTS and release in SLURM_IMAGE_TAGS:
+            specs.append(replace(spec, name=slinky_name(component, release)))  # the same manifest and digest
     return specs
 
 

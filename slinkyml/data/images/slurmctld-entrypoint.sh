@@ -9,4 +9,4 @@ set -euo pipefail
 mkdir -p /run/slurmctld
 options="${SLURMCTLD_OPTIONS:-} $*"
 eval "set -- ${options}"
-exec slurmctld -D "$@"
+exec /usr/sbin/slurmctld -D "$@"

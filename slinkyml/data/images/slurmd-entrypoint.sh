@@ -54,4 +54,4 @@ done
 if ((merged == 0 && ${#extra[@]} > 0)); then args+=("--conf" "${extra[*]}"); fi
 
 mkdir -p /run/slurm /var/spool/slurmd
-exec slurmd -D "${args[@]}"
+exec /usr/sbin/slurmd -D "${args[@]}"
