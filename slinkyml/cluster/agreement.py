@@ -14,7 +14,7 @@ from typing import Any
 from slinkyml.cluster.apply import Verdict, dynamic_client, judge
 from slinkyml.cluster.corpus import DEPENDENCIES, Case
 from slinkyml.cluster.issues import Issue
-from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
+from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, after_admission_issues, operator_build_issues
 from slinkyml.cluster.validate import (
     core_issues,
     cross_check,
@@ -33,6 +33,9 @@ OFFLINE_ONLY = {
              "and pod host names after it, which must be DNS-1123 labels",
     "references": "admission does not look referenced objects up (Controller, NodePool, PVC); the operator "
                   "waits for one that never comes",
+    "operator": "the CRD admits it (a Service spec kept open, any string as a Secret name, replicas without "
+                "a scale subresource), but the Service, Deployment or Secret the operator builds from it is "
+                "refused by the API server (port 70000, type Loadbalancer, a Secret named Bad_Name, replicas -1)",
     "runtime": "decided after admission by Karpenter, the device plugins, the scheduler or slurmd (taints, "
                "affinity, allocatable, gres.conf host names, images, FSx parameters)",
 }
@@ -78,7 +81,8 @@ def offline(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | None,
         tagged += [(_stage(kinds[id(o)], i, "admission"), i) for i in validate_object(o) + core_issues(o)]
     tagged += [("admission", i) for i in webhook_issues(ok, webhook_release(operator_version))]
     tagged += [("references", i) for i in cross_check(ok)]
-    tagged += [("runtime", i) for i in runtime_issues(ok, plugin_values)]
+    tagged += [("operator", i) for i in operator_build_issues(ok)]
+    tagged += [("runtime", i) for i in after_admission_issues(ok, plugin_values)]
     return Offline(tuple(tagged))
 
 
@@ -133,7 +137,7 @@ def _words(text: str) -> set[str]:
     return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) > 3}
 
 
-def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+def in_namespace(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
     """The case's objects in a namespace of its own (the Namespace object renamed with them)."""
     spaces = Counter(dig(o, "metadata", "namespace") for o in objs if isinstance(dig(o, "metadata", "namespace"), str))
     old = spaces.most_common(1)[0][0] if spaces else None
@@ -174,7 +178,7 @@ def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None =
     try:
         for n, case in enumerate(cases):
             namespace = f"{prefix}-{n:03d}"
-            objs = _rename(case.objects, namespace)
+            objs = in_namespace(case.objects, namespace)
             start = time.perf_counter()
             found = offline(objs, case.plugin_values, operator_version)
             middle = time.perf_counter()

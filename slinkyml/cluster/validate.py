@@ -23,7 +23,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from slinkyml.cluster import addons
-from slinkyml.cluster.issues import Issue, describe
+from slinkyml.cluster.issues import DNS1123_LABEL, DNS1123_SUBDOMAIN, Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.cluster.schemas import (
     DATE_TIME,
@@ -42,8 +42,6 @@ from slinkyml.specload import load_data_all, read_text
 #: the Kubernetes release whose OpenAPI is vendored (data/openapi/kubernetes.json); another
 #: --kubernetes-version is judged by kubernetes-validate's bundled schemas of that release
 DEFAULT_KUBERNETES_VERSION = "1.36"
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: kinds whose name becomes a Service/pod host name: must be a DNS-1123 *label*.
 LABEL_NAMED = {"Namespace", "Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "MariaDB"}
 CONTAINER_DEF, PODSPEC_DEF = "io.k8s.api.core.v1.Container", "io.k8s.api.core.v1.PodSpec"
@@ -341,16 +339,37 @@ def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: st
             out += _schema_issues(name, container, without_nulls(frag) if vendored else frag, ("spec", field_name), frozenset({"name"}))
         if isinstance(frag, dict):  # the pod the operator builds from it is refused at run time
             out += _quantity_issues(name, f"spec.{field_name}.resources", frag.get("resources"))
+            out += _duplicates(name, f"spec.{field_name}.volumeMounts", frag.get("volumeMounts"), "mountPath")
     for key in ("labels", "annotations"):
         entries = dig(obj, "spec", "template", "metadata", key)
         for k, v in entries.items() if isinstance(entries, dict) else ():
             out += [Issue(name, f"spec.template.metadata.{key}.{k}", why)
                     for why in label_problems(str(k), str(v), key == "labels")]
     pod = dig(obj, "spec", "template", "spec")
+    if isinstance(pod, dict):
+        out += _duplicates(name, "spec.template.spec.volumes", pod.get("volumes"), "name")
+        containers = [*(c for c in pod.get("containers") or [] if isinstance(c, dict)),
+                      *(c for c in pod.get("initContainers") or [] if isinstance(c, dict))] \
+            if isinstance(pod.get("containers") or [], list) and isinstance(pod.get("initContainers") or [], list) else []
+        out += _duplicates(name, "spec.template.spec.containers", containers, "name")
     podspec = _definition(PODSPEC_DEF) if vendored else k8s_validator(kube_version, "podspec-v1.json")
     if isinstance(pod, dict) and podspec is not None:
         out += _schema_issues(name, podspec, without_nulls(pod) if vendored else pod, ("spec", "template", "spec"),
                               frozenset({"containers"}))
+    return out
+
+
+def _duplicates(name: str, path: str, items: Any, key: str) -> list[Issue]:
+    """core/validation's uniqueness of a Pod's volume names, container names (init containers
+    included) and a container's mount paths: list-map keys Go's validation refuses twice."""
+    seen: set[Any] = set()
+    out = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        value = item.get(key) if isinstance(item, dict) else None
+        if isinstance(value, str) and value in seen:
+            out.append(Issue(name, f"{path}[{i}].{key}", f"Duplicate value: {value!r} (the operator's Pod "
+                             "is refused)"))
+        seen.add(value)
     return out
 
 
@@ -488,9 +507,13 @@ def _quantity_issues(name: str, path: str, resources: Any) -> list[Issue]:
     for part in ("requests", "limits"):
         values = resources.get(part) if isinstance(resources, dict) else None
         for key, value in values.items() if isinstance(values, dict) else ():
-            if quantity(value) is None:
+            amount = quantity(value)
+            if amount is None:
                 out.append(Issue(name, f"{path}.{part}.{key}", f"{_short(value)}: quantities must match the regular "
                                  "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+            elif amount < 0:  # core/validation ValidateResourceRequirements: ValidateNonnegativeQuantity
+                out.append(Issue(name, f"{path}.{part}.{key}", f"Invalid value: {_short(value)}: must be greater "
+                                 "than or equal to 0"))
     return out
 
 
@@ -630,19 +653,37 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
 
 #: slurm-operator internal/webhook/controller_webhook.go: config files the operator writes itself
 RESERVED_CONFIG_FILES = ("slurm.conf", "slurmdbd.conf")
-_GO_DURATION = re.compile(r"^([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def go_duration_seconds(text: str) -> float | None:
-    """Go's time.ParseDuration (what metav1.Duration reads), in seconds; None if it does not parse."""
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
+def go_duration_error(text: str) -> str | None:
+    """Go's time.ParseDuration (what metav1.Duration reads): its error message, None if it parses."""
+    body = text[1:] if text[:1] in "+-" else text
     if body == "0":
-        return 0.0
-    if not body or not _GO_DURATION.match(body):
         return None
-    return sign * sum(float(n) * _GO_UNITS[u] for n, _, u in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", body)
+    if not body:
+        return f"time: invalid duration {json.dumps(text)}"
+    while body:
+        number = re.match(r"[0-9]*(\.[0-9]*)?", body)
+        digits = number.group(0) if number else ""
+        if digits.strip(".") == "":
+            return f"time: invalid duration {json.dumps(text)}"
+        body = body[len(digits):]
+        unit = re.match(r"[^0-9.]*", body).group(0)  # type: ignore[union-attr]
+        if not unit:
+            return f"time: missing unit in duration {json.dumps(text)}"
+        if unit not in _GO_UNITS:
+            return f"time: unknown unit {json.dumps(unit)} in duration {json.dumps(text)}"
+        body = body[len(unit):]
+    return None
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """Go's time.ParseDuration, in seconds; None if it does not parse (:func:`go_duration_error`)."""
+    if go_duration_error(text) is not None:
+        return None
+    sign = -1.0 if text.startswith("-") else 1.0
+    return sign * sum(float(n) * _GO_UNITS[u] for n, _, u in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", text)
                       if n not in ("", "."))
 
 
@@ -710,22 +751,25 @@ def webhook_issues(objs: list[dict[str, Any]], release: str | None = None) -> li
             out += _nodeset_webhook(name, spec, rules)
         for path, parse in TYPED_FIELDS.get(str(kind), ()):
             value = dig(spec, *path)
-            if isinstance(value, str) and parse(value) is None:
-                out.append(Issue(name, ".".join(("spec", *path)), f"{_short(value)}: the webhook cannot decode it "
-                                 f"(a {'Go duration like 90m or 24h' if parse is go_duration_seconds else 'RFC 3339 time'})"))
+            problem = parse(value) if isinstance(value, str) else None
+            if problem is not None:
+                out.append(Issue(name, ".".join(("spec", *path)), f"{problem} (the webhook decodes it as a "
+                                 f"{'Go duration like 90m or 24h' if parse is go_duration_error else 'RFC 3339 time'}"
+                                 " first)"))
     return out
 
 
-def _rfc3339(text: str) -> str | None:
-    return text if re.fullmatch(DATE_TIME, text) else None
+def _rfc3339_error(text: str) -> str | None:
+    """metav1.Time's parse (RFC 3339), worded as Go's time.Parse error starts."""
+    return None if re.fullmatch(DATE_TIME, text) else f"parsing time {json.dumps(text)} as \"2006-01-02T15:04:05Z07:00\""
 
 
 #: metav1.Duration / metav1.Time fields of the Slinky types (api/v1beta1): the operator's webhooks
 #: decode the object into them first, so a value Go cannot parse is refused before any rule
 TYPED_FIELDS: dict[str, tuple[tuple[tuple[str, ...], Any], ...]] = {
-    "Token": ((("lifetime",), go_duration_seconds),),
-    "NodeSet": ((("updateStrategy", "scheduledUpdate", "duration"), go_duration_seconds),
-                (("updateStrategy", "scheduledUpdate", "startTime"), _rfc3339)),
+    "Token": ((("lifetime",), go_duration_error),),
+    "NodeSet": ((("updateStrategy", "scheduledUpdate", "duration"), go_duration_error),
+                (("updateStrategy", "scheduledUpdate", "startTime"), _rfc3339_error)),
 }
 
 
