@@ -16,6 +16,7 @@ from slinkyml.cluster.corpus import DEPENDENCIES, Case
 from slinkyml.cluster.issues import Issue
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, after_admission_issues, operator_build_issues
 from slinkyml.cluster.validate import (
+    DROPPED,
     core_issues,
     cross_check,
     validate_object,
@@ -29,6 +30,8 @@ OFFLINE_ONLY = {
     "embedded": "the CRD keeps container and pod-template fields open (x-kubernetes-preserve-unknown-fields); "
                 "the operator copies them into the Pods of its StatefulSets, which the API server refuses then, "
                 "so the NodeSet never gets a pod",
+    "dropped": "the API server drops the field on create without an error (a PVC's dataSource of another "
+               "kind, a cross-namespace dataSourceRef), so what it asks for never happens",
     "names": "custom resources only need a path-segment name, but the operator names Services, StatefulSets "
              "and pod host names after it, which must be DNS-1123 labels",
     "references": "admission does not look referenced objects up (Controller, NodePool, PVC); the operator "
@@ -67,6 +70,8 @@ def _stage(kind: str, issue: Issue, default: str) -> str:
         return "embedded"
     if issue.path == "metadata.name" and kind in SLINKY:
         return "names"
+    if issue.reason.startswith(DROPPED):
+        return "dropped"
     return "admission"
 
 
@@ -154,16 +159,22 @@ def in_namespace(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, A
 
 
 def server(api: Any, dyn: Any, objs: list[dict[str, Any]], namespace: str) -> list[tuple[str, Verdict]]:
-    """Judge a case on the live server: its namespace, Secrets and ConfigMaps applied for real
-    (the Controller webhook reads its ConfigMaps), everything else as a dry-run create."""
+    """Judge a case on the live server: its own Namespace object as a dry-run create (a namespace
+    that exists already takes no spec.finalizers), then its namespace, Secrets and ConfigMaps applied
+    for real (the Controller webhook reads its ConfigMaps), everything else as a dry-run create."""
+    ours = [o for o in objs if isinstance(o, dict) and o.get("kind") == "Namespace"
+            and isinstance(o.get("metadata"), dict) and o["metadata"].get("name") == namespace]
+    rejected = []
+    for o in ours:
+        verdict = judge(api, o, dry_run=True, dynamic=dyn)
+        if verdict is not None and not verdict.accepted:
+            rejected.append((f"Namespace {namespace}", verdict))
     judge(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False,
           dynamic=dyn)
-    rejected = []
     for o in objs:
-        if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict):
+        if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict) or any(o is n for n in ours):
             continue
-        real = o.get("kind") in DEPENDENCIES and (o.get("kind") != "Namespace" or o["metadata"].get("name") ==
-                                                   namespace)
+        real = o.get("kind") in DEPENDENCIES and o.get("kind") != "Namespace"
         verdict = judge(api, o, dry_run=not real, dynamic=dyn)
         if verdict is not None and not verdict.accepted:
             rejected.append((f"{o.get('kind')} {o['metadata'].get('name')}", verdict))

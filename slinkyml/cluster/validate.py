@@ -183,6 +183,8 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
     # the status subresource: the server drops status on create
     body = {k: v for k, v in obj.items() if k != "status"} if schema.status_subresource else obj
     body = without_nulls(body) if schema.core else body
+    body, dropped = pvc_as_created(body)
+    issues += [Issue(name, path, why) for path, why in dropped]
     structural = _schema_issues(name, schema.validator, body)
     issues += structural
     replicas = dig(obj, *schema.replicas_path) if schema.replicas_path else None
@@ -197,6 +199,35 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
     if slinky:
         issues += _embedded_issues(obj, name, kind, kube_version)
     return issues
+
+
+#: what the API server drops from a PVC on create before validating it (pkg/api/persistentvolumeclaim
+#: util.go: DropDisabledFields, EnforceDataSourceBackwardsCompatibility)
+DROPPED = "dropped by the API server on create, without a word"
+PVC_DATA_SOURCES = (("PersistentVolumeClaim", ""), ("VolumeSnapshot", "snapshot.storage.k8s.io"))
+
+
+def pvc_as_created(obj: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A PVC as the server validates it on create, and (field, why) of each part it dropped: a
+    dataSourceRef with a namespace (CrossNamespaceVolumeDataSource is alpha, off); then, without a
+    dataSourceRef, a dataSource that is not a PersistentVolumeClaim or VolumeSnapshot."""
+    spec = obj.get("spec")
+    if obj.get("kind") != "PersistentVolumeClaim" or not isinstance(spec, dict):
+        return obj, []
+    spec = dict(spec)
+    dropped = []
+    ref = spec.get("dataSourceRef")
+    if isinstance(ref, dict) and ref.get("namespace"):
+        del spec["dataSourceRef"]
+        dropped.append(("spec.dataSourceRef", f"{DROPPED}: a namespace in it needs the CrossNamespaceVolumeDataSource "
+                        "feature gate (alpha, off), so the volume is made empty"))
+    source = spec.get("dataSource")
+    if spec.get("dataSourceRef") is None and isinstance(source, dict) \
+            and (source.get("kind"), source.get("apiGroup") or "") not in PVC_DATA_SOURCES:
+        del spec["dataSource"]
+        dropped.append(("spec.dataSource", f"{DROPPED}: without dataSourceRef only a PersistentVolumeClaim or a "
+                        "snapshot.storage.k8s.io VolumeSnapshot is kept, so the volume is made empty"))
+    return {**obj, "spec": spec}, dropped
 
 
 def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
@@ -242,12 +273,14 @@ OWNER_REFERENCE = {"apiVersion": str, "kind": str, "name": str, "uid": str, "con
                    "blockOwnerDeletion": bool}
 
 
-def finalizer_problems(value: Any) -> list[str]:
-    """apimachinery ValidateFinalizerName: a qualified name; without a '/', a standard one."""
+def finalizer_problems(value: Any, kube: bool = True) -> list[str]:
+    """apimachinery ValidateFinalizerName (metadata.finalizers): a qualified name; ``kube``: core's
+    ValidateFinalizerName too (a Namespace's spec.finalizers): without a '/', a standard one (for
+    metadata.finalizers that is only a warning since Kubernetes 1.28, the server admits it)."""
     if not isinstance(value, str):
         return [f"expected string, got {_json_type(value)} {_short(value)}"]
     out = label_problems(value, "", False)
-    if not out and "/" not in value and value not in STANDARD_FINALIZERS:
+    if kube and not out and "/" not in value and value not in STANDARD_FINALIZERS:
         out.append(f"Invalid value: {_short(value)}: name is neither a standard finalizer name nor is it "
                    "fully qualified")
     return out
@@ -269,7 +302,7 @@ def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any) -> list[Issue
     if finalizers is not None and not isinstance(finalizers, list):
         out.append(Issue(name, "metadata.finalizers", f"expected array, got {_json_type(finalizers)}"))
     for i, item in enumerate(finalizers if isinstance(finalizers, list) else []):
-        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item)]
+        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item, kube=False)]
     owners = meta.get("ownerReferences")
     if owners is not None and not isinstance(owners, list):
         out.append(Issue(name, "metadata.ownerReferences", f"expected array, got {_json_type(owners)}"))
@@ -390,10 +423,17 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
     classes = {o["metadata"].get("name"): o for o in ok if o.get("kind") == "EC2NodeClass"}
     types = load_instance_types()
 
+    named = {(o.get("kind"), o["metadata"].get("name")) for o in ok}
     for o in ok:
         kind, ns = o.get("kind"), o["metadata"].get("namespace")
         spec = mapping(o.get("spec"))
         name = describe(o)
+        owners = o["metadata"].get("ownerReferences")
+        for i, owner in enumerate(owners if isinstance(owners, list) else []):
+            if isinstance(owner, dict) and (owner.get("kind"), owner.get("name")) not in named:
+                out.append(Issue(name, f"metadata.ownerReferences[{i}]", f"owner {owner.get('kind')} "
+                                 f"{owner.get('name')!r} is not among the objects: the garbage collector deletes "
+                                 "this object at once unless that owner exists with that uid"))
         ref = dig(spec, "controllerRef", "name")
         if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers \
                 and (ref or kind == "RestApi"):  # an empty one on the others: the webhook's finding
@@ -616,7 +656,7 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
             out.append(Issue(name, "volumeBindingMode", f"Unsupported value: {_short(o['volumeBindingMode'])}: "
                              "supported values: \"Immediate\", \"WaitForFirstConsumer\""))
     if kind == "PersistentVolumeClaim":
-        spec = mapping(o.get("spec"))
+        spec = mapping(pvc_as_created(o)[0].get("spec"))
         modes = spec.get("accessModes")
         if not modes:
             out.append(Issue(name, "spec.accessModes", "Required value: at least 1 access mode is required"))
