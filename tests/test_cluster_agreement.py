@@ -150,8 +150,8 @@ def test_go_duration_errors_in_go_words() -> None:
 
 
 def test_learnt_from_the_live_plane(h100: Any) -> None:
-    """Cases the webhook-on plane sorted: a finalizer without a domain is only a warning in
-    metadata (an error in a Namespace's spec); a PVC data source the server drops on create is
+    """Cases the webhook-on plane sorted: a finalizer without a domain is only a warning in a
+    custom resource's metadata (an error in a Kubernetes kind's, and in a Namespace's spec); a PVC data source the server drops on create is
     "dropped", not an admission error; an owner that is not among the objects is a reference."""
     objs = copy.deepcopy(h100.objects)
     _one(objs, "Controller")["metadata"]["finalizers"] = ["cleanup"]
@@ -161,7 +161,9 @@ def test_learnt_from_the_live_plane(h100: Any) -> None:
     pvc["spec"]["dataSource"] = {"kind": "Foo", "name": ""}
     _one(objs, "ConfigMap")["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
                                                               "uid": "0b4f4c0e-1"}]
+    _one(objs, "Secret")["metadata"]["finalizers"] = ["cleanup"]
     found = {(stage, i.path) for stage, i in offline(objs, h100.plugin_values).issues}
-    assert found == {("admission", "spec.finalizers[0]"), ("dropped", "spec.dataSource"),
+    assert found == {("admission", "spec.finalizers[0]"), ("admission", "metadata.finalizers[0]"),
+                     ("dropped", "spec.dataSource"),
                      ("references", "metadata.ownerReferences[0]")}, found
     assert pvc_as_created(_one(h100.objects, "PersistentVolumeClaim"))[1] == []

@@ -262,7 +262,9 @@ def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
                 out.append(Issue(name, f"metadata.{key}.{k}", f"expected string, got {_json_type(v)} {_short(v)}"))
                 continue
             out += [Issue(name, f"metadata.{key}.{k}", why) for why in label_problems(str(k), v, key == "labels")]
-    return out + _object_meta_rules(meta, name, kind)
+    api = obj.get("apiVersion")
+    core = isinstance(api, str) and isinstance(kind, str) and core_kind(api, kind) is not None
+    return out + _object_meta_rules(meta, name, kind, core)
 
 
 #: apimachinery's finalizer names that need no domain prefix (metav1 and core)
@@ -274,9 +276,9 @@ OWNER_REFERENCE = {"apiVersion": str, "kind": str, "name": str, "uid": str, "con
 
 
 def finalizer_problems(value: Any, kube: bool = True) -> list[str]:
-    """apimachinery ValidateFinalizerName (metadata.finalizers): a qualified name; ``kube``: core's
-    ValidateFinalizerName too (a Namespace's spec.finalizers): without a '/', a standard one (for
-    metadata.finalizers that is only a warning since Kubernetes 1.28, the server admits it)."""
+    """apimachinery ValidateFinalizerName: a qualified name; ``kube``: core's ValidateFinalizerName
+    too (a Kubernetes kind's metadata.finalizers, a Namespace's spec.finalizers): without a '/', a
+    standard one. A custom resource's finalizer without a domain is only a warning: admitted."""
     if not isinstance(value, str):
         return [f"expected string, got {_json_type(value)} {_short(value)}"]
     out = label_problems(value, "", False)
@@ -286,9 +288,10 @@ def finalizer_problems(value: Any, kube: bool = True) -> list[str]:
     return out
 
 
-def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any) -> list[Issue]:
-    """ValidateObjectMeta's rules beyond names and labels: generateName, finalizers, owner
-    references and the annotations' total size."""
+def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any, core: bool) -> list[Issue]:
+    """ValidateObjectMeta's rules beyond names and labels: generateName, finalizers (``core``: a
+    Kubernetes kind, whose finalizers core's ValidateFinalizerName judges; a custom resource's only
+    apimachinery's), owner references and the annotations' total size."""
     out = []
     prefix = meta.get("generateName")
     if prefix is not None:
@@ -302,7 +305,7 @@ def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any) -> list[Issue
     if finalizers is not None and not isinstance(finalizers, list):
         out.append(Issue(name, "metadata.finalizers", f"expected array, got {_json_type(finalizers)}"))
     for i, item in enumerate(finalizers if isinstance(finalizers, list) else []):
-        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item, kube=False)]
+        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item, kube=core)]
     owners = meta.get("ownerReferences")
     if owners is not None and not isinstance(owners, list):
         out.append(Issue(name, "metadata.ownerReferences", f"expected array, got {_json_type(owners)}"))
