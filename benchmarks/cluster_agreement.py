@@ -10,7 +10,7 @@ With --schema: the corpus generated from the schemas (slinkyml/cluster/schemacor
 cases) instead, its confusion table per kind. --offline-verdicts FILE writes that corpus's offline
 verdicts (tests/data/schema_corpus_verdicts.json, compared by tests/test_cluster_schemacorpus.py)
 and needs no plane.
-Usage: .venv/bin/python benchmarks/cluster_agreement.py [--seed N] [--no-placement] [--schema [--limit N]]
+Usage: .venv/bin/python benchmarks/cluster_agreement.py [--seed N] [--no-placement] [--schema [--limit N] [--only TEXT]]
        .venv/bin/python benchmarks/cluster_agreement.py --offline-verdicts tests/data/schema_corpus_verdicts.json
 """
 
@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--no-placement", action="store_true", help="only the agreement corpus")
     parser.add_argument("--schema", action="store_true", help="the corpus generated from the schemas")
     parser.add_argument("--limit", type=int, default=0, help="--schema: every Nth case only (0: all)")
+    parser.add_argument("--only", metavar="TEXT", help="--schema: only the cases whose name contains TEXT")
     parser.add_argument("--offline-verdicts", metavar="FILE", help="write the generated corpus's offline verdicts")
     args = parser.parse_args()
     if args.offline_verdicts:
@@ -49,6 +50,8 @@ def main() -> None:
     corpus = schemacorpus.cases() if args.schema else cases(args.seed)
     if args.schema and args.limit:
         corpus = corpus[::args.limit]
+    if args.schema and args.only:
+        corpus = [c for c in corpus if args.only in c.name]
     start = time.perf_counter()
     rows = run(api, corpus, prefix=f"agree-{secrets.token_hex(3)}",
                operator_version=plane.versions().get("slurm-operator"))

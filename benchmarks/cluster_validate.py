@@ -1,8 +1,12 @@
 """`slinkyml cluster validate` of the examples: whole process, this tree against a git revision
 (default: the one before the real-schema validation, 7ae8fd3), in alternating ABBA rounds; then
-in-process, the validation of the rendered objects with and without the CEL rules (ABBA too).
+in-process, the validation of the rendered objects with and without the CEL rules (ABBA too);
+with --server, in-process validation against the live API server's judgement of the same objects
+(the local plane, `slinkyml dev kube up`, brought up if it is not running; ABBA rounds, each in a
+namespace of its own: the Namespace, Secrets and ConfigMaps created, the rest dry-run applied, as
+:func:`slinkyml.cluster.agreement.server` judges a case).
 
-    .venv/bin/python benchmarks/cluster_validate.py [--rounds 11] [--against REF]
+    .venv/bin/python benchmarks/cluster_validate.py [--rounds 11] [--against REF] [--server]
 
 The machine is shared: each figure is printed with its baseline from the same rounds (medians and
 minima), never asserted.
@@ -69,11 +73,57 @@ def in_process(rounds: int) -> None:
         print(f"  {label:12} median {statistics.median(values) * 1000:6.1f} ms  min {min(values) * 1000:6.1f} ms")
 
 
+def against_server(rounds: int) -> None:
+    import secrets
+
+    from slinkyml.cluster import EXAMPLES_DIR, load_spec
+    from slinkyml.cluster.agreement import delete_namespaces, in_namespace, server
+    from slinkyml.cluster.apply import dynamic_client
+    from slinkyml.cluster.render import render
+    from slinkyml.cluster.validate import validate_objects
+    from slinkyml.dev.kube import KubeControlPlane
+
+    plane = KubeControlPlane().up()
+    api = plane.api()
+    dyn = dynamic_client(api)
+    operator = plane.versions().get("slurm-operator")
+    prefix = f"bench-{secrets.token_hex(3)}"
+    names: list[str] = []
+    try:
+        for example in ("cpu-small", "h100-efa"):
+            names = [f"{prefix}-{example}-{i}" for i in range(rounds + 1)]
+            rendered = render(load_spec(EXAMPLES_DIR / example / "cluster.yaml"))
+            server(api, dyn, in_namespace(rendered.objects, names[-1]), names[-1])  # warm discovery
+            validate_objects(rendered.objects, plugin_values=rendered.plugin_values, webhook=operator)
+            times: dict[str, list[float]] = {"offline": [], "server": []}
+            for i in range(rounds):
+                objs = in_namespace(rendered.objects, names[i])
+                for side in (("offline", "server") if i % 2 == 0 else ("server", "offline")):
+                    start = time.perf_counter()
+                    if side == "offline":
+                        validate_objects(objs, plugin_values=rendered.plugin_values, webhook=operator)
+                    else:
+                        server(api, dyn, objs, names[i])
+                    times[side].append(time.perf_counter() - start)
+            delete_namespaces(api, names)
+            print(f"\n{example} ({len(rendered.objects)} objects), in process, {rounds} ABBA rounds against "
+                  f"the live API server (slurm-operator {operator} webhook):")
+            for side, values in times.items():
+                print(f"  {side:8} median {statistics.median(values) * 1000:7.1f} ms  min {min(values) * 1000:7.1f} ms")
+            print(f"  offline / server (medians): {statistics.median(times['offline']) / statistics.median(times['server']):.3f}x")
+    finally:
+        delete_namespaces(api, names)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--against", default="7ae8fd3", metavar="REF")
+    ap.add_argument("--server", action="store_true", help="only the in-process figure against the live API server")
     args = ap.parse_args()
+    if args.server:
+        against_server(args.rounds)
+        return
     with tempfile.TemporaryDirectory(prefix="slinkyml-validate-") as tmp:
         ref = Path(tmp)
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.against], capture_output=True,

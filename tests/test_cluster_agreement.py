@@ -19,8 +19,10 @@ from slinkyml.cluster.corpus import SERVED, cases
 from slinkyml.cluster.render import render
 from slinkyml.cluster.validate import (
     core_issues,
+    go_duration_error,
     go_duration_seconds,
     label_problems,
+    pvc_as_created,
     webhook_issues,
     webhook_release,
 )
@@ -137,3 +139,31 @@ def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, corpus: l
                    for r in rows if r.unexplained]
     assert unexplained == [], "\n".join(unexplained)
     assert sum(r.server_rejected for r in rows) > 60  # the server had plenty to refuse
+
+
+def test_go_duration_errors_in_go_words() -> None:
+    """What the webhooks answer when metav1.Duration cannot decode (time.ParseDuration's errors)."""
+    assert go_duration_error("1d") == 'time: unknown unit "d" in duration "1d"'
+    assert go_duration_error("1") == 'time: missing unit in duration "1"'
+    assert go_duration_error("x") == 'time: invalid duration "x"'
+    assert [go_duration_error(d) for d in ("0", "90m", "1h30m", "-5m", "1.5s")] == [None] * 5
+
+
+def test_learnt_from_the_live_plane(h100: Any) -> None:
+    """Cases the webhook-on plane sorted: a finalizer without a domain is only a warning in a
+    custom resource's metadata (an error in a Kubernetes kind's, and in a Namespace's spec); a PVC data source the server drops on create is
+    "dropped", not an admission error; an owner that is not among the objects is a reference."""
+    objs = copy.deepcopy(h100.objects)
+    _one(objs, "Controller")["metadata"]["finalizers"] = ["cleanup"]
+    namespace = _one(objs, "Namespace")
+    namespace["spec"] = {"finalizers": ["cleanup"]}
+    pvc = _one(objs, "PersistentVolumeClaim")
+    pvc["spec"]["dataSource"] = {"kind": "Foo", "name": ""}
+    _one(objs, "ConfigMap")["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                                                              "uid": "0b4f4c0e-1"}]
+    _one(objs, "Secret")["metadata"]["finalizers"] = ["cleanup"]
+    found = {(stage, i.path) for stage, i in offline(objs, h100.plugin_values).issues}
+    assert found == {("admission", "spec.finalizers[0]"), ("admission", "metadata.finalizers[0]"),
+                     ("dropped", "spec.dataSource"),
+                     ("references", "metadata.ownerReferences[0]")}, found
+    assert pvc_as_created(_one(h100.objects, "PersistentVolumeClaim"))[1] == []

@@ -14,8 +14,9 @@ from typing import Any
 from slinkyml.cluster.apply import Verdict, dynamic_client, judge
 from slinkyml.cluster.corpus import DEPENDENCIES, Case
 from slinkyml.cluster.issues import Issue
-from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
+from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, after_admission_issues, operator_build_issues
 from slinkyml.cluster.validate import (
+    DROPPED,
     core_issues,
     cross_check,
     validate_object,
@@ -29,10 +30,15 @@ OFFLINE_ONLY = {
     "embedded": "the CRD keeps container and pod-template fields open (x-kubernetes-preserve-unknown-fields); "
                 "the operator copies them into the Pods of its StatefulSets, which the API server refuses then, "
                 "so the NodeSet never gets a pod",
+    "dropped": "the API server drops the field on create without an error (a PVC's dataSource of another "
+               "kind, a cross-namespace dataSourceRef), so what it asks for never happens",
     "names": "custom resources only need a path-segment name, but the operator names Services, StatefulSets "
              "and pod host names after it, which must be DNS-1123 labels",
     "references": "admission does not look referenced objects up (Controller, NodePool, PVC); the operator "
                   "waits for one that never comes",
+    "operator": "the CRD admits it (a Service spec kept open, any string as a Secret name, replicas without "
+                "a scale subresource), but the Service, Deployment or Secret the operator builds from it is "
+                "refused by the API server (port 70000, type Loadbalancer, a Secret named Bad_Name, replicas -1)",
     "runtime": "decided after admission by Karpenter, the device plugins, the scheduler or slurmd (taints, "
                "affinity, allocatable, gres.conf host names, images, FSx parameters)",
 }
@@ -64,6 +70,8 @@ def _stage(kind: str, issue: Issue, default: str) -> str:
         return "embedded"
     if issue.path == "metadata.name" and kind in SLINKY:
         return "names"
+    if issue.reason.startswith(DROPPED):
+        return "dropped"
     return "admission"
 
 
@@ -78,7 +86,8 @@ def offline(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | None,
         tagged += [(_stage(kinds[id(o)], i, "admission"), i) for i in validate_object(o) + core_issues(o)]
     tagged += [("admission", i) for i in webhook_issues(ok, webhook_release(operator_version))]
     tagged += [("references", i) for i in cross_check(ok)]
-    tagged += [("runtime", i) for i in runtime_issues(ok, plugin_values)]
+    tagged += [("operator", i) for i in operator_build_issues(ok)]
+    tagged += [("runtime", i) for i in after_admission_issues(ok, plugin_values)]
     return Offline(tuple(tagged))
 
 
@@ -133,7 +142,7 @@ def _words(text: str) -> set[str]:
     return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) > 3}
 
 
-def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+def in_namespace(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
     """The case's objects in a namespace of its own (the Namespace object renamed with them)."""
     spaces = Counter(dig(o, "metadata", "namespace") for o in objs if isinstance(dig(o, "metadata", "namespace"), str))
     old = spaces.most_common(1)[0][0] if spaces else None
@@ -150,16 +159,22 @@ def _rename(objs: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
 
 
 def server(api: Any, dyn: Any, objs: list[dict[str, Any]], namespace: str) -> list[tuple[str, Verdict]]:
-    """Judge a case on the live server: its namespace, Secrets and ConfigMaps applied for real
-    (the Controller webhook reads its ConfigMaps), everything else as a dry-run create."""
+    """Judge a case on the live server: its own Namespace object as a dry-run create (a namespace
+    that exists already takes no spec.finalizers), then its namespace, Secrets and ConfigMaps applied
+    for real (the Controller webhook reads its ConfigMaps), everything else as a dry-run create."""
+    ours = [o for o in objs if isinstance(o, dict) and o.get("kind") == "Namespace"
+            and isinstance(o.get("metadata"), dict) and o["metadata"].get("name") == namespace]
+    rejected = []
+    for o in ours:
+        verdict = judge(api, o, dry_run=True, dynamic=dyn)
+        if verdict is not None and not verdict.accepted:
+            rejected.append((f"Namespace {namespace}", verdict))
     judge(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False,
           dynamic=dyn)
-    rejected = []
     for o in objs:
-        if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict):
+        if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict) or any(o is n for n in ours):
             continue
-        real = o.get("kind") in DEPENDENCIES and (o.get("kind") != "Namespace" or o["metadata"].get("name") ==
-                                                   namespace)
+        real = o.get("kind") in DEPENDENCIES and o.get("kind") != "Namespace"
         verdict = judge(api, o, dry_run=not real, dynamic=dyn)
         if verdict is not None and not verdict.accepted:
             rejected.append((f"{o.get('kind')} {o['metadata'].get('name')}", verdict))
@@ -174,7 +189,7 @@ def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None =
     try:
         for n, case in enumerate(cases):
             namespace = f"{prefix}-{n:03d}"
-            objs = _rename(case.objects, namespace)
+            objs = in_namespace(case.objects, namespace)
             start = time.perf_counter()
             found = offline(objs, case.plugin_values, operator_version)
             middle = time.perf_counter()

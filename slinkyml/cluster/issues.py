@@ -3,10 +3,15 @@ checks (:mod:`.validate`) and the run-time rules (:mod:`.runtime_checks`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from slinkyml.kube import mapping
+
+#: apimachinery's IsDNS1123Label / IsDNS1123Subdomain (lengths checked beside them: 63 / 253)
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from functools import lru_cache
 from typing import Any
 
 from slinkyml.cluster import addons
-from slinkyml.cluster.issues import Issue, describe
+from slinkyml.cluster.issues import DNS1123_SUBDOMAIN, Issue, describe
+from slinkyml.cluster.schemas import core_kind
 from slinkyml.instances import InstanceType, load_instance_types
 from slinkyml.kube import dig, quantity
 from slinkyml.slurm.hostlist import HostlistError, expand_hostlist
@@ -455,9 +456,126 @@ def fsx_issues(o: dict[str, Any]) -> list[Issue]:
     return out
 
 
+# ---------------------------------------------------------------- what the operator builds
+
+
+#: Slinky kinds whose ``spec.service`` becomes a Service (slurm-operator v1.2.1
+#: internal/builder/*/*_service.go: the spec's ServiceSpec, plus one port of the operator's own
+#: from ``service.port``/``service.nodePort``); the CRD keeps ``service.spec`` open
+SERVICE_KINDS = ("Controller", "LoginSet", "RestApi", "Accounting")
+#: kinds whose replicas go to a Deployment, not a scale subresource the API server checks
+#: (restapibuilder/restapi_app.go: Replicas: restapi.Spec.Replicas)
+DEPLOYMENT_REPLICAS = ("RestApi",)
+#: k8s.io/kubernetes pkg/apis/core/validation ValidateService: supportedServiceType, supportedPortProtocols
+SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")
+BUILT = "the CRD admits it, but the operator's {what} built from it is refused by the API server"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _port_problem(value: Any, zero_ok: bool) -> str | None:
+    """apimachinery IsValidPortNum (1-65535); 0 where the field means unset."""
+    if not _is_int(value) or (zero_ok and value == 0) or 1 <= value <= 65535:
+        return None
+    return f"Invalid value: {value}: must be between 1 and 65535, inclusive"
+
+
+def service_issues(o: dict[str, Any]) -> list[Issue]:
+    """The Service the operator makes of ``spec.service``: its port and nodePort, the ServiceSpec's
+    types (corev1.ServiceSpec, the vendored OpenAPI), type, port numbers and protocols."""
+    service = dig(o, "spec", "service")
+    if o.get("kind") not in SERVICE_KINDS or not isinstance(service, dict):
+        return []
+    why = BUILT.format(what="Service")
+    out = []
+    for key in ("port", "nodePort"):
+        problem = _port_problem(service.get(key), zero_ok=True)
+        if problem:
+            out.append(Issue(describe(o), f"spec.service.{key}", f"{problem} ({why})"))
+    spec = service.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    found = core_kind("", "io.k8s.api.core.v1.ServiceSpec")
+    typed = [e for e in found.validator.iter_errors(spec) if e.validator != "additionalProperties"] if found else []
+    for e in typed:  # Go's decoder fails on a wrong type; unknown fields it drops
+        where = ".".join(["spec.service.spec", *map(str, e.absolute_path)])
+        out.append(Issue(describe(o), where, f"{' '.join(str(e.message).split())[:120]} ({why})"))
+    if typed:
+        return out
+    kind = spec.get("type")
+    if kind is not None and kind not in SERVICE_TYPES:
+        out.append(Issue(describe(o), "spec.service.spec.type", f"Unsupported value: {kind!r}: supported values: "
+                         f"{', '.join(SERVICE_TYPES)} ({why})"))
+    for i, port in enumerate(_dicts(spec.get("ports"))):
+        for key, zero_ok in (("port", False), ("nodePort", True)):
+            problem = _port_problem(port.get(key), zero_ok)
+            if problem:
+                out.append(Issue(describe(o), f"spec.service.spec.ports[{i}].{key}", f"{problem} ({why})"))
+        if port.get("protocol") not in (None, *PORT_PROTOCOLS):
+            out.append(Issue(describe(o), f"spec.service.spec.ports[{i}].protocol", f"Unsupported value: "
+                             f"{port['protocol']!r}: supported values: {', '.join(PORT_PROTOCOLS)} ({why})"))
+    return out
+
+
+def _refs(value: Any, path: str) -> Iterator[tuple[str, str, Any]]:
+    """(path, field name, the ref) of every ``...KeyRef``/``secretRef``/``...ConfRef`` (a Secret's
+    key selector) and ``...Refs`` item (a ConfigMap) below a Slinky spec."""
+    for key, sub in value.items() if isinstance(value, dict) else ():
+        here = f"{path}.{key}"
+        if key.endswith(("KeyRef", "secretRef", "ConfRef")) and isinstance(sub, dict):
+            yield here, "Secret", sub.get("name")
+        elif key.endswith("Refs") and isinstance(sub, list):
+            for i, item in enumerate(sub):
+                if isinstance(item, dict):
+                    yield f"{here}[{i}].name", "ConfigMap", item.get("name")
+        elif isinstance(sub, dict) and key not in ("template", "service") and not key.endswith("Ref"):
+            yield from _refs(sub, here)
+
+
+def reference_name_issues(o: dict[str, Any]) -> list[Issue]:
+    """A Secret or ConfigMap a Slinky object names must be able to exist: the CRD takes any string,
+    but no object can have a name that is not a DNS-1123 subdomain, so the operator waits for it (or,
+    for a Token's ``secretRef``, fails to create it) for ever."""
+    if not str(o.get("apiVersion", "")).startswith("slinky.slurm.net/"):
+        return []
+    out = []
+    for path, kind, name in _refs(o.get("spec"), "spec"):
+        if isinstance(name, str) and name and (not DNS1123_SUBDOMAIN.match(name) or len(name) > 253):
+            out.append(Issue(describe(o), path if path.endswith(".name") else f"{path}.name",
+                             f"Invalid value: {name!r}: a {kind} name must be a lowercase RFC 1123 subdomain; the CRD "
+                             f"admits it, but no {kind} can be named so and the operator never finds it"))
+    return out
+
+
+def deployment_replicas_issues(o: dict[str, Any]) -> list[Issue]:
+    replicas = dig(o, "spec", "replicas")
+    if o.get("kind") in DEPLOYMENT_REPLICAS and _is_int(replicas) and replicas < 0:
+        return [Issue(describe(o), "spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0 "
+                      f"({BUILT.format(what='Deployment')})")]
+    return []
+
+
+def operator_build_issues(objs: list[dict[str, Any]]) -> list[Issue]:
+    """What passes admission but makes the operator build an object the API server refuses."""
+    out: list[Issue] = []
+    for o in objs:
+        if isinstance(o, dict) and isinstance(o.get("metadata"), dict):
+            out += service_issues(o) + reference_name_issues(o) + deployment_replicas_issues(o)
+    return out
+
+
 def runtime_issues(objs: list[dict[str, Any]],
                    plugin_values: dict[str, dict[str, Any]] | None = None) -> list[Issue]:
     """Every run-time rule over a set of objects (one cluster's render, or a folder of them)."""
+    return operator_build_issues(objs) + after_admission_issues(objs, plugin_values)
+
+
+def after_admission_issues(objs: list[dict[str, Any]],
+                           plugin_values: dict[str, dict[str, Any]] | None = None) -> list[Issue]:
+    """What Karpenter, the device plugins, the scheduler and slurmd decide once the objects exist."""
     objs = [o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)]
     out: list[Issue] = []
     for o in objs:

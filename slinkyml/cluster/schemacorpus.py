@@ -1,7 +1,8 @@
 """A corpus generated from the schemas, not hand-picked: for every field of every kind the examples
 render (its schema from :mod:`.schemas`), its type, enum, pattern, format and bounds violated and
 valid variants beside them; every CEL rule violated where a violating value can be built (searched
-offline among values the rule and the schema suggest); ObjectMeta's rules. Each case is one
+offline among values the rule and the schema suggest); ObjectMeta's rules; the operator's webhook
+rules and what breaks the objects the operator builds (:data:`OPERATOR_CASES`). Each case is one
 example's render with one object changed, judged offline (:mod:`.agreement`) and by the live API
 server (benchmarks/cluster_agreement.py --schema, tests/test_cluster_agreement.py).
 """
@@ -286,6 +287,79 @@ META_CASES = (
 )
 
 
+#: (kind, what, path below the object, value): what admission takes but the operator's webhook
+#: refuses, or what passes both but breaks the objects the operator builds (the "operator" reason
+#: of :data:`.agreement.OFFLINE_ONLY`); valid neighbours beside them
+OPERATOR_CASES = (
+    ("RestApi", "replicas -1", ("spec", "replicas"), -1),
+    ("RestApi", "replicas 0", ("spec", "replicas"), 0),
+    ("LoginSet", "service.port 70000", ("spec", "service", "port"), 70000),
+    ("LoginSet", "service.nodePort 70000", ("spec", "service", "nodePort"), 70000),
+    ("LoginSet", "service.spec.ports[0].port 70000", ("spec", "service", "spec", "ports"),
+     [{"name": "extra", "port": 70000}]),
+    ("LoginSet", "service.spec.ports[0].port 2222", ("spec", "service", "spec", "ports"),
+     [{"name": "extra", "port": 2222}]),
+    ("LoginSet", "service.spec.ports[0].protocol tcp", ("spec", "service", "spec", "ports"),
+     [{"name": "extra", "port": 2222, "protocol": "tcp"}]),
+    ("LoginSet", "service.spec.type Loadbalancer", ("spec", "service", "spec", "type"), "Loadbalancer"),
+    ("LoginSet", "service.spec.type NodePort", ("spec", "service", "spec", "type"), "NodePort"),
+    ("LoginSet", "service.spec.ports a string", ("spec", "service", "spec", "ports"), "22"),
+    ("LoginSet", "sssdConfRef.name Bad_Name", ("spec", "sssdConfRef", "name"), "Bad_Name"),
+    ("Token", "secretRef.name Bad_Name", ("spec", "secretRef", "name"), "Bad_Name"),
+    ("Token", "secretRef.name other-name", ("spec", "secretRef", "name"), "other-name"),
+    ("Token", "lifetime 1d (not a Go duration)", ("spec", "lifetime"), "1d"),
+    ("Token", "lifetime 90m", ("spec", "lifetime"), "90m"),
+    ("Accounting", "storageConfig.passwordKeyRef.name Bad_Name", ("spec", "storageConfig", "passwordKeyRef", "name"),
+     "Bad_Name"),
+    ("Controller", "jwtKeyRef.name Bad_Name", ("spec", "jwtKeyRef", "name"), "Bad_Name"),
+    ("Controller", "configFileRefs[0].name Bad_Name", ("spec", "configFileRefs"), [{"name": "Bad_Name"}]),
+    ("Controller", "slurmctld cpu request -2", ("spec", "slurmctld", "resources", "requests", "cpu"), "-2"),
+    ("Controller", "slurmctld memory limit -1Gi", ("spec", "slurmctld", "resources", "limits", "memory"), "-1Gi"),
+    ("Controller", "clusterName '--'", ("spec", "clusterName"), "--"),
+    ("Controller", "clusterName of 41", ("spec", "clusterName"), "c" * 41),
+    ("Controller", "clusterName of 40", ("spec", "clusterName"), "c" * 40),
+    ("NodeSet", "controllerRef.name empty", ("spec", "controllerRef", "name"), ""),
+    ("NodeSet", "updateStrategy.scheduledUpdate.duration 59s", ("spec", "updateStrategy", "scheduledUpdate",
+                                                                "duration"), "59s"),
+    ("NodeSet", "updateStrategy.scheduledUpdate.duration 1d", ("spec", "updateStrategy", "scheduledUpdate",
+                                                               "duration"), "1d"),
+    ("NodeSet", "updateStrategy.scheduledUpdate.duration 2m", ("spec", "updateStrategy", "scheduledUpdate",
+                                                               "duration"), "2m"),
+    ("NodeSet", "updateStrategy.rollingUpdate.maxUnavailable 0", ("spec", "updateStrategy", "rollingUpdate",
+                                                                  "maxUnavailable"), 0),
+    ("NodeSet", "updateStrategy.rollingUpdate.maxUnavailable 0%", ("spec", "updateStrategy", "rollingUpdate",
+                                                                   "maxUnavailable"), "0%"),
+    ("NodeSet", "template.spec.hostname Bad_Host", ("spec", "template", "spec", "hostname"), "Bad_Host"),
+    ("NodeSet", "ssh enabled without sssdConfRef", ("spec", "ssh"), {"enabled": True}),
+    ("NodeSet", "slurmd cpu request -1", ("spec", "slurmd", "resources", "requests", "cpu"), "-1"),
+    ("LoginSet", "template.spec.volumes name twice", ("spec", "template", "spec", "volumes"),
+     [{"name": "fsx", "persistentVolumeClaim": {"claimName": "llm-fsx"}}, {"name": "fsx", "emptyDir": {}}]),
+    ("LoginSet", "login.volumeMounts mountPath twice", ("spec", "login", "volumeMounts"),
+     [{"name": "fsx", "mountPath": "/fsx"}, {"name": "fsx", "mountPath": "/fsx"}]),
+)
+#: the example whose render has every kind OPERATOR_CASES change
+OPERATOR_EXAMPLE = "h100-efa"
+
+
+def _set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[path[-1]] = value
+
+
+def operator_cases() -> list[Case]:
+    rendered = render(load_spec(EXAMPLES_DIR / OPERATOR_EXAMPLE / "cluster.yaml"))
+    out = []
+    for kind, label, path, value in OPERATOR_CASES:
+        index = next(i for i, o in enumerate(rendered.objects) if o["kind"] == kind)
+        changed = copy.deepcopy(rendered.objects[index])
+        _set(changed, path, copy.deepcopy(value))
+        objs = [*rendered.objects[:index], changed, *rendered.objects[index + 1:]]
+        out.append(Case(f"{OPERATOR_EXAMPLE}: {kind} {changed['metadata']['name']}: {label}", OPERATOR_EXAMPLE, objs,
+                        rendered.plugin_values, "operator"))
+    return out
+
+
 def cases() -> list[Case]:
     """The generated corpus (deterministic): field cases, CEL cases and ObjectMeta cases per kind."""
     out: list[Case] = []
@@ -327,7 +401,7 @@ def cases() -> list[Case]:
                 changed["metadata"] = {**changed["metadata"], path[0]: value}
                 out.append(Case(f"{example}: {obj['kind']} {obj['metadata']['name']}: {label}", example,
                                 [*base[:index], changed, *base[index + 1:]], rendered.plugin_values, "meta"))
-    return out
+    return out + operator_cases()
 
 
 def unbuildable_rules() -> list[str]:

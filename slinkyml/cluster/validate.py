@@ -23,7 +23,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from slinkyml.cluster import addons
-from slinkyml.cluster.issues import Issue, describe
+from slinkyml.cluster.issues import DNS1123_LABEL, DNS1123_SUBDOMAIN, Issue, describe
 from slinkyml.cluster.runtime_checks import CONTAINER_FIELDS, runtime_issues
 from slinkyml.cluster.schemas import (
     DATE_TIME,
@@ -42,8 +42,6 @@ from slinkyml.specload import load_data_all, read_text
 #: the Kubernetes release whose OpenAPI is vendored (data/openapi/kubernetes.json); another
 #: --kubernetes-version is judged by kubernetes-validate's bundled schemas of that release
 DEFAULT_KUBERNETES_VERSION = "1.36"
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: kinds whose name becomes a Service/pod host name: must be a DNS-1123 *label*.
 LABEL_NAMED = {"Namespace", "Controller", "NodeSet", "LoginSet", "Accounting", "RestApi", "MariaDB"}
 CONTAINER_DEF, PODSPEC_DEF = "io.k8s.api.core.v1.Container", "io.k8s.api.core.v1.PodSpec"
@@ -185,6 +183,8 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
     # the status subresource: the server drops status on create
     body = {k: v for k, v in obj.items() if k != "status"} if schema.status_subresource else obj
     body = without_nulls(body) if schema.core else body
+    body, dropped = pvc_as_created(body)
+    issues += [Issue(name, path, why) for path, why in dropped]
     structural = _schema_issues(name, schema.validator, body)
     issues += structural
     replicas = dig(obj, *schema.replicas_path) if schema.replicas_path else None
@@ -199,6 +199,35 @@ def validate_object(obj: Any, *, operator_version: str | None = None,
     if slinky:
         issues += _embedded_issues(obj, name, kind, kube_version)
     return issues
+
+
+#: what the API server drops from a PVC on create before validating it (pkg/api/persistentvolumeclaim
+#: util.go: DropDisabledFields, EnforceDataSourceBackwardsCompatibility)
+DROPPED = "dropped by the API server on create, without a word"
+PVC_DATA_SOURCES = (("PersistentVolumeClaim", ""), ("VolumeSnapshot", "snapshot.storage.k8s.io"))
+
+
+def pvc_as_created(obj: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A PVC as the server validates it on create, and (field, why) of each part it dropped: a
+    dataSourceRef with a namespace (CrossNamespaceVolumeDataSource is alpha, off); then, without a
+    dataSourceRef, a dataSource that is not a PersistentVolumeClaim or VolumeSnapshot."""
+    spec = obj.get("spec")
+    if obj.get("kind") != "PersistentVolumeClaim" or not isinstance(spec, dict):
+        return obj, []
+    spec = dict(spec)
+    dropped = []
+    ref = spec.get("dataSourceRef")
+    if isinstance(ref, dict) and ref.get("namespace"):
+        del spec["dataSourceRef"]
+        dropped.append(("spec.dataSourceRef", f"{DROPPED}: a namespace in it needs the CrossNamespaceVolumeDataSource "
+                        "feature gate (alpha, off), so the volume is made empty"))
+    source = spec.get("dataSource")
+    if spec.get("dataSourceRef") is None and isinstance(source, dict) \
+            and (source.get("kind"), source.get("apiGroup") or "") not in PVC_DATA_SOURCES:
+        del spec["dataSource"]
+        dropped.append(("spec.dataSource", f"{DROPPED}: without dataSourceRef only a PersistentVolumeClaim or a "
+                        "snapshot.storage.k8s.io VolumeSnapshot is kept, so the volume is made empty"))
+    return {**obj, "spec": spec}, dropped
 
 
 def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
@@ -233,7 +262,9 @@ def _metadata_issues(obj: dict[str, Any], name: str) -> list[Issue]:
                 out.append(Issue(name, f"metadata.{key}.{k}", f"expected string, got {_json_type(v)} {_short(v)}"))
                 continue
             out += [Issue(name, f"metadata.{key}.{k}", why) for why in label_problems(str(k), v, key == "labels")]
-    return out + _object_meta_rules(meta, name, kind)
+    api = obj.get("apiVersion")
+    core = isinstance(api, str) and isinstance(kind, str) and core_kind(api, kind) is not None
+    return out + _object_meta_rules(meta, name, kind, core)
 
 
 #: apimachinery's finalizer names that need no domain prefix (metav1 and core)
@@ -244,20 +275,23 @@ OWNER_REFERENCE = {"apiVersion": str, "kind": str, "name": str, "uid": str, "con
                    "blockOwnerDeletion": bool}
 
 
-def finalizer_problems(value: Any) -> list[str]:
-    """apimachinery ValidateFinalizerName: a qualified name; without a '/', a standard one."""
+def finalizer_problems(value: Any, kube: bool = True) -> list[str]:
+    """apimachinery ValidateFinalizerName: a qualified name; ``kube``: core's ValidateFinalizerName
+    too (a Kubernetes kind's metadata.finalizers, a Namespace's spec.finalizers): without a '/', a
+    standard one. A custom resource's finalizer without a domain is only a warning: admitted."""
     if not isinstance(value, str):
         return [f"expected string, got {_json_type(value)} {_short(value)}"]
     out = label_problems(value, "", False)
-    if not out and "/" not in value and value not in STANDARD_FINALIZERS:
+    if kube and not out and "/" not in value and value not in STANDARD_FINALIZERS:
         out.append(f"Invalid value: {_short(value)}: name is neither a standard finalizer name nor is it "
                    "fully qualified")
     return out
 
 
-def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any) -> list[Issue]:
-    """ValidateObjectMeta's rules beyond names and labels: generateName, finalizers, owner
-    references and the annotations' total size."""
+def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any, core: bool) -> list[Issue]:
+    """ValidateObjectMeta's rules beyond names and labels: generateName, finalizers (``core``: a
+    Kubernetes kind, whose finalizers core's ValidateFinalizerName judges; a custom resource's only
+    apimachinery's), owner references and the annotations' total size."""
     out = []
     prefix = meta.get("generateName")
     if prefix is not None:
@@ -271,7 +305,7 @@ def _object_meta_rules(meta: dict[str, Any], name: str, kind: Any) -> list[Issue
     if finalizers is not None and not isinstance(finalizers, list):
         out.append(Issue(name, "metadata.finalizers", f"expected array, got {_json_type(finalizers)}"))
     for i, item in enumerate(finalizers if isinstance(finalizers, list) else []):
-        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item)]
+        out += [Issue(name, f"metadata.finalizers[{i}]", why) for why in finalizer_problems(item, kube=core)]
     owners = meta.get("ownerReferences")
     if owners is not None and not isinstance(owners, list):
         out.append(Issue(name, "metadata.ownerReferences", f"expected array, got {_json_type(owners)}"))
@@ -341,16 +375,37 @@ def _embedded_issues(obj: dict[str, Any], name: str, kind: str, kube_version: st
             out += _schema_issues(name, container, without_nulls(frag) if vendored else frag, ("spec", field_name), frozenset({"name"}))
         if isinstance(frag, dict):  # the pod the operator builds from it is refused at run time
             out += _quantity_issues(name, f"spec.{field_name}.resources", frag.get("resources"))
+            out += _duplicates(name, f"spec.{field_name}.volumeMounts", frag.get("volumeMounts"), "mountPath")
     for key in ("labels", "annotations"):
         entries = dig(obj, "spec", "template", "metadata", key)
         for k, v in entries.items() if isinstance(entries, dict) else ():
             out += [Issue(name, f"spec.template.metadata.{key}.{k}", why)
                     for why in label_problems(str(k), str(v), key == "labels")]
     pod = dig(obj, "spec", "template", "spec")
+    if isinstance(pod, dict):
+        out += _duplicates(name, "spec.template.spec.volumes", pod.get("volumes"), "name")
+        containers = [*(c for c in pod.get("containers") or [] if isinstance(c, dict)),
+                      *(c for c in pod.get("initContainers") or [] if isinstance(c, dict))] \
+            if isinstance(pod.get("containers") or [], list) and isinstance(pod.get("initContainers") or [], list) else []
+        out += _duplicates(name, "spec.template.spec.containers", containers, "name")
     podspec = _definition(PODSPEC_DEF) if vendored else k8s_validator(kube_version, "podspec-v1.json")
     if isinstance(pod, dict) and podspec is not None:
         out += _schema_issues(name, podspec, without_nulls(pod) if vendored else pod, ("spec", "template", "spec"),
                               frozenset({"containers"}))
+    return out
+
+
+def _duplicates(name: str, path: str, items: Any, key: str) -> list[Issue]:
+    """core/validation's uniqueness of a Pod's volume names, container names (init containers
+    included) and a container's mount paths: list-map keys Go's validation refuses twice."""
+    seen: set[Any] = set()
+    out = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        value = item.get(key) if isinstance(item, dict) else None
+        if isinstance(value, str) and value in seen:
+            out.append(Issue(name, f"{path}[{i}].{key}", f"Duplicate value: {value!r} (the operator's Pod "
+                             "is refused)"))
+        seen.add(value)
     return out
 
 
@@ -371,10 +426,17 @@ def cross_check(objs: list[dict[str, Any]]) -> list[Issue]:
     classes = {o["metadata"].get("name"): o for o in ok if o.get("kind") == "EC2NodeClass"}
     types = load_instance_types()
 
+    named = {(o.get("kind"), o["metadata"].get("name")) for o in ok}
     for o in ok:
         kind, ns = o.get("kind"), o["metadata"].get("namespace")
         spec = mapping(o.get("spec"))
         name = describe(o)
+        owners = o["metadata"].get("ownerReferences")
+        for i, owner in enumerate(owners if isinstance(owners, list) else []):
+            if isinstance(owner, dict) and (owner.get("kind"), owner.get("name")) not in named:
+                out.append(Issue(name, f"metadata.ownerReferences[{i}]", f"owner {owner.get('kind')} "
+                                 f"{owner.get('name')!r} is not among the objects: the garbage collector deletes "
+                                 "this object at once unless that owner exists with that uid"))
         ref = dig(spec, "controllerRef", "name")
         if kind in ("NodeSet", "LoginSet", "RestApi") and isinstance(ref, str) and (ns, ref) not in controllers \
                 and (ref or kind == "RestApi"):  # an empty one on the others: the webhook's finding
@@ -488,9 +550,13 @@ def _quantity_issues(name: str, path: str, resources: Any) -> list[Issue]:
     for part in ("requests", "limits"):
         values = resources.get(part) if isinstance(resources, dict) else None
         for key, value in values.items() if isinstance(values, dict) else ():
-            if quantity(value) is None:
+            amount = quantity(value)
+            if amount is None:
                 out.append(Issue(name, f"{path}.{part}.{key}", f"{_short(value)}: quantities must match the regular "
                                  "expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+            elif amount < 0:  # core/validation ValidateResourceRequirements: ValidateNonnegativeQuantity
+                out.append(Issue(name, f"{path}.{part}.{key}", f"Invalid value: {_short(value)}: must be greater "
+                                 "than or equal to 0"))
     return out
 
 
@@ -593,7 +659,7 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
             out.append(Issue(name, "volumeBindingMode", f"Unsupported value: {_short(o['volumeBindingMode'])}: "
                              "supported values: \"Immediate\", \"WaitForFirstConsumer\""))
     if kind == "PersistentVolumeClaim":
-        spec = mapping(o.get("spec"))
+        spec = mapping(pvc_as_created(o)[0].get("spec"))
         modes = spec.get("accessModes")
         if not modes:
             out.append(Issue(name, "spec.accessModes", "Required value: at least 1 access mode is required"))
@@ -630,19 +696,37 @@ def core_issues(o: dict[str, Any]) -> list[Issue]:
 
 #: slurm-operator internal/webhook/controller_webhook.go: config files the operator writes itself
 RESERVED_CONFIG_FILES = ("slurm.conf", "slurmdbd.conf")
-_GO_DURATION = re.compile(r"^([0-9]*(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$")
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def go_duration_seconds(text: str) -> float | None:
-    """Go's time.ParseDuration (what metav1.Duration reads), in seconds; None if it does not parse."""
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
+def go_duration_error(text: str) -> str | None:
+    """Go's time.ParseDuration (what metav1.Duration reads): its error message, None if it parses."""
+    body = text[1:] if text[:1] in "+-" else text
     if body == "0":
-        return 0.0
-    if not body or not _GO_DURATION.match(body):
         return None
-    return sign * sum(float(n) * _GO_UNITS[u] for n, _, u in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", body)
+    if not body:
+        return f"time: invalid duration {json.dumps(text)}"
+    while body:
+        number = re.match(r"[0-9]*(\.[0-9]*)?", body)
+        digits = number.group(0) if number else ""
+        if digits.strip(".") == "":
+            return f"time: invalid duration {json.dumps(text)}"
+        body = body[len(digits):]
+        unit = re.match(r"[^0-9.]*", body).group(0)  # type: ignore[union-attr]
+        if not unit:
+            return f"time: missing unit in duration {json.dumps(text)}"
+        if unit not in _GO_UNITS:
+            return f"time: unknown unit {json.dumps(unit)} in duration {json.dumps(text)}"
+        body = body[len(unit):]
+    return None
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """Go's time.ParseDuration, in seconds; None if it does not parse (:func:`go_duration_error`)."""
+    if go_duration_error(text) is not None:
+        return None
+    sign = -1.0 if text.startswith("-") else 1.0
+    return sign * sum(float(n) * _GO_UNITS[u] for n, _, u in re.findall(r"([0-9]*(\.[0-9]*)?)(ns|us|µs|ms|s|m|h)", text)
                       if n not in ("", "."))
 
 
@@ -710,22 +794,25 @@ def webhook_issues(objs: list[dict[str, Any]], release: str | None = None) -> li
             out += _nodeset_webhook(name, spec, rules)
         for path, parse in TYPED_FIELDS.get(str(kind), ()):
             value = dig(spec, *path)
-            if isinstance(value, str) and parse(value) is None:
-                out.append(Issue(name, ".".join(("spec", *path)), f"{_short(value)}: the webhook cannot decode it "
-                                 f"(a {'Go duration like 90m or 24h' if parse is go_duration_seconds else 'RFC 3339 time'})"))
+            problem = parse(value) if isinstance(value, str) else None
+            if problem is not None:
+                out.append(Issue(name, ".".join(("spec", *path)), f"{problem} (the webhook decodes it as a "
+                                 f"{'Go duration like 90m or 24h' if parse is go_duration_error else 'RFC 3339 time'}"
+                                 " first)"))
     return out
 
 
-def _rfc3339(text: str) -> str | None:
-    return text if re.fullmatch(DATE_TIME, text) else None
+def _rfc3339_error(text: str) -> str | None:
+    """metav1.Time's parse (RFC 3339), worded as Go's time.Parse error starts."""
+    return None if re.fullmatch(DATE_TIME, text) else f"parsing time {json.dumps(text)} as \"2006-01-02T15:04:05Z07:00\""
 
 
 #: metav1.Duration / metav1.Time fields of the Slinky types (api/v1beta1): the operator's webhooks
 #: decode the object into them first, so a value Go cannot parse is refused before any rule
 TYPED_FIELDS: dict[str, tuple[tuple[tuple[str, ...], Any], ...]] = {
-    "Token": ((("lifetime",), go_duration_seconds),),
-    "NodeSet": ((("updateStrategy", "scheduledUpdate", "duration"), go_duration_seconds),
-                (("updateStrategy", "scheduledUpdate", "startTime"), _rfc3339)),
+    "Token": ((("lifetime",), go_duration_error),),
+    "NodeSet": ((("updateStrategy", "scheduledUpdate", "duration"), go_duration_error),
+                (("updateStrategy", "scheduledUpdate", "startTime"), _rfc3339_error)),
 }
 
 
