@@ -27,6 +27,19 @@ def cluster_tag() -> str:
     return tag
 
 
+def require_kubelet_node() -> None:
+    """Skip unless this machine can run a kubelet node: root, Debian's containerd and the CNI plugins."""
+    # lazy: the kubelet modules' own imports; the Slurm modules that use this file never load them
+    import pytest
+
+    from slinkyml.dev.kubenode import CNI_BIN_DIR, CONTAINERD
+
+    if os.geteuid() != 0:
+        pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")
+    if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
+        pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
+
+
 def kubelet_node(name: str, bridge: str, first_octet: int) -> tuple[str, str, str]:
     """A kubelet test plane's node name, bridge and pod subnet: CI's (``NAME``, ``BRIDGE0``,
     ``10.FIRST.0.0/24``); a run beside it (a port shift) by its cluster tag (``NAME-TAG``, ``BRIDGETAG``,

@@ -30,17 +30,15 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from kubernetes.stream import stream
-from private_cluster import kubelet_node, port_shift
+from private_cluster import kubelet_node, port_shift, require_kubelet_node
 from tiers import needs
 from waiting import wait_until
 
 from slinkyml.dev.kube import KubeControlPlane, Ports
 from slinkyml.dev.kubenode import (
     BUSYBOX_IMAGE,
-    CNI_BIN_DIR,
     CNI_CACHE_DIR,
     CONTAINER_LOG_LINKS,
-    CONTAINERD,
     NETNS_DIR,
     NO_PULL_PROXY,
     SHIM_SOCKET_DIR,
@@ -83,10 +81,7 @@ PartitionName=all Nodes=kube Default=YES State=UP
 @pytest.fixture(scope="module")
 @needs("kubelet")
 def node_plane() -> Iterator[tuple[KubeControlPlane, KubeNode]]:
-    if os.geteuid() != 0:
-        pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")
-    if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
-        pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
+    require_kubelet_node()
     shift = port_shift()
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubelet-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.stream import stream
-from private_cluster import kubelet_node, port_shift
+from private_cluster import kubelet_node, port_shift, require_kubelet_node
 from tiers import needs
 from waiting import wait_until
 
@@ -35,7 +35,7 @@ from slinkyml.cluster import load_spec, names
 from slinkyml.cluster.placement import controller_claim
 from slinkyml.cluster.spec import SlurmCluster, to_dict
 from slinkyml.dev.kube import KubeControlPlane, Ports
-from slinkyml.dev.kubenode import CNI_BIN_DIR, CONTAINERD, NodeSettings
+from slinkyml.dev.kubenode import NodeSettings
 from slinkyml.dev.slurm_images import SLURM_UID, slinky_name
 
 pytestmark = pytest.mark.slow
@@ -108,10 +108,7 @@ def _statesave_volume(cluster: SlurmCluster, path: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 @needs("kubelet")
 def operator_cluster() -> Iterator[OperatorCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")
-    if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
-        pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
+    require_kubelet_node()
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubeop-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + port_shift()),
                              node=NodeSettings(*kubelet_node("slinkyml-op-node", "slkko", 248)))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.stream import stream
-from private_cluster import kubelet_node, port_shift
+from private_cluster import kubelet_node, port_shift, require_kubelet_node
 from tiers import needs
 from waiting import wait_until
 
@@ -32,7 +31,7 @@ import slinkyml
 from slinkyml.cluster import load_spec
 from slinkyml.dev import kubeslurm
 from slinkyml.dev.kube import KubeControlPlane, Ports
-from slinkyml.dev.kubenode import CNI_BIN_DIR, CONTAINERD, NodeSettings
+from slinkyml.dev.kubenode import NodeSettings
 from slinkyml.slurm.records import parse_scontrol_record
 from slinkyml.train import FINAL_FILE, METRICS_FILE
 
@@ -96,10 +95,7 @@ def _running(c: PodsCluster, name: str):
 @pytest.fixture(scope="module")
 @needs("kubelet")
 def pods() -> Iterator[PodsCluster]:
-    if os.geteuid() != 0:
-        pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")
-    if not (os.access(CONTAINERD, os.X_OK) and (CNI_BIN_DIR / "bridge").is_file()):
-        pytest.skip("Debian's containerd and containernetworking-plugins are not installed (`make setup`)")
+    require_kubelet_node()
     shift = port_shift()
     state = Path(tempfile.mkdtemp(prefix="slinkyml-kubepods-", dir="/var/tmp"))
     plane = KubeControlPlane(state, ports=Ports.from_base(PORT_BASE + shift),
