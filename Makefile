@@ -56,7 +56,8 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	@# DeepSpeed's CPU accelerator JIT-builds its shared-memory comm op in every rank's init_distributed;
 	@# built here once (~/.cache/torch_extensions), not inside a job's time limit (a cold build took
 	@# 6.5 min on 2 loaded cores, and a rank killed mid-build leaves torch's lock file behind).
-	$(TICK) "building DeepSpeed's CPU comm op" -- $(PY) -c 'from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder("ShareMemCommBuilder"); b and b.load()'
+	@# A lock left by a killed build is removed first (slinkyml/train/deepspeed_op.py); a hung build fails.
+	$(TICK) "building DeepSpeed's CPU comm op" -- $(PY) -m slinkyml.train.deepspeed_op
 	touch $@
 
 # Kubernetes from Go modules (README: a local Kubernetes control plane): kube-apiserver, -controller-manager,

@@ -130,6 +130,11 @@ class Trainer:
         if self.args.deepspeed:
             import deepspeed  # lazy: torch only once training starts
 
+            from slinkyml.train.deepspeed_op import clear_stale_lock
+
+            removed = clear_stale_lock()  # else init_distributed waits on it for ever
+            if removed:
+                self.log(f"removed {removed}, left by a killed build")
             deepspeed.init_distributed(dist_backend=backend, rank=self.rank, world_size=self.world)
         else:
             dist.init_process_group(backend, rank=self.rank, world_size=self.world)
