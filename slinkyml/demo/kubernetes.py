@@ -1,9 +1,9 @@
-"""``make demo-kube`` (``slinkyml demo --kubernetes``): the Kubernetes half on this machine. The parts are
-built from Go modules first (kube/build.sh: a line per part with the time so far and what remains), then
-the control plane with a kubelet node comes up, ``manifests/cpu-small`` is applied, and the demo shows what
-the real slurm-operator made of it. The Slurm pods themselves do not run in the demo yet: the images its
-pods name are built here (``dev kube up --kubelet --slurm-images 26.05``) and run the operator's pods in
-``tests/test_kubelet_operator_live.py``, but the demo imports none and gives the Controller's claim no volume.
+"""``make demo-kube`` (``slinkyml demo --kubernetes``): the Kubernetes half on this machine, ending in a job.
+The parts are built from Go modules first (kube/build.sh: a line per part with the time so far and what
+remains), then the control plane with a kubelet node comes up, the Slurm 26.05 images are built here and
+imported under the names the rendered manifests give Slinky's, ``manifests/cpu-small`` is applied, the
+real slurm-operator makes the Slurm pods, and a job submitted in the login pod runs in its slurmd pod.
+What this one-node, 2-CPU, cgroup-v1 machine changes is ``dev/operator_cluster.py``'s, said as it happens.
 """
 
 from __future__ import annotations
@@ -18,10 +18,14 @@ from slinkyml.cluster.apply import api_client, apply_objects, ensure_secrets
 from slinkyml.cluster.render import render
 from slinkyml.demo import _step
 from slinkyml.dev.kube import BUILD_SCRIPT, KubeControlPlane
+from slinkyml.dev.operator_cluster import OperatorPods, fit_spec, statesave_volume, wait_for
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.conf import SlurmConfBuilder
 
 EXAMPLE = "cpu-small"
+RELEASE = "26.05"
+#: how long the demo waits for the Slurm pods (the first start of every daemon on 2 cores)
+PODS_WAIT_S = 600.0
 #: how long the demo waits for the operator's objects (it makes them within seconds of the apply)
 WAIT_S = 120.0
 #: the slurm.conf lines the demo shows from the operator's ConfigMap
@@ -54,24 +58,57 @@ def main() -> int:
 
     _step("Bring up the control plane with a kubelet node (slinkyml dev kube up --kubelet)", up)
 
-    spec_file = EXAMPLES_DIR / EXAMPLE / "cluster.yaml"
-    cluster = load_spec(spec_file)
+    def images() -> str:
+        digests = plane.node().import_slurm_images(RELEASE, log=lambda line: print(f"   {line}", flush=True))
+        return f"{len(digests)} images on the node: " + ", ".join(sorted(digests))
+
+    _step(f"Build the Slurm {RELEASE} images and import them on the node (no registry here)", images)
+
+    cluster = fit_spec(load_spec(EXAMPLES_DIR / EXAMPLE / "cluster.yaml"))
+    api = api_client(str(plane.kubeconfig))
+    pods = OperatorPods(api, cluster)
 
     def apply() -> str:  # what `slinkyml cluster apply` does: the Namespace, the cluster's Secrets, the rest
+        from kubernetes.client import ApiException  # lazy: the k8s extra, which api_client has loaded
+
+        try:
+            pods.core.create_persistent_volume(statesave_volume(cluster, plane.state_dir / "volumes" / cluster.name))
+        except ApiException as exc:
+            if exc.status != 409:  # 409: there from an earlier run of the demo
+                raise
         objs = render(cluster).objects
-        api = api_client(str(plane.kubeconfig))
         apply_objects(objs[:1], api)
         ensure_secrets(cluster, api, log=lambda line: print(f"   {line}", flush=True))
         result = apply_objects(objs[1:], api)
-        return f"{len(result['applied']) + 1} objects applied to namespace {cluster.namespace}"
+        return (f"{len(result['applied']) + 1} objects applied to namespace {cluster.namespace}; the Controller "
+                f"asks 1 CPU (this node has 2), its state claim is bound to a folder of the node's")
 
     _step(f"Apply manifests/{EXAMPLE} (as slinkyml cluster apply does)", apply)
     _step("What the real slurm-operator made of it", lambda: operator_objects(plane, cluster.name, cluster.namespace))
-    print("\nNot yet: the Slurm pods running a job here. The images the operator's pods name are built by\n"
-          "`dev kube up --kubelet --slurm-images 26.05` (docs/local-kubernetes-cluster.md); the demo imports\n"
-          "none yet and gives the Controller's state claim no volume.\n"
-          "`slinkyml dev kube down` stops the plane.")
+
+    def workers() -> str:
+        nodeset = pods.fit_nodeset(plane.node().settings.name, wait_s=PODS_WAIT_S)
+        ready = wait_for("slurmd pod of the NodeSet idle in sinfo",
+                         lambda: pods.registered_workers(nodeset["spec"]["replicas"]), PODS_WAIT_S)
+        return (f"slurmd pod {', '.join(p.metadata.name for p in ready)} registered (configless, from the "
+                f"Controller's Service); this node carries the NodeSet's Karpenter labels, the pod requests "
+                f"nothing, one replica, cgroup.conf CgroupPlugin=autodetect (cgroup v1 here)")
+
+    _step("The operator's slurmd pods register with slurmctld", workers)
+    _step("A job from the login pod (kubectl exec ... srun), as a user on EKS runs it", lambda: first_job(pods))
+    print("\n`slinkyml dev kube down` stops the plane; docs/local-kubernetes-cluster.md says what differs from EKS.")
     return 0
+
+
+def first_job(pods: OperatorPods) -> str:
+    login = wait_for("Ready login pod", lambda: pods.ready("LoginSet"), PODS_WAIT_S).metadata.name
+    command = ["srun", "-N1", "-n1", "-t", "1", "bash", "-c",
+               'echo "job $SLURM_JOB_ID ran on node $SLURMD_NODENAME (pod $(hostname)) as $(id -un)"']
+    out = pods.exec(login, "login", command).strip()
+    if not out.startswith("job "):
+        raise SlinkyError(f"srun in {login}: {out[:300]}")
+    sinfo = pods.exec(login, "login", ["sinfo"]).strip()
+    return f"$ srun {' '.join(command[1:6])} ...\n{out}\n$ sinfo\n{sinfo}"
 
 
 def operator_objects(plane: KubeControlPlane, name: str, namespace: str) -> str:
