@@ -4,6 +4,7 @@ one that its table puts below it; and job state names are spelled in slurm/state
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slinkyml"
@@ -97,6 +98,13 @@ _NOT_JOB_STATES = {
     ("cli/jobs.py", "SUBMITTED"): "the submission time's column header of `jobs list`",
 }
 
+#: texts that name job states in words, not as a value read or passed to Slurm: (file, text) → why
+_STATE_WORDS_IN_TEXT = {
+    ("cli/jobs.py", "e.g. RUNNING,PENDING or FAILED"): "`jobs list --state`'s help, an example",
+    ("cli/jobs.py", "is listed UNKNOWN"): "`jobs list`'s description",
+    ("jobs/diagnose.py", "CANCELLED AT"): "slurmstepd's '*** JOB 12 ON n1 CANCELLED AT ...' line, read as written",
+}
+
 
 def test_job_state_names_are_spelled_only_in_slurm_states() -> None:
     from slinkyml.slurm import states
@@ -118,4 +126,10 @@ def test_job_state_names_are_spelled_only_in_slurm_states() -> None:
             if (isinstance(node, ast.Constant) and node.value in names and id(node) not in not_compared
                     and (where, node.value) not in _NOT_JOB_STATES):
                 spelled.append(f"slinkyml/{where}:{node.lineno}: {node.value!r} (use slurm.states.State)")
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in not_compared
+                  and node.value not in names):
+                words = set(re.findall(r"[A-Z][A-Z_]+", node.value)) & names
+                if words and not any(where == w and text in node.value for (w, text) in _STATE_WORDS_IN_TEXT):
+                    spelled.append(f"slinkyml/{where}:{node.lineno}: {sorted(words)} in {node.value[:60]!r} "
+                                   "(an f-string of slurm.states.State)")
     assert not spelled, "\n".join(spelled)
