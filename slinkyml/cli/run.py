@@ -94,17 +94,33 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
             continue
         each = prop["x-cli"].get("each")
         value = _pairs(prop, value) if each == "key=value" else value.split(",") if each == "comma-list" else value
-        node = data
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = list(value) if each == "append" else value
-    for path, (prop, required) in flags.items():  # a nested parameter given without one its parent needs
-        parent = data.get(path[0]) if len(path) > 1 else None
-        needed = [flags[(path[0], key)][0] for key in required if parent is not None and key not in parent]
-        if path[-1] in (parent or {}) and needed:
-            raise SlinkyError(f"{_option(prop)} needs {_option(needed[0])} {needed[0]['x-cli'].get('metavar', '')}")
+        _parent(data, path)[path[-1]] = list(value) if each == "append" else value
+    for path, (prop, required) in flags.items():
+        if len(path) > 1 and path[-1] in _parent(data, path, create=False):
+            _require(_parent(data, path, create=False), path, prop, required, flags)
     data["name"] = data["name"] or default_name or "job"
     return data
+
+
+def _parent(data: dict[str, Any], path: tuple[str, ...], *, create: bool = True) -> dict[str, Any]:
+    """The mapping that holds the parameter at ``path`` (made on the way where ``create``)."""
+    node = data
+    for key in path[:-1]:
+        node = node.setdefault(key, {}) if create else node.get(key, {})
+    return node
+
+
+def _require(parent: dict[str, Any], path: tuple[str, ...], prop: dict[str, Any], required: list[str],
+             flags: dict[tuple[str, ...], tuple[dict[str, Any], list[str]]]) -> None:
+    """A nested parameter given without one its parent needs: one line naming both flags."""
+    for key in required:
+        if key in parent:
+            continue
+        if (*path[:-1], key) not in flags:
+            raise SlinkyError(f"{_option(prop)} needs {'.'.join((*path[:-1], key))}, which a spec file sets "
+                              "(slinkyml sbatch submit)")
+        needed = flags[(*path[:-1], key)][0]
+        raise SlinkyError(f"{_option(prop)} needs {_option(needed)} {needed['x-cli'].get('metavar', '')}".rstrip())
 
 
 def _option(prop: dict[str, Any]) -> str:
