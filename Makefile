@@ -20,7 +20,7 @@ SLURM2605 := SLINKYML_STATE_DIR=/var/lib/slinkyml/dev-26.05 SLINKYML_DEV_SLURM_V
              SLINKYML_DEV_PORT_BASE=8817 SLINKYML_DEV_MARIADB_PORT=15306
 ON_CLUSTER = $(if $(filter 26.05,$(1)),export $(SLURM2605) && $(SLINKYML) dev up && eval "$$($(SLINKYML) dev env)" &&,)
 
-.PHONY: setup apt venv bytecode kube demo demo-kube test check lint bench down
+.PHONY: setup apt venv bytecode kube demo demo-kube test check lint schema bench down
 
 setup: apt venv bytecode
 
@@ -91,6 +91,11 @@ check: venv bytecode
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks
 	$(VENV)/bin/mypy
+
+# the published job schema (slinkyml/data/schemas/job.schema.json), from the param(...) fields of
+# slinkyml/jobs/spec.py: after adding or changing a job parameter (tests/test_job_parameters.py says when)
+schema: venv
+	$(PY) -m slinkyml.jobs.params
 
 bench: setup
 	$(SLINKYML) dev up

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from slinkyml.dev import LocalCluster, roots
+from slinkyml.slurm.roots import SYSTEM
 
 #: names and ports of the benchmark's own 26.05 cluster (nothing else here uses them)
 RELEASE_NAMES = dict(bridge="slkbn26", node_prefix="bw", subnet="10.228.0.0/24", slurmctld_port=9817,
@@ -59,7 +60,7 @@ def main() -> None:
     results: dict[str, dict[str, float | None]] = {}
     for release in wanted:
         options = dict(nodes=4, keep_running=True)
-        if release == roots.SYSTEM:
+        if release == SYSTEM:
             default = LocalCluster(**options)
             bench = default if default.running else LocalCluster(
                 Path(tempfile.mkdtemp(prefix="slinkyml-bench-", dir="/var/tmp")), **options)
@@ -86,9 +87,9 @@ def main() -> None:
         print(f"dev up when already running (no-op)    {r['noop'] * 1e3:8.1f} ms  = {r['noop'] / baseline:10.1f}× baseline")
         print(f"srun -N2 true, median of {args.repeat:<3}          {r['srun'] * 1e3:8.1f} ms  = "
               f"{r['srun'] / baseline:10.1f}× baseline  (min {r['srun_min'] * 1e3:.1f} ms)")
-    others = [v for v in results if v != roots.SYSTEM]
-    if roots.SYSTEM in results:
-        base = results[roots.SYSTEM]
+    others = [v for v in results if v != SYSTEM]
+    if SYSTEM in results:
+        base = results[SYSTEM]
         for release in others:
             r = results[release]
             ratios = {k: r[k] / base[k] for k in ("cold", "warm", "noop", "srun") if r[k] and base[k]}

@@ -279,14 +279,15 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 _NAMES = {"object": "mapping", "array": "list", "string": "string", "integer": "integer",
           "number": "number", "boolean": "boolean", "null": "null"}
 #: the keywords the schemas may use: validation keywords jsonschema applies and this module words,
-#: and annotations (tests/test_specload.py fails on any other: a keyword nothing would honour)
+#: and annotations (tests/test_specload.py fails on any other: a keyword nothing would honour);
+#: ``x-cli``: the ``slinkyml run`` flag of a job parameter (slinkyml/jobs/params.py)
 WORDED = frozenset({"type", "enum", "const", "minLength", "maxLength", "pattern", "minimum", "maximum",
                     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems",
                     "items", "prefixItems", "contains", "required", "properties", "patternProperties",
                     "additionalProperties", "propertyNames", "minProperties", "maxProperties",
                     "dependentRequired", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$defs"})
 ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description", "default", "examples",
-                         "deprecated", "readOnly", "writeOnly", "x-error"})
+                         "deprecated", "readOnly", "writeOnly", "x-error", "x-cli"})
 #: which problem of one value is reported when it has several (one line per field, the most basic first)
 _PRECEDENCE = ("type", "enum", "const", "nul", "minLength", "maxLength", "pattern")
 

@@ -33,8 +33,8 @@ from slinkyml.dev.config import (
 )
 from slinkyml.dev.network import strip_hosts_block
 from slinkyml.dev.ownership import conflicts, legacy_identity, read_claims, removable
-from slinkyml.dev.process import Daemon
 from slinkyml.errors import SlinkyError, SpecError
+from slinkyml.process import Daemon
 from slinkyml.slurm import SlurmVersion
 
 

@@ -17,18 +17,19 @@ from slinkyml.dev import DevClusterSpec, LocalCluster, roots
 from slinkyml.dev.config import render_identity, render_slurm_conf, render_slurmdbd_conf
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmVersion
+from slinkyml.slurm.roots import MARKER, SlurmInstall, find, root_ok
 from slinkyml.slurm.runner import clients_beside
 
 ROOT = Path("/var/lib/slinkyml/roots/sid-26.05")
 
 
 def test_a_roots_programs_are_its_own_never_the_alternatives_links(tmp_path):
-    slurm = roots.SlurmInstall("26.05", tmp_path)
+    slurm = SlurmInstall("26.05", tmp_path)
     assert slurm.program("slurmctld") == f"{tmp_path}/usr/sbin/slurmctld-wlm"  # slurmctld → /etc/alternatives
     assert slurm.program("slurmstepd") == f"{tmp_path}/usr/sbin/slurmstepd-wlm"
     assert slurm.program("sbatch") == f"{tmp_path}/usr/bin/sbatch"
     assert slurm.plugin_dir == tmp_path / "usr/lib/x86_64-linux-gnu/slurm-wlm"
-    system = roots.SlurmInstall()
+    system = SlurmInstall()
     assert system.is_system and system.program("slurmctld") == "slurmctld" and system.plugin_dir is None
 
 
@@ -89,15 +90,15 @@ def test_restapi_versions_of_26_05_are_what_its_slurmrestd_serves():
 
 
 @pytest.mark.slurm2605
-@pytest.mark.skipif(not (ROOT / roots.MARKER).exists(), reason="no Slurm 26.05 root built on this machine "
+@pytest.mark.skipif(not (ROOT / MARKER).exists(), reason="no Slurm 26.05 root built on this machine "
                     "(`slinkyml dev up --slurm-version 26.05` builds it)")
 def test_built_root_runs_on_the_host_with_its_own_libraries():
     """The relinked daemons start from the host's filesystem and print their own release; the marker
     records what was built."""
-    assert roots.root_ok("26.05", ROOT)
-    marker = json.loads((ROOT / roots.MARKER).read_text())
+    assert root_ok("26.05", ROOT)
+    marker = json.loads((ROOT / MARKER).read_text())
     assert marker["release"] == "26.05" and marker["suite"] == "sid"
-    assert str(roots.install("26.05", build=False).version()).startswith("26.05.")
+    assert str(find("26.05").version()).startswith("26.05.")
 
 
 @pytest.mark.slurm
@@ -127,7 +128,7 @@ def test_session_cluster_is_driven_by_its_own_release(local_cluster, slurm, cli)
 def test_daemons_of_a_26_05_cluster_are_known_without_running_its_programs(tmp_path, monkeypatch):
     """`down`/`status` list the daemons of a 26.05 state dir even when its root is gone: the JWT
     slurmrestd unprivileged, no unix-socket one, slurmd with the root's slurmstepd."""
-    monkeypatch.setattr(roots, "ROOTS_DIR", tmp_path / "roots")
+    monkeypatch.setattr("slinkyml.slurm.roots.ROOTS_DIR", tmp_path / "roots")
     cluster = LocalCluster(tmp_path / "state", nodes=2, gpus=0, slurm_version="26.05", bridge="slk26t",
                            node_prefix="q", subnet="10.250.0.0/24")
     daemons = {d.name: d for d in cluster._daemons()}
@@ -142,7 +143,7 @@ def test_down_stops_a_daemon_the_cluster_no_longer_runs_but_never_a_stranger(tmp
     """A PID file left by a daemon this release no longer starts (a unix-socket slurmrestd of a 26.05
     state dir) is stopped by name at `down`; a PID file whose process is not that daemon is dropped,
     and the process left alone."""
-    monkeypatch.setattr(roots, "ROOTS_DIR", tmp_path / "roots")
+    monkeypatch.setattr("slinkyml.slurm.roots.ROOTS_DIR", tmp_path / "roots")
     cluster = LocalCluster(tmp_path / "state", nodes=2, gpus=0, slurm_version="26.05", bridge="slk26t",
                            node_prefix="q", subnet="10.250.0.0/24")
     pids = cluster.spec.run / "daemons"

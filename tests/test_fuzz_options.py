@@ -204,7 +204,7 @@ def sandbox(tmp_path, monkeypatch):
     from slinkyml.demo import kubernetes as kube_demo
     from slinkyml.dev import LocalCluster
     from slinkyml.dev.kube import KubeControlPlane
-    from slinkyml.dev.throwaway import ThrowawaySlurmctld
+    from slinkyml.slurm.throwaway import ThrowawaySlurmctld
 
     for name in ("up", "down", "reset"):
         monkeypatch.setattr(LocalCluster, name, reached)

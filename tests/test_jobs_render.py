@@ -184,16 +184,38 @@ def test_the_launch_line_takes_the_node_count_from_slurm_not_a_placeholder():
     assert launch.endswith('  --rdzv-endpoint "$head_node:$rdzv_port"\n  -m N\n  N\n  HEAD:0\n')
 
 
+#: the batch script's parts under data/shell and a spec whose script carries each
+_PARTS = {"run_settings.sh": {}, "run_setup.sh": {}, "run_start.sh": {}, "run_end.sh": {},
+          "ds_config.sh": {"launcher": "deepspeed"},
+          "deepspeed_launch.sh": {"launcher": "deepspeed", "deepspeed_via": "deepspeed"}}
+
+
+def test_every_shell_part_is_checked() -> None:
+    from slinkyml.jobs.render import _RENDERED_FROM, SHELL_DIR
+
+    assert {path.name for path in SHELL_DIR.glob("*.sh") if _RENDERED_FROM in path.read_text()} == set(_PARTS)
+
+
 @pytest.mark.skipif(SHELLCHECK is None, reason="shellcheck is not installed (apt-get install shellcheck)")
-@pytest.mark.parametrize("name", ["run_setup.sh", "run_start.sh", "run_end.sh"])
+@pytest.mark.parametrize("name", sorted(_PARTS))
 def test_the_scripts_shell_parts_are_real_shellcheck_clean_files(name: str) -> None:
     """The batch script's shell lives in data/shell/*.sh (not in Python strings): each file is checked as it
-    is, and every __NAME__ in it is one the renderer fills."""
+    is, every __NAME__ in it is one the renderer fills, and each of its lines without one is in the script."""
     from slinkyml.jobs.render import _PLACEHOLDER, SHELL_DIR, shell_part
 
     path = SHELL_DIR / name
     proc = subprocess.run([SHELLCHECK, "-s", "bash", "--severity=style", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
-    script = render_sbatch(JobSpec.from_dict({"name": "j", "entry": {"module": "m"}}))
+    script = render_sbatch(JobSpec.from_dict({"name": "j", "entry": {"module": "m"}, **_PARTS[name]}))
     assert not _PLACEHOLDER.search(script)
-    assert "# shellcheck" not in shell_part(name) and shell_part(name).split("\n", 3)[1] in script
+    assert "# shellcheck" not in shell_part(name)
+    fixed = [line for line in shell_part(name).splitlines() if line.strip() and not _PLACEHOLDER.search(line)]
+    assert fixed and all(line in script.splitlines() for line in fixed), name
+
+
+def test_a_placeholder_alone_on_its_line_that_fills_with_nothing_leaves_no_line() -> None:
+    from slinkyml.jobs.render import fill
+
+    part = "a=__VALUE__\n__BLOCK__\nb=1 # __VALUE__\n"
+    assert fill(part, {"VALUE": "x", "BLOCK": ""}) == "a=x\nb=1 # x\n"
+    assert fill(part, {"VALUE": "__BLOCK__", "BLOCK": "l1\nl2"}) == "a=__BLOCK__\nl1\nl2\nb=1 # __BLOCK__\n"

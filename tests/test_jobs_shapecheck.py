@@ -19,8 +19,6 @@ from pathlib import Path
 import pytest
 
 from slinkyml.cluster import load_spec
-from slinkyml.dev import roots, throwaway
-from slinkyml.dev.process import is_alive
 from slinkyml.jobs.shapecheck import (
     ThrowawayController,
     check_scripts,
@@ -28,6 +26,8 @@ from slinkyml.jobs.shapecheck import (
     render_slurm_conf,
     slurm_for,
 )
+from slinkyml.process import is_alive
+from slinkyml.slurm import roots, throwaway
 
 REPO = Path(__file__).resolve().parent.parent
 H100 = REPO / "manifests" / "h100-efa" / "cluster.yaml"

@@ -4,11 +4,15 @@ one that its table puts below it; and job state names are spelled in slurm/state
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slinkyml"
 #: ARCHITECTURE.md's rows, bottom up; a top-level module of slinkyml (errors, specload, config...) is "base".
-LAYERS = ["base", "slurm", "plan", "train", "cluster", "dev", "jobs", "dispatch", "accounting", "demo", "cli"]
+LAYERS = ["base", "slurm", "plan", "train", "cluster", "jobs", "dispatch", "accounting", "dev", "demo", "cli"]
+#: the product: what a user's job, notebook, report or cluster needs; ``dev/`` (the local clusters a
+#: developer runs) sits above it, so only ``demo/`` and ``cli/`` may start it
+PRODUCT = LAYERS[:LAYERS.index("dev")]
 
 
 def _layer(parts: tuple[str, ...]) -> str:
@@ -37,16 +41,45 @@ def _imported(path: Path, tree: ast.AST) -> set[tuple[str, ...]]:
     return {parts for parts in found if parts}
 
 
+def _upward(path: Path, source: str) -> list[str]:
+    """What the file at ``path`` (below slinkyml/) imports from a layer above its own, one line each."""
+    own = _layer(path.relative_to(PACKAGE).parts)
+    found = []
+    for parts in sorted(_imported(path, ast.parse(source))):
+        other = _layer(parts)
+        if LAYERS.index(other) > LAYERS.index(own):
+            found.append(f"{path.relative_to(PACKAGE.parent)} ({own}) imports slinkyml.{'.'.join(parts)} ({other})")
+    return found
+
+
 def test_no_layer_imports_upward() -> None:
-    upward = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        own = _layer(path.relative_to(PACKAGE).parts)
-        for parts in _imported(path, ast.parse(path.read_text())):
-            other = _layer(parts)
-            if LAYERS.index(other) > LAYERS.index(own):
-                upward.append(f"{path.relative_to(PACKAGE.parent)} ({own}) imports "
-                              f"slinkyml.{'.'.join(parts)} ({other})")
+    upward = [line for path in sorted(PACKAGE.rglob("*.py")) for line in _upward(path, path.read_text())]
     assert not upward, "\n".join(upward)
+
+
+def test_no_product_layer_imports_the_dev_tools() -> None:
+    """``sbatch check`` (``jobs/shapecheck.py``) runs its throw-away slurmctld from ``slurm/``, not
+    from the local cluster's ``dev/``; the same for every product layer, lazy imports included."""
+    assert PRODUCT == ["base", "slurm", "plan", "train", "cluster", "jobs", "dispatch", "accounting"]
+    product = [path for path in sorted(PACKAGE.rglob("*.py")) if _layer(path.relative_to(PACKAGE).parts) in PRODUCT]
+    assert len(product) > 100  # the walk sees the package
+    into_dev = [line for path in product for line in _upward(path, path.read_text()) if "slinkyml.dev" in line]
+    assert not into_dev, "\n".join(into_dev)
+
+
+def test_an_import_of_dev_from_a_product_layer_is_reported() -> None:
+    """The check sees every spelling of such an import (the one ``shapecheck.py`` had, a lazy one, a
+    relative one), and none from the layers above the dev tools."""
+    spellings = ["from slinkyml.dev import roots\n",
+                 "from slinkyml.dev.throwaway import ThrowawaySlurmctld\n",
+                 "def check():\n    import slinkyml.dev.cluster\n",
+                 "from ..dev import roots\n"]
+    for source in spellings:
+        for where in ("jobs/shapecheck.py", "slurm/throwaway.py", "config.py", "accounting/store.py"):
+            found = _upward(PACKAGE / where, source)
+            assert len(found) == 1 and "slinkyml.dev" in found[0], (where, source, found)
+    assert not _upward(PACKAGE / "cli" / "dev.py", spellings[0])
+    assert not _upward(PACKAGE / "demo" / "__init__.py", spellings[1])
 
 
 def test_the_layers_are_those_of_architecture_md() -> None:
@@ -54,7 +87,7 @@ def test_the_layers_are_those_of_architecture_md() -> None:
     rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "`" in line]
     named = [name for row in rows if row for name in row.replace(",", " ").split()]
     assert [layer for layer in named if layer in LAYERS or layer == "Slurm"] == \
-        ["base", "Slurm", "plan", "train", "cluster", "dev", "jobs", "dispatch", "accounting", "demo", "cli"]
+        ["base", "Slurm", "plan", "train", "cluster", "jobs", "dispatch", "accounting", "dev", "demo", "cli"]
 
 
 #: string constants equal to a job state's name that are not a job state: (file, name) → why
@@ -63,6 +96,13 @@ _NOT_JOB_STATES = {
     ("train/loop.py", "FAILED"): "a word of the trainer's check line",
     ("demo/training.py", "FAILED"): "a word of the demo's check line",
     ("cli/jobs.py", "SUBMITTED"): "the submission time's column header of `jobs list`",
+}
+
+#: texts that name job states in words, not as a value read or passed to Slurm: (file, text) → why
+_STATE_WORDS_IN_TEXT = {
+    ("cli/jobs.py", "e.g. RUNNING,PENDING or FAILED"): "`jobs list --state`'s help, an example",
+    ("cli/jobs.py", "is listed UNKNOWN"): "`jobs list`'s description",
+    ("jobs/diagnose.py", "CANCELLED AT"): "slurmstepd's '*** JOB 12 ON n1 CANCELLED AT ...' line, read as written",
 }
 
 
@@ -86,4 +126,10 @@ def test_job_state_names_are_spelled_only_in_slurm_states() -> None:
             if (isinstance(node, ast.Constant) and node.value in names and id(node) not in not_compared
                     and (where, node.value) not in _NOT_JOB_STATES):
                 spelled.append(f"slinkyml/{where}:{node.lineno}: {node.value!r} (use slurm.states.State)")
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in not_compared
+                  and node.value not in names):
+                words = set(re.findall(r"[A-Z][A-Z_]+", node.value)) & names
+                if words and not any(where == w and text in node.value for (w, text) in _STATE_WORDS_IN_TEXT):
+                    spelled.append(f"slinkyml/{where}:{node.lineno}: {sorted(words)} in {node.value[:60]!r} "
+                                   "(an f-string of slurm.states.State)")
     assert not spelled, "\n".join(spelled)

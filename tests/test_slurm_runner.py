@@ -202,7 +202,8 @@ def test_a_shorter_deadline_fires_while_a_longer_one_is_pending(tmp_path):
 
 
 def test_the_slurm_layer_imports_nothing_above_it() -> None:
-    """slurm/ is the bottom layer: it finds the dev cluster through slinkyml.config, never dev/."""
+    """slurm/ is the bottom layer: it finds the dev cluster through slinkyml.config, never dev/; the throw-away
+    slurmctld of `sbatch check` (slurm/throwaway.py) runs its daemons through the base layer's slinkyml.process."""
     import pkgutil
     import subprocess
     import sys
@@ -213,4 +214,4 @@ def test_the_slurm_layer_imports_nothing_above_it() -> None:
     code = (f"import sys; import {', '.join(modules)}; "
             "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('slinkyml.')}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['config', 'errors', 'slurm']"
+    assert out.strip() == "['config', 'errors', 'process', 'slurm']"

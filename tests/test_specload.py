@@ -234,6 +234,8 @@ def _keywords(node: object, inside_names: bool = False) -> set[str]:
         for key, value in node.items():
             if not inside_names:
                 found.add(key)
+            if not inside_names and key in specload.ANNOTATIONS:
+                continue  # an annotation's value is not a schema (a default, x-cli's flag)
             names = not inside_names and key in ("properties", "$defs", "patternProperties")
             found |= _keywords(value, names)
     elif isinstance(node, list):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slinkyml.dev import LocalCluster
-from slinkyml.dev.process import is_alive
+from slinkyml.process import is_alive
 
 pytestmark = pytest.mark.usefixtures("exclusive_cluster")  # stops and restarts the session's cluster
 

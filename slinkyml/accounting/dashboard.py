@@ -20,7 +20,7 @@ from slinkyml.accounting import efficiency, fairshare, usage
 from slinkyml.accounting.sacct import SacctTable
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
-from slinkyml.slurm.states import LOST_STATES
+from slinkyml.slurm.states import LOST_STATES, State
 
 #: Segment end states whose allocation produced nothing kept (lost hours), in display order.
 #: Time-bin widths to choose from: the first giving at most MAX_BINS bins over the window.
@@ -247,7 +247,7 @@ def pending_jobs(slurm) -> pd.DataFrame:
     fields = ("JobArrayID", "UserName", "Account", "Partition", "Reason", "SubmitTime")
     rows = []
     now = pd.Timestamp.now(tz="UTC")
-    for job in records.squeue(slurm, fields, ["--states=PENDING"], check=False):
+    for job in records.squeue(slurm, fields, [f"--states={State.PENDING}"], check=False):
         submit = pd.to_datetime(job["SubmitTime"], errors="coerce", utc=True)
         rows.append({"job_id": job["JobArrayID"], "user": job["UserName"], "account": job["Account"],
                      "partition": job["Partition"], "reason": job["Reason"], "submit": submit,

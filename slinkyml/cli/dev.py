@@ -131,7 +131,7 @@ def _kube_up(args: argparse.Namespace) -> int:
     import time
 
     from slinkyml.cluster.spec import load_spec
-    from slinkyml.dev import roots
+    from slinkyml.slurm import roots
 
     spec = load_spec(args.slurm_pods) if args.slurm_pods else None  # a bad spec stops before anything starts
     if spec is not None and not args.kubelet:

@@ -1,17 +1,56 @@
 """``slinkyml run [sbatch-like flags] SCRIPT|-m MODULE [ARGS...]``: a one-command job.
 
 The flags build a :class:`~slinkyml.jobs.spec.JobSpec` (so errors name its fields), submitted as
-``sbatch submit`` does. Stdlib imports only at module level.
+``sbatch submit`` does. The job flags are the ``x-cli`` entries of the published job schema (declared
+with each parameter in ``jobs/spec.py``); read as JSON, so ``run --help`` imports no spec machinery.
+Stdlib imports only at module level.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any
 
+from slinkyml import DATA_DIR
 from slinkyml.errors import SlinkyError
+
+#: the published job schema: each parameter's ``x-cli`` says which flag of ``run`` sets it
+JOB_SCHEMA = DATA_DIR / "schemas" / "job.schema.json"
+
+
+def job_flags() -> list[tuple[tuple[str, ...], dict[str, Any], list[str]]]:
+    """(parameter path, its schema property, the keys its parent requires) of every parameter ``run`` has a
+    flag for, in the schema's order; a nested one (``container.image``) where its parent stands."""
+    schema = json.loads(JOB_SCHEMA.read_text())
+    found: list[tuple[tuple[str, ...], dict[str, Any], list[str]]] = []
+
+    def walk(node: dict[str, Any], path: tuple[str, ...]) -> None:
+        for name, prop in node["properties"].items():
+            if "$ref" in prop:
+                walk(schema["$defs"][prop["$ref"].rsplit("/", 1)[-1]], (*path, name))
+            elif "x-cli" in prop:
+                found.append(((*path, name), prop, node.get("required", [])))
+
+    walk(schema, ())
+    return found
+
+
+def _add_job_flag(p: argparse.ArgumentParser, path: tuple[str, ...], prop: dict[str, Any]) -> None:
+    cli = prop["x-cli"]
+    types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+    options: dict[str, Any] = {"dest": ".".join(path)}
+    options |= {key: cli[key] for key in ("metavar", "help") if key in cli}
+    if types[0] == "boolean":
+        options["action"] = "store_true"
+    elif cli.get("each") in ("append", "key=value"):
+        options |= {"action": "append", "default": []}
+    else:
+        options |= {"type": int} if types[0] == "integer" else {}
+        options |= {"default": prop["default"]} if cli.get("default") else {}
+    p.add_argument(*cli["options"], **options)
 
 
 def register(subparsers: Any) -> None:
@@ -20,33 +59,8 @@ def register(subparsers: Any) -> None:
         "`slinkyml run -N 2 --gpus-per-node 8 -t 2:00:00 train.py --lr 3e-4` or "
         "`slinkyml run -N 2 -m pkg.train --epochs 3`. Everything after the script (or after -m MODULE) "
         "is passed to it. Exit status: the job's own with --wait/--follow (as sbatch --wait).")
-    p.add_argument("-N", "--nodes", type=int, default=1, help="nodes (1)")
-    p.add_argument("--gpus-per-node", type=int, default=0, metavar="G", help="GPUs per node (0)")
-    p.add_argument("--nproc-per-node", type=int, dest="procs_per_node", metavar="P",
-                   help="processes per node (default: one per GPU, else 1)")
-    p.add_argument("--ntasks-per-node", type=int, dest="tasks_per_node", metavar="T",
-                   help="Slurm tasks per node (default: what the launcher needs)")
-    p.add_argument("-c", "--cpus-per-task", type=int, default=1, metavar="C")
-    p.add_argument("--mem", dest="mem_per_node", metavar="SIZE", help="memory per node (e.g. 16G)")
-    p.add_argument("-t", "--time", dest="time_limit", default="01:00:00", metavar="TIME",
-                   help="time limit, [D-]HH:MM:SS or minutes (1:00:00)")
-    p.add_argument("-p", "--partition")
-    p.add_argument("-A", "--account")
-    p.add_argument("-q", "--qos")
-    p.add_argument("-w", "--nodelist")
-    p.add_argument("--exclusive", action="store_true")
-    p.add_argument("-d", "--dependency", dest="dependencies", action="append", default=[], metavar="DEP",
-                   help="e.g. afterok:1234 (repeatable)")
-    p.add_argument("-J", "--job-name", dest="name", help="default: the script's or module's name")
-    p.add_argument("--launcher", default="torchrun", help="torchrun (default), deepspeed, neuron or srun")
-    p.add_argument("--container", metavar="IMAGE", help="pyxis/enroot image for the tasks")
-    p.add_argument("--container-mounts", metavar="SRC:DST[,...]", help="pyxis mounts, comma-separated")
-    p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment (repeatable)")
-    p.add_argument("--python", help="the job's interpreter (default: the one running slinkyml, sys.executable)")
-    p.add_argument("--log-dir", default="logs", help="where the job writes its logs (./logs)")
-    p.add_argument("--checkpoint-dir")
-    p.add_argument("--max-restarts", type=int, metavar="R", help="requeues after preemption (3)")
-    p.add_argument("--network", help="tcp (default), efa or ib")
+    for path, prop, _required in job_flags():
+        _add_job_flag(p, path, prop)
     p.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit nothing")
     p.add_argument("--save-spec", metavar="FILE", help="also write the job spec as YAML")
     p.add_argument("--wait", action="store_true", help="wait for the job and exit with its exit code")
@@ -72,34 +86,56 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
         default_name = os.path.splitext(os.path.basename(args.command[0]))[0]
     else:
         raise SlinkyError("give a script (slinkyml run train.py ...) or a module (slinkyml run -m pkg.train ...)")
-    data: dict[str, Any] = {"name": args.name or default_name or "job", "entry": entry}
-    for key in ("nodes", "gpus_per_node", "procs_per_node", "tasks_per_node", "cpus_per_task",
-                "mem_per_node", "time_limit", "partition", "account", "qos", "nodelist", "launcher",
-                "python", "log_dir", "checkpoint_dir", "network"):
-        value = getattr(args, key)
-        if value is not None:
-            data[key] = value
-    if args.exclusive:
-        data["exclusive"] = True
-    if args.dependencies:
-        data["dependencies"] = list(args.dependencies)
-    if args.container:
-        data["container"] = {"image": args.container}
-        if args.container_mounts:
-            data["container"]["mounts"] = args.container_mounts.split(",")
-    elif args.container_mounts:
-        raise SlinkyError("--container-mounts needs --container IMAGE")
-    env: dict[str, str] = {}
-    for item in args.env:
+    data: dict[str, Any] = {"name": None, "entry": entry}
+    flags = {path: (prop, required) for path, prop, required in job_flags()}
+    for path, (prop, _required) in flags.items():
+        value = getattr(args, ".".join(path))
+        if value is None or value is False or value == []:
+            continue
+        each = prop["x-cli"].get("each")
+        value = _pairs(prop, value) if each == "key=value" else value.split(",") if each == "comma-list" else value
+        _parent(data, path)[path[-1]] = list(value) if each == "append" else value
+    for path, (prop, required) in flags.items():
+        if len(path) > 1 and path[-1] in _parent(data, path, create=False):
+            _require(_parent(data, path, create=False), path, prop, required, flags)
+    data["name"] = data["name"] or default_name or "job"
+    return data
+
+
+def _parent(data: dict[str, Any], path: tuple[str, ...], *, create: bool = True) -> dict[str, Any]:
+    """The mapping that holds the parameter at ``path`` (made on the way where ``create``)."""
+    node = data
+    for key in path[:-1]:
+        node = node.setdefault(key, {}) if create else node.get(key, {})
+    return node
+
+
+def _require(parent: dict[str, Any], path: tuple[str, ...], prop: dict[str, Any], required: list[str],
+             flags: dict[tuple[str, ...], tuple[dict[str, Any], list[str]]]) -> None:
+    """A nested parameter given without one its parent needs: one line naming both flags."""
+    for key in required:
+        if key in parent:
+            continue
+        if (*path[:-1], key) not in flags:
+            raise SlinkyError(f"{_option(prop)} needs {'.'.join((*path[:-1], key))}, which a spec file sets "
+                              "(slinkyml sbatch submit)")
+        needed = flags[(*path[:-1], key)][0]
+        raise SlinkyError(f"{_option(prop)} needs {_option(needed)} {needed['x-cli'].get('metavar', '')}".rstrip())
+
+
+def _option(prop: dict[str, Any]) -> str:
+    return prop["x-cli"]["options"][-1]
+
+
+def _pairs(prop: dict[str, Any], items: list[str]) -> dict[str, str]:
+    """``--env K=V`` words as a mapping; one line naming the flag for a word that is not one."""
+    out: dict[str, str] = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SlinkyError(f"--env {item!r}: expected KEY=VALUE")
-        env[key] = value
-    if env:
-        data["env"] = env
-    if args.max_restarts is not None:
-        data["requeue"] = {"max_restarts": args.max_restarts}
-    return data
+            raise SlinkyError(f"{_option(prop)} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:

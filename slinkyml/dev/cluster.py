@@ -36,10 +36,11 @@ from slinkyml.dev.config import (
     render_slurmdbd_conf,
     saved_node_addresses,
 )
-from slinkyml.dev.process import Daemon, cmdline, is_alive, port_in_use, port_open, unix_connectable
 from slinkyml.errors import SlinkyError
+from slinkyml.process import Daemon, cmdline, is_alive, port_in_use, port_open, unix_connectable
 from slinkyml.secretfile import write_secret
 from slinkyml.slurm import Slurm, SlurmError, records
+from slinkyml.slurm.roots import MULTIARCH, SYSTEM, SlurmInstall, find
 from slinkyml.slurm.version import SlurmVersion
 
 #: binary → Debian package that provides it: "slurm" (the system Slurm's; a root brings its own), "other"
@@ -111,7 +112,7 @@ def detect_gpus() -> int:
 
 def detect_version() -> SlurmVersion:
     """The installed Slurm, from the daemon (clients need a config before they print a version)."""
-    return roots.SlurmInstall().version()
+    return SlurmInstall().version()
 
 
 class LocalCluster:
@@ -153,9 +154,9 @@ class LocalCluster:
         return Slurm(self.spec.slurm_conf, bin_dir=None if self.install.is_system else str(self.spec.bin_dir))
 
     @property
-    def install(self) -> roots.SlurmInstall:
+    def install(self) -> SlurmInstall:
         """The Slurm this cluster runs (``--slurm-version``); its root is built by :meth:`up`."""
-        return roots.install(self.spec.slurm_version, build=False)
+        return find(self.spec.slurm_version)
 
     @property
     def version(self) -> SlurmVersion:
@@ -279,7 +280,7 @@ class LocalCluster:
         if not self.spec.cgroups:
             return
         why = cgroups_unusable(Path("/proc/self/mounts").read_text(), lambda path: os.access(path, os.W_OK))
-        plugins = self.install.plugin_dir or Path("/usr/lib") / roots.MULTIARCH / "slurm-wlm"
+        plugins = self.install.plugin_dir or Path("/usr/lib") / MULTIARCH / "slurm-wlm"
         if not why and not (plugins / "cgroup_v1.so").exists():
             why = f"Slurm {self.version} has no cgroup/v1 plugin ({plugins / 'cgroup_v1.so'})"
         if why:
@@ -440,7 +441,7 @@ class LocalCluster:
 
     # -- helpers -------------------------------------------------------------------------
     def _preflight(self) -> None:
-        system = self.spec.slurm_version == roots.SYSTEM
+        system = self.spec.slurm_version == SYSTEM
         needed = {**BINARIES["slurm"], **BINARIES["other"]} if system else BINARIES["other"]
         missing = [f"{b} (Debian package {p})" for b, p in needed.items() if not shutil.which(b)]
         missing += missing_plugins() if system else []
@@ -456,7 +457,7 @@ class LocalCluster:
     def _check_release(self) -> None:
         """A state dir keeps the Slurm release it was made with: its database and saved state are in
         that release's formats (slurmdbd converts only from the two releases before it)."""
-        made_with = self.saved.get("slurm_version", roots.SYSTEM) if self.saved else None
+        made_with = self.saved.get("slurm_version", SYSTEM) if self.saved else None
         if made_with and made_with != self.spec.slurm_version and (self.spec.state_dir / "mariadb").exists():
             raise SlinkyError(f"--slurm-version: the cluster in {self.spec.state_dir} runs Slurm {made_with}; "
                               f"use another --state-dir for {self.spec.slurm_version} (or `slinkyml dev reset "

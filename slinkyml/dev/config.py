@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slinkyml.dev import roots
 from slinkyml.errors import SpecError
+from slinkyml.slurm import roots
 from slinkyml.slurm.conf import SlurmConfBuilder
 from slinkyml.slurm.version import SlurmVersion
 
@@ -71,7 +71,7 @@ class DevClusterSpec:
     #: "" = :func:`default_munge_socket` of ``state_dir``
     munge_socket_path: str = ""
     controller_host: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
-    #: "system" (the machine's Slurm) or a release built in a Debian root (see slinkyml.dev.roots)
+    #: "system" (the machine's Slurm) or a release built in a Debian root (see slinkyml.slurm.roots)
     slurm_version: str = "system"
     #: GRES every node declares without devices behind it (``gpu:h100:8``; emulated nodes): the
     #: scheduler and accounting see them, no process can open one. Not with real GPUs (``gpus``).

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from slinkyml.dev import ownership
 from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, MAX_NODES, DevClusterSpec, render_hosts_block
-from slinkyml.dev.process import exclusive_lock
 from slinkyml.errors import SlinkyError
+from slinkyml.process import exclusive_lock
 
 HOSTS_FILE = Path("/etc/hosts")
 RESOLV_CONF = Path("/etc/resolv.conf")

@@ -20,42 +20,14 @@ from slinkyml.jobs.spec import NODE_PYTHON, JobSpec
 from slinkyml.slurm import causes, protocol
 from slinkyml.slurm.protocol import ENV_CHECKPOINT_DIR, ENV_DS_CONFIG, ENV_LOG_DIR, ENV_RESTART, ENV_SIGNAL
 
-#: Where a rendered DeepSpeed script writes its config at run time (next to the logs).
-DS_CONFIG_FILE = "ds_config-${SLURM_JOB_ID}.json"
 #: each srun task hands its node index to torchrun's --node-rank (srun cannot set per-task variables)
 NODE_RANK_WRAPPER = ("bash", "-c", 'PET_NODE_RANK="$SLURM_NODEID" exec "$@"', "slinkyml-node")
-#: Where a script for DeepSpeed's launcher writes the hostfile and the ranks' entry (see below).
-DS_HOSTFILE = "hostfile-${SLURM_JOB_ID}"
-DS_RANK_ENTRY_FILE = "ds_rank_entry-${SLURM_JOB_ID}.py"
+#: the batch script's shell parts, real files under data/shell (shellchecked as they are)
+SHELL_DIR = DATA_DIR / "shell"
 #: What every rank started by DeepSpeed's slurm launcher runs first: that launcher (``SlurmRunner``,
 #: read in deepspeed 0.19.8) sets no RANK/LOCAL_RANK/WORLD_SIZE, ignores ``--module`` and
 #: double-quotes some exported values, which srun keeps literally. This entry undoes all three.
-DS_RANK_ENTRY = r'''"""slinkyml: each rank's entry under DeepSpeed's slurm launcher (rendered; do not edit)."""
-import os
-import re
-import runpy
-import sys
-
-env = os.environ
-for name, source in (("RANK", "SLURM_PROCID"), ("LOCAL_RANK", "SLURM_LOCALID"),
-                     ("WORLD_SIZE", "SLURM_STEP_NUM_TASKS"), ("NODE_RANK", "SLURM_NODEID")):
-    if source in env:  # an srun task: srun's numbering is the truth
-        env[name] = env[source]
-EXPORTED = ("MLFLOW", "PYTHON", "MV2", "UCX", "NCCL", "CNCL", "HCCL", "BCCL", "ASCEND", "NEUWARE_HOME",
-            "BIREN", "SUPA", "LD_LIBRARY", "PATH")
-for name, value in list(env.items()):
-    if (name.startswith(EXPORTED) and len(value) >= 2 and value[0] == value[-1] == '"'
-            and re.search(r"[^\w@%+=:,./-]", value[1:-1])):
-        env[name] = value[1:-1]
-del sys.argv[0]
-if sys.argv and sys.argv[0] == "-m":
-    del sys.argv[0]
-    sys.path[0] = os.getcwd()
-    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
-else:
-    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
-    runpy.run_path(sys.argv[0], run_name="__main__")
-'''
+DS_RANK_ENTRY = (SHELL_DIR / "ds_rank_entry.py").read_text()
 
 
 class Raw(str):
@@ -181,54 +153,40 @@ def render_sbatch(spec: JobSpec, request: SlurmJobRequest | None = None) -> str:
         lines.append(f"#SBATCH {option}" if value is None else f"#SBATCH {option}={sbatch_value(value)}")
     launch = _launch_lines(spec)
     launch_text = "\n".join(launch)
-    lines += ["set -euo pipefail", "", "# -- settings from the job spec"]
     settings = {
         "log_dir": spec.log_dir,
         "log_name": safe_name(spec.name),
         "max_restarts": str(spec.requeue.max_restarts),
         "requeue_on": " ".join(spec.requeue.on),
     }
-    for key, value in settings.items():
-        if key == "log_name" and f"${key}" not in launch_text:
-            continue
-        lines.append(f"{key}={quote(value)}")
-    lines += [
-        'restart_count="${SLURM_RESTART_COUNT:-0}"',
-        'run_started="$(date +%s)"',
-        'head_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-        *(_rdzv_port_lines(spec) if "$rdzv_port" in launch_text else []),
-        "",
-        "# -- environment: slinkyml, network preset "
-        f"({spec.network}), then the spec's own",
-        f'export {ENV_RESTART}="$restart_count"',
-        f"export {ENV_SIGNAL}={sig}",
-        f'export {ENV_LOG_DIR}="$log_dir"',
-    ]
-    if spec.checkpoint_dir:
-        lines.append(f"export {ENV_CHECKPOINT_DIR}={quote(spec.checkpoint_dir)}")
-    lines += preset_env_lines(spec)
-    for key, value in spec.env.items():
-        lines.append(f"export {key}={quote(value)}")
+    environment = [f"export {ENV_CHECKPOINT_DIR}={quote(spec.checkpoint_dir)}"] if spec.checkpoint_dir else []
+    environment += preset_env_lines(spec)
+    environment += [f"export {key}={quote(value)}" for key, value in spec.env.items()]
+    lines.append(fill(shell_part("run_settings.sh"), {
+        "SETTINGS": "\n".join(f"{key}={quote(value)}" for key, value in settings.items()
+                              if key != "log_name" or f"${key}" in launch_text),
+        "RDZV_PORT": "\n".join(_rdzv_port_lines(spec)) if "$rdzv_port" in launch_text else "",
+        "NETWORK": spec.network, "ENV_RESTART": ENV_RESTART, "ENV_SIGNAL": ENV_SIGNAL, "ENV_LOG_DIR": ENV_LOG_DIR,
+        "SIG": sig, "ENVIRONMENT": "\n".join(environment)}).rstrip("\n"))
     lines.append(fill(shell_part("run_setup.sh"), {"LOG_NAME": safe_name(spec.name)}).rstrip("\n"))
     if spec.launcher == "deepspeed":
         config = deepspeed_config_for(spec)
         if isinstance(config, str):
             lines.append(f"export {ENV_DS_CONFIG}={quote(config)}")
         else:
-            lines += [f'export {ENV_DS_CONFIG}="$log_dir/{DS_CONFIG_FILE}"',
-                      f'cat > "${ENV_DS_CONFIG}" <<\'SLINKYML_DS_CONFIG\'',
-                      json.dumps(config, indent=2, sort_keys=True),
-                      "SLINKYML_DS_CONFIG"]
+            lines.append(fill(shell_part("ds_config.sh"), {
+                "ENV_DS_CONFIG": ENV_DS_CONFIG, "DS_CONFIG_JSON": json.dumps(config, indent=2, sort_keys=True)})
+                .rstrip("\n"))
     lines.append(_run_start())
     lines += launch
     # what follows the launch depends on four values only: joined once per process for each
     return "\n".join(lines) + "\n" + _run_end(sig, forward, spec.requeue.grace_seconds, spec.checkpoint_dir or "")
 
 
-#: the batch script's shell parts, real files under data/shell (shellchecked as they are)
-SHELL_DIR = DATA_DIR / "shell"
 _RENDERED_FROM = "# -- rendered from here"
 _PLACEHOLDER = re.compile(r"__([A-Z][A-Z_]*[A-Z])__")
+#: a placeholder alone on its line, or anywhere in one
+_FILLED = re.compile(rf"^{_PLACEHOLDER.pattern}\n|{_PLACEHOLDER.pattern}", re.MULTILINE)
 
 
 @functools.cache
@@ -240,8 +198,14 @@ def shell_part(name: str) -> str:
 
 
 def fill(part: str, values: dict[str, str]) -> str:
-    """``part`` with each ``__NAME__`` replaced by ``values[NAME]`` (in one pass: a value is never re-read)."""
-    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], part)
+    """``part`` with each ``__NAME__`` replaced by ``values[NAME]`` (in one pass: a value is never re-read);
+    a placeholder alone on its line that fills with nothing leaves no empty line."""
+    def value(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return values[match.group(2)]
+        whole = values[match.group(1)]
+        return whole + "\n" if whole else ""
+    return _FILLED.sub(value, part)
 
 
 @functools.cache
@@ -375,18 +339,10 @@ def _set_arg(args: list[str], flag: str, value: str) -> list[str]:
 
 
 def _deepspeed_launcher_lines(spec: JobSpec, head: Raw, port: Raw, nnodes: Raw) -> list[str]:
-    """DeepSpeed's launcher, once on the batch node: hostfile, rank entry, MASTER_ADDR/PORT, argv."""
-    out = ["# -- launch: DeepSpeed's launcher (--launcher slurm) runs here, on the batch node, and starts",
-           "# every rank as a task of one srun; ranks take RANK/LOCAL_RANK/WORLD_SIZE from srun",
-           "# (ds_rank_entry), MASTER_ADDR/PORT from here (srun --export=ALL passes this environment on)",
-           'export MASTER_ADDR="$head_node" MASTER_PORT="$rdzv_port"',
-           f'hostfile="$log_dir/{DS_HOSTFILE}"',
-           'scontrol show hostnames "$SLURM_JOB_NODELIST" | '
-           f'sed "s/\\$/ slots={spec.effective_procs_per_node}/" > "$hostfile"',
-           f'rank_entry="$log_dir/{DS_RANK_ENTRY_FILE}"',
-           "cat > \"$rank_entry\" <<'SLINKYML_RANK_ENTRY'",
-           *DS_RANK_ENTRY.rstrip("\n").split("\n"),
-           "SLINKYML_RANK_ENTRY"]
+    """DeepSpeed's launcher, once on the batch node: hostfile, rank entry, MASTER_ADDR/PORT
+    (data/shell/deepspeed_launch.sh), argv."""
+    out = [fill(shell_part("deepspeed_launch.sh"), {
+        "SLOTS": str(spec.effective_procs_per_node), "DS_RANK_ENTRY": DS_RANK_ENTRY.rstrip("\n")}).rstrip("\n")]
     # per-rank logs like the other launchers' (srun expands %j/%t; '%' in the folder is escaped);
     # the restart count is only known at run time, so that one word is assembled around it
     mark = "@RESTART@"  # shlex-safe, so it does not make shlex.join quote the word

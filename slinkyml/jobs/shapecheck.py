@@ -20,15 +20,15 @@ from pathlib import Path
 
 from slinkyml import DATA_DIR
 from slinkyml.cluster import SlurmCluster, load_spec, names, workers
-from slinkyml.dev import roots
-from slinkyml.dev.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
 from slinkyml.errors import Problem, SlinkyError, SpecError
 from slinkyml.instances import get_instance_type
 from slinkyml.jobs.render import render_sbatch
 from slinkyml.jobs.request import stop_signal_warning
 from slinkyml.jobs.spec import JobSpec, time_limit_seconds
 from slinkyml.kube import quantity
+from slinkyml.slurm import roots
 from slinkyml.slurm.conf import Line, SlurmConfBuilder, pairs
+from slinkyml.slurm.throwaway import DEFAULT_MUNGE_SOCKET, ThrowawaySlurmctld
 
 #: slurm.conf keys pointing the daemon at ports, files, credentials or services: a cluster's
 #: ``controller.extra_conf`` setting them is ignored here
@@ -70,7 +70,7 @@ def slurm_for(release: str) -> roots.SlurmInstall:
     """The Slurm to judge a spec with: its ``slurm_version`` where that release is here (a root that
     ``slinkyml dev up --slurm-version`` built; never built for a check), else the machine's own."""
     if release in roots.RELEASES:
-        found = roots.install(release, build=False)
+        found = roots.find(release)
         if found.root is not None and roots.root_ok(release, found.root):
             return found
     return roots.SlurmInstall()

@@ -10,7 +10,7 @@ import dataclasses
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -18,21 +18,33 @@ from typing import Any
 from slinkyml import specload
 from slinkyml.errors import SpecError
 from slinkyml.instances import InstanceType, get_instance_type
-from slinkyml.slurm.protocol import DEFAULT_REQUEUE_ON
+from slinkyml.jobs import params
+from slinkyml.jobs.params import flag, param
+from slinkyml.slurm.protocol import DEFAULT_REQUEUE_ON, REQUEUE_CAUSES
 
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
 NEURON_CORES_PER_DEVICE = 2
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$", re.ASCII)
+#: the schema's patterns and messages that several parameters share
+_ONE_LINE = r"^[^\n]+$"
+_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+_SLURM_NAME, _NOT_A_NAME = "^[A-Za-z0-9_][A-Za-z0-9_.+-]*$", "not a valid Slurm name: {value}"
+_DEPENDENCY = (r"^(after|afterany|afterok|afternotok|aftercorr|afterburstbuffer|singleton)"
+               r"(:[0-9]+(_[0-9]+)?(\+[0-9]+)?)*$")
+_NOT_A_DEPENDENCY = "expected e.g. afterok:1234, got {value}"
+_NOT_AN_SRUN_OPTION = "expected an srun option like --mpi=pmix, got {value}"
+#: the stop signals a job may name (each also as SIGNAME)
+SIGNALS = ("USR1", "USR2", "TERM", "INT", "HUP", "URG")
 
 
 @dataclass(frozen=True)
 class Entry:
     """What each training process runs: a Python module or a script, plus arguments (literal)."""
 
-    module: str | None = None
-    script: str | None = None
-    args: tuple[str, ...] = ()
+    module: str | None = param(None, pattern=_MODULE, error="not a Python module name: {value}")
+    script: str | None = param(None, minLength=1, pattern=_ONE_LINE, error="must be a path on one line")
+    args: tuple[str, ...] = param((), accepts=["array"], items={"type": ["string", "number"]})
 
     def __post_init__(self) -> None:
         specload.check_fields(self, "job", definition="entry", path="entry")
@@ -50,9 +62,12 @@ class Entry:
 class Container:
     """A pyxis/enroot container for the tasks (``srun --container-image/--container-mounts``)."""
 
-    image: str
-    mounts: tuple[str, ...] = ()
-    workdir: str | None = None
+    image: str = param(minLength=1, pattern=r"^[^\n]*\S[^\n]*$", error="must be a non-empty image reference on one line",
+                       cli=flag("--container", metavar="IMAGE", help="pyxis/enroot image for the tasks"))
+    mounts: tuple[str, ...] = param((), accepts=["array"], items={
+        "type": "string", "pattern": "^[^,]*[^,\\s][^,]*$", "x-error": "one SRC:DST[:FLAGS] per entry, no commas"},
+        cli=flag("--container-mounts", metavar="SRC:DST[,...]", help="pyxis mounts, comma-separated", each="comma-list"))
+    workdir: str | None = param(None)
 
     def __post_init__(self) -> None:
         specload.check_fields(self, "job", definition="container", path="container")
@@ -78,10 +93,13 @@ class RequeuePolicy:
     ``preemption``, ``node_failure`` by default; ``oom``, ``user_error`` when listed; ``any_failure``
     all of them. A cancelled job never requeues."""
 
-    signal: str = "USR2"
-    grace_seconds: int = 60
-    max_restarts: int = 3
-    on: tuple[str, ...] = DEFAULT_REQUEUE_ON
+    signal: str = param("USR2", enum=[*SIGNALS, *(f"SIG{name}" for name in SIGNALS)])
+    grace_seconds: int = param(60, minimum=0, maximum=65535)
+    max_restarts: int = param(3, minimum=0, maximum=1000,
+                              cli=flag("--max-restarts", metavar="R", help="requeues after preemption (3)"))
+    on: tuple[str, ...] = param(DEFAULT_REQUEUE_ON, "which endings requeue the job (slinkyml/data/run_causes.json); "
+                                "default: time_limit (only after a checkpoint), preemption, node_failure",
+                                accepts=["array"], items={"type": "string", "enum": list(REQUEUE_CAUSES)})
 
     def __post_init__(self) -> None:
         specload.check_fields(self, "job", definition="requeue", path="requeue")
@@ -93,39 +111,81 @@ class RequeuePolicy:
 class JobSpec:
     """A training job. Only ``name`` and ``entry`` are required."""
 
-    name: str
-    entry: Entry = field(default=None)  # type: ignore[assignment]  # required; checked below
-    nodes: int = 1
-    gpus_per_node: int = 0
-    neuron_devices_per_node: int = 0
-    tasks_per_node: int | None = None
-    procs_per_node: int | None = None
-    cpus_per_task: int = 1
-    mem_per_node: str | None = None
-    time_limit: str = "01:00:00"
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    exclusive: bool = False
-    nodelist: str | None = None
-    launcher: str = "torchrun"
-    deepspeed_via: str = "torchrun"
-    container: Container | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    network: str = "tcp"
-    checkpoint_dir: str | None = None
-    requeue: RequeuePolicy = field(default_factory=RequeuePolicy)
-    log_dir: str = "logs"
-    dependencies: tuple[str, ...] = ()
-    deepspeed_config: Mapping[str, Any] | str | None = None
-    rdzv_port: int | None = None  # None: derived from the job id and restart, the first free one
-    python: str | None = None  # None: the submitting interpreter (interpreter()); a script rendered alone: python3
-    neuron_precompile: bool = True
-    neuron_compile_steps: int = 5
-    neuron_compile_dir: str | None = None
-    instance_type: str | None = None
-    library_versions: Mapping[str, str] = field(default_factory=dict)
-    srun_args: tuple[str, ...] = ()
+    name: str = param(description="Job name (sbatch --job-name)", minLength=1, maxLength=200, pattern=_ONE_LINE,
+                      error="must be a single line",
+                      cli=flag("-J", "--job-name", help="default: the script's or module's name"))
+    entry: Entry = param(description="What each process runs: module or script, plus args", required=True)
+    nodes: int = param(1, "Nodes (sbatch --nodes)", minimum=1, maximum=100000,
+                       cli=flag("-N", "--nodes", help="nodes (1)", default=True))
+    gpus_per_node: int = param(0, minimum=0, maximum=64,
+                               cli=flag("--gpus-per-node", metavar="G", help="GPUs per node (0)", default=True))
+    neuron_devices_per_node: int = param(0, "Trainium devices per node", minimum=0, maximum=64)
+    tasks_per_node: int | None = param(
+        None, "Slurm tasks per node (default: one launcher per node)", minimum=1, maximum=1024,
+        cli=flag("--ntasks-per-node", metavar="T", help="Slurm tasks per node (default: what the launcher needs)"))
+    procs_per_node: int | None = param(
+        None, "Processes the launcher starts per node (default: one per GPU/NeuronCore)", minimum=1, maximum=1024,
+        cli=flag("--nproc-per-node", metavar="P", help="processes per node (default: one per GPU, else 1)"))
+    cpus_per_task: int = param(1, minimum=1, maximum=4096,
+                               cli=flag("-c", "--cpus-per-task", metavar="C", default=True))
+    mem_per_node: str | None = param(None, "Memory per node: 8G, 4096M, or megabytes",
+                                     accepts=["string", "integer", "null"], pattern="^[0-9]+[KMGT]?$", minimum=1,
+                                     error="expected e.g. 8G or 4096M, got {value}",
+                                     cli=flag("--mem", metavar="SIZE", help="memory per node (e.g. 16G)"))
+    time_limit: str = param("01:00:00", "[D-]HH:MM:SS, MM, ... or minutes", accepts=["string", "integer"],
+                            pattern="^(?:([0-9]+)-)?([0-9]+)(?::([0-9]{1,2}))?(?::([0-9]{1,2}))?$", minimum=1,
+                            error="expected [D-]HH:MM:SS or minutes, got {value}",
+                            cli=flag("-t", "--time", metavar="TIME", default=True,
+                                     help="time limit, [D-]HH:MM:SS or minutes (1:00:00)"))
+    partition: str | None = param(None, pattern=_SLURM_NAME, error=_NOT_A_NAME, cli=flag("-p", "--partition"))
+    account: str | None = param(None, pattern=_SLURM_NAME, error=_NOT_A_NAME, cli=flag("-A", "--account"))
+    qos: str | None = param(None, pattern=_SLURM_NAME, error=_NOT_A_NAME, cli=flag("-q", "--qos"))
+    exclusive: bool = param(False, cli=flag("--exclusive"))
+    nodelist: str | None = param(None, pattern=r"^[A-Za-z0-9_.,\[\]-]+$", error="not a Slurm node list: {value}",
+                                 cli=flag("-w", "--nodelist"))
+    launcher: str = param("torchrun", enum=["torchrun", "deepspeed", "neuron", "srun"],
+                          cli=flag("--launcher", help="torchrun (default), deepspeed, neuron or srun", default=True))
+    deepspeed_via: str = param("torchrun", "deepspeed launcher: start ranks with torchrun or DeepSpeed's own launcher",
+                               enum=["torchrun", "deepspeed"])
+    container: Container | None = param(None, "pyxis/enroot container")
+    env: Mapping[str, str] = param(
+        description="Environment variables for the tasks", factory=dict, accepts=["object"],
+        propertyNames={"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                       "x-error": "not a valid environment variable name"},
+        additionalProperties={"type": ["string", "number", "boolean"]},
+        cli=flag("--env", metavar="K=V", help="environment (repeatable)", each="key=value"))
+    network: str = param("tcp", enum=["efa", "ib", "tcp"], cli=flag("--network", help="tcp (default), efa or ib"))
+    checkpoint_dir: str | None = param(None, "Checkpoint folder", minLength=1, pattern=_ONE_LINE,
+                                       error="must be a path on one line", cli=flag("--checkpoint-dir"))
+    requeue: RequeuePolicy = param(factory=RequeuePolicy, accepts=["object", "null"])
+    log_dir: str = param("logs", "Log folder", minLength=1, pattern=_ONE_LINE, error="must be a path on one line",
+                         cli=flag("--log-dir", help="where the job writes its logs (./logs)", default=True))
+    dependencies: tuple[str, ...] = param((), accepts=["string", "array"], pattern=_DEPENDENCY,
+                                          items={"type": "string", "pattern": _DEPENDENCY, "x-error": _NOT_A_DEPENDENCY},
+                                          error=_NOT_A_DEPENDENCY,
+                                          cli=flag("-d", "--dependency", metavar="DEP", each="append",
+                                                   help="e.g. afterok:1234 (repeatable)"))
+    deepspeed_config: Mapping[str, Any] | str | None = param(
+        None, "DeepSpeed config (mapping) or path to a JSON file; default: planned", accepts=["object", "string", "null"])
+    #: None: derived from the job id and restart, the first free one
+    rdzv_port: int | None = param(None, "torchrun rendezvous port (default: derived from the job id and restart, the "
+                                  "first free one)", minimum=1, maximum=65535)
+    #: None: the submitting interpreter (interpreter()); a script rendered alone: python3
+    python: str | None = param(
+        None, "Interpreter on the nodes (default: the one that submits, sys.executable; python3 in a script rendered "
+        "without submitting)", minLength=1, pattern=_ONE_LINE, error="must be a path on one line",
+        cli=flag("--python", help="the job's interpreter (default: the one running slinkyml, sys.executable)"))
+    neuron_precompile: bool = param(True)
+    neuron_compile_steps: int = param(5, minimum=1, maximum=1000)
+    neuron_compile_dir: str | None = param(None, "Neuron compile cache folder", minLength=1, pattern=_ONE_LINE,
+                                           error="must be a path on one line")
+    instance_type: str | None = param(None, "EC2 instance type the job runs on, e.g. trn2.48xlarge (ranks per Neuron "
+                                      "device, device counts)", minLength=1)
+    library_versions: Mapping[str, str] = param(factory=dict, accepts=["object"],
+                                                additionalProperties={"type": ["string", "number"]})
+    srun_args: tuple[str, ...] = param((), accepts=["string", "array"], pattern="^-",
+                                       items={"type": "string", "pattern": "^-", "x-error": _NOT_AN_SRUN_OPTION},
+                                       error=_NOT_AN_SRUN_OPTION)
 
     def __post_init__(self) -> None:
         if not isinstance(self.entry, Entry):
@@ -267,6 +327,12 @@ class JobSpec:
         else:
             document = specload.parse_yaml(text)
         return document.build(lambda data: cls.from_dict({} if data is None else data))
+
+
+def job_schema() -> dict[str, Any]:
+    """The published job schema, from the fields above (``make schema`` writes it to data/schemas/)."""
+    return params.schema(JobSpec, title="slinkyml job spec",
+                         description="A training job for `slinkyml sbatch render|submit|check` (slinkyml.jobs.JobSpec).")
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -17,10 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from slinkyml.dev import roots
-from slinkyml.dev.process import Daemon, is_alive, unix_connectable
 from slinkyml.errors import SlinkyError
-from slinkyml.slurm import Slurm
+from slinkyml.process import Daemon, is_alive, unix_connectable
+from slinkyml.slurm import Slurm, roots
 
 DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 #: (state dir, slurmctld port, slurmd port, munge socket) -> (slurm.conf text, gres.conf text or None)
