@@ -28,8 +28,8 @@ from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.apply import apply_objects, ensure_secrets
 from slinkyml.cluster.render import render
 from slinkyml.dev.kube import BUILD_SCRIPT, OPERATOR_VERSIONS, WEBHOOK_CONFIG_NAME, KubeControlPlane, Ports
-from slinkyml.dev.process import port_open
 from slinkyml.errors import SlinkyError
+from slinkyml.process import port_open
 
 KUBE_DIR = BUILD_SCRIPT.parent
 #: the second control plane of test_second_plane_runs_another_operator_and_its_own_webhook (the kubelet

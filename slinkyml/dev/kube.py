@@ -5,7 +5,7 @@ etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built from Go 
 examples' other kinds, and the slurm-operator's manager and webhook as processes (v1.2.1, or another
 version the cache built: ``OPERATOR_VERSIONS``), the webhook registered with the API server at
 ``https://127.0.0.1:PORT`` with a ``caBundle``. Daemons are
-PID-tracked with :class:`slinkyml.dev.process.Daemon`, as ``dev up``'s are; ``up`` is idempotent.
+PID-tracked with :class:`slinkyml.process.Daemon`, as ``dev up``'s are; ``up`` is idempotent.
 With ``kubelet=True`` (``dev kube up --kubelet``) a real node joins: containerd, runc, the bridge CNI and
 the kubelet (``kubenode.py``), registered Ready, so pods run, with kube-proxy and CoreDNS (``kubenet.py``);
 the operator's manager then runs as a pod of the plane (Deployment ``slurm-operator`` in ``slinky``, an
@@ -33,8 +33,8 @@ from slinkyml.dev.images import Entry, ImageSpec
 from slinkyml.dev.kubenet import SERVICE_CIDR
 from slinkyml.dev.kubenode import KubeNode, NodeSettings
 from slinkyml.dev.pki import Identity, Pki
-from slinkyml.dev.process import Daemon, exclusive_lock, port_in_use, port_open
 from slinkyml.errors import SlinkyError
+from slinkyml.process import Daemon, exclusive_lock, port_in_use, port_open
 from slinkyml.secretfile import write_secret
 from slinkyml.specload import load_data_all
 

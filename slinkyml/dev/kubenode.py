@@ -44,8 +44,8 @@ from slinkyml.dev.kubenet import (
 )
 from slinkyml.dev.network import _ip
 from slinkyml.dev.pki import Identity
-from slinkyml.dev.process import Daemon, cmdline, is_alive, unix_connectable
 from slinkyml.errors import SlinkyError
+from slinkyml.process import Daemon, cmdline, is_alive, unix_connectable
 
 if TYPE_CHECKING:  # kube.py imports this module
     from slinkyml.dev.kube import KubeControlPlane

@@ -33,8 +33,8 @@ from pathlib import Path
 from slinkyml.cluster.spec import IMAGE_REGISTRY, SLURM_IMAGE_TAGS
 from slinkyml.dev import roots
 from slinkyml.dev.images import BaseTree, Entry, ImageSpec, write_oci_archive
-from slinkyml.dev.process import exclusive_lock
 from slinkyml.errors import SlinkyError
+from slinkyml.process import exclusive_lock
 
 #: the SlurmUser uid/gid the operator's pods run as (slurm-operator's builder: slurmUserUid/Gid)
 SLURM_UID = 401
