@@ -373,6 +373,13 @@ def main() -> int:
     say(match.group(0) if match else f"tiers: could not count ({counted.stdout[-500:]}{counted.stderr[-500:]})")
     if "offline" in wanted:
         suite.pytest(Run("offline", exclusive("offline"), ("offline",), workers=2))
+    if "SLURM_CONF" not in os.environ and wanted & {"slurm", "kube"}:
+        # the lanes without a cluster of their own name the session's by its slurm.conf: a `slinkyml` or
+        # `sbatch` without SLURM_CONF reads /etc/slurm/slurm.conf, which the first cluster `dev up` started on
+        # this machine claims, and that may be another state dir's (a second run's, a developer's)
+        session = suite.cluster_env("session cluster", {})
+        if session and session.get("SLURM_CONF"):
+            os.environ["SLURM_CONF"] = session["SLURM_CONF"]
     threads = lanes(suite, build, wanted)
     for thread in threads:
         thread.start()
