@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slinkyml import specload
 from slinkyml.errors import SpecError
-from slinkyml.instances import InstanceType, get_instance_type
 from slinkyml.slurm.protocol import DEFAULT_REQUEUE_ON
+
+if TYPE_CHECKING:  # loaded by JobSpec.instance: a spec without an instance type never reads the presets
+    from slinkyml.instances import InstanceType
 
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
@@ -199,6 +201,8 @@ class JobSpec:
         """The instance type's data (``instance_type``), or None when the spec names none."""
         if self.instance_type is None:
             return None
+        from slinkyml.instances import get_instance_type  # lazy: its dataclasses cost every start ~3 ms
+
         return get_instance_type(self.instance_type)
 
     @property
