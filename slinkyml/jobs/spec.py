@@ -10,6 +10,7 @@ import dataclasses
 import re
 import sys
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -25,6 +26,10 @@ if TYPE_CHECKING:  # loaded by JobSpec.instance: a spec without an instance type
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
 NEURON_CORES_PER_DEVICE = 2
+#: set while :meth:`JobSpec.from_dict` builds the objects of a document the schema has passed whole: their own
+#: field checks (for the Python API's direct construction) would check the same values again, and load a
+#: generated validator each (~3 ms of a command's start)
+_CHECKED: ContextVar[bool] = ContextVar("slinkyml_spec_checked", default=False)
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$", re.ASCII)
 
 
@@ -37,7 +42,8 @@ class Entry:
     args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        specload.check_fields(self, "job", definition="entry", path="entry")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job", definition="entry", path="entry")
         if (self.module is None) == (self.script is None):
             raise SpecError("entry", "give exactly one of 'module' or 'script'")
         object.__setattr__(self, "args", tuple(str(arg) for arg in self.args))
@@ -57,7 +63,8 @@ class Container:
     workdir: str | None = None
 
     def __post_init__(self) -> None:
-        specload.check_fields(self, "job", definition="container", path="container")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job", definition="container", path="container")
         mounts = tuple(self.mounts)
         for i, mount in enumerate(mounts):
             # pyxis refuses anything else at srun time, i.e. only once the job has its nodes
@@ -86,7 +93,8 @@ class RequeuePolicy:
     on: tuple[str, ...] = DEFAULT_REQUEUE_ON
 
     def __post_init__(self) -> None:
-        specload.check_fields(self, "job", definition="requeue", path="requeue")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job", definition="requeue", path="requeue")
         object.__setattr__(self, "signal", self.signal.removeprefix("SIG"))
         object.__setattr__(self, "on", tuple(dict.fromkeys((self.on,) if isinstance(self.on, str) else self.on)))
 
@@ -139,7 +147,8 @@ class JobSpec:
         for name in ("dependencies", "srun_args"):  # one string is a list of one
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, (getattr(self, name),))
-        specload.check_fields(self, "job")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job")
         if self.gpus_per_node and self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "cannot be combined with gpus_per_node")
         if time_limit_seconds(self.time_limit) is None:
@@ -255,12 +264,16 @@ class JobSpec:
                     for k, v in data.items()}
         specload.check_or_raise(data, "job")
         data = dict(data)
-        data["entry"] = Entry(**data["entry"])
-        if data.get("container") is not None:
-            data["container"] = Container(**data["container"])
-        if "requeue" in data:
-            data["requeue"] = RequeuePolicy(**(data["requeue"] or {}))
-        return cls(**data)
+        checked = _CHECKED.set(True)  # the whole document passed: the objects need not check their fields again
+        try:
+            data["entry"] = Entry(**data["entry"])
+            if data.get("container") is not None:
+                data["container"] = Container(**data["container"])
+            if "requeue" in data:
+                data["requeue"] = RequeuePolicy(**(data["requeue"] or {}))
+            return cls(**data)
+        finally:
+            _CHECKED.reset(checked)
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> JobSpec:
