@@ -421,13 +421,17 @@ class _Invalid(ValueError):
 
 
 #: bump when the post-processing of generated code below changes (cached code is keyed by it)
-_GENERATED_VERSION = 3
+_GENERATED_VERSION = 4
 #: the generated module's table of patterns: compiled when first searched, not all when it loads
 _REGEX_BLOCK = re.compile(r"^REGEX_PATTERNS = \{\n.*?^\}", re.M | re.S)
 _GENERATED_IMPORT = "from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException\n"
 #: the generated code's clause that lets 2.0 pass as an integer (JSON Schema's reading); a spec's integer
 #: is an int, as jsonschema checks it here with :data:`_TYPES`
 _FLOAT_AS_INTEGER = re.compile(r" and not \(isinstance\((\w+), float\) and \1\.is_integer\(\)\)")
+
+
+class _NoDecimal:
+    """Stands in for ``decimal.Decimal`` in generated code that only tests ``isinstance`` with it (see :func:`_fast`)."""
 
 
 class _LazyPattern:
@@ -461,12 +465,14 @@ def _fast(kind: str, key: str, node_text: str) -> Callable[[Any], Any]:
         source = fastjsonschema.compile_to_code(_full_schema(kind, node_text), use_default=False)
         source = _FLOAT_AS_INTEGER.sub("", source.replace(_GENERATED_IMPORT, ""))
         source = _REGEX_BLOCK.sub(lambda m: m.group(0).replace("re.compile(", "_LazyPattern("), source)
-        if source.count("Decimal") == 1:  # only its import (multipleOf uses it): decimal costs ~8 ms
+        if "Decimal(" not in source:  # no multipleOf, which computes with it: decimal costs ~8 ms to import.
+            # Left are number checks, isinstance(v, (int, float, Decimal)): data reaches this code only when
+            # _plain(), i.e. holds no Decimal, so a class nothing is an instance of judges it the same
             source = source.replace("from decimal import Decimal\n", "")
         code = compile(source, f"<schema {name}>", "exec")
         write_cache(cached, marshal.dumps(code))
     namespace: dict[str, Any] = {"JsonSchemaValueException": _Invalid, "JsonSchemaValuesException": _Invalid,
-                                 "_LazyPattern": _LazyPattern}
+                                 "_LazyPattern": _LazyPattern, "Decimal": _NoDecimal}
     exec(code, namespace)  # noqa: S102 - fastjsonschema's code for our own packaged schema
     return namespace["validate"]
 

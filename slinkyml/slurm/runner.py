@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slinkyml import DATA_DIR, config
 from slinkyml.slurm import records
@@ -32,7 +32,9 @@ from slinkyml.slurm.errors import (
     SlurmTimeout,
     SlurmTransientError,
 )
-from slinkyml.slurm.version import SlurmVersion
+
+if TYPE_CHECKING:  # loaded by Slurm.version: a submission never asks for the release
+    from slinkyml.slurm.version import SlurmVersion
 
 SLURM_COMMANDS = frozenset(
     {"sbatch", "srun", "salloc", "scontrol", "sinfo", "squeue", "sacct", "sshare", "sreport",
@@ -236,6 +238,8 @@ class Slurm:
     @cached_property
     def version(self) -> SlurmVersion:
         """The installed Slurm version, from ``sinfo --version`` (no controller needed)."""
+        from slinkyml.slurm.version import SlurmVersion  # lazy: see the import above
+
         conf = self.conf or "/etc/slurm/slurm.conf"
         if os.path.exists(conf):
             try:
