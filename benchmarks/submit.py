@@ -161,7 +161,7 @@ def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None,
                                   "cpu_vs_before": paired(cpu["ours"], cpu["before"])})
             slurm.run("scancel", submitted, check=False, retries=0)  # outside every timed call
             submitted.clear()
-        for name, python, environ in (("python -c pass (editable install)", PY, env),
+        for name, python, environ in (("python -c pass (this interpreter)", PY, env),
                                       ("python -c pass (regular install)", regular_python, env_regular)):
             if python:
                 bare = []
