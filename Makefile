@@ -43,7 +43,16 @@ apt:
 # setup.cfg's train extra only asks for a range; pip's cache is kept, never --no-cache-dir),
 # DeepSpeed without build isolation (its build imports torch; no ops are built at install: CPU runs use a
 # torch optimizer), then slinkyml itself with its extras, then the one op DeepSpeed needs on CPU.
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/.compat
+# slinkyml again in setuptools' compat editable mode (after every install above, and once in a venv made
+# before this step): a .pth line naming this folder instead of the editable finder, whose import (pathlib,
+# urllib, ipaddress, importlib.util) cost every Python start ~24 ms of CPU on this 2-core machine, i.e. every
+# slinkyml command and every rank of a job (python -c pass: 18.5 vs 42.5 ms CPU, 16 ABBA pairs, load 10;
+# docs/performance.md). setuptools calls the mode transitional; the extras are installed above.
+$(VENV)/.compat: $(VENV)/.installed
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+	    --config-settings editable_mode=compat -e .
+	touch $@
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel

@@ -10,11 +10,13 @@ Figures (medians; the cluster is shared, so expect noise):
 * the CLI's start-up (``slinkyml --help``) and the import of ``slinkyml.cli.sbatch``;
 * the same submission through slurmrestd's unix socket (the ``restapi`` backend: no ``sbatch``
   process per job) → ratio to raw ``sbatch``;
-* ``slinkyml sbatch submit JOB.yaml`` (checks included), the same with ``--no-check``, and each from a
-  regular (non-editable) install when ``--regular-python`` names one, as whole processes (Python start-up
-  included) against raw ``sbatch`` of the same rendered script, also a whole process: ``--cli-pairs``
-  ABBA pairs, the median of per-pair ratios with a 95 % bootstrap interval (``cli_pairs``; ``--cli-only``
-  measures only these). Each submitted job is cancelled after its pair, outside the clock;
+* ``slinkyml sbatch submit JOB.yaml`` (checks included), the same with ``--no-check``, ``slinkyml run``
+  (checks included) and ``sbatch submit`` from a regular (non-editable) install when ``--regular-python``
+  names one, as whole processes (Python start-up included), each paired with raw ``sbatch`` of the script
+  it submits, also a whole process: ``--cli-pairs`` ABBA rounds, the median of per-pair ratios with a 95 %
+  bootstrap interval, wall and CPU time (``cli_pairs``; ``--cli-only`` measures only these);
+  ``--against-tree DIR`` adds the same commands from another source tree as a third side (ABC/CBA), for
+  before/after ratios from one run. Jobs are cancelled after each case, never inside a timed call;
 * time from submission to the first training step of a 2-node torchrun job, rendered vs a
   hand-written sbatch running the same trainer, alternating in ABBA order;
 * beside it, raw ``sbatch`` vs ``submit()`` on the Slurm 26.05 cluster when one runs (``--other-state-dir``,
@@ -88,11 +90,15 @@ def ratio_stats(times: dict[str, list[float]], name: str, base: str = "raw", see
             "paired_median": statistics.median(o / r for o, r in zip(ours, raw, strict=True))}
 
 
-def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -> dict[str, object]:
-    """Whole processes: ``slinkyml sbatch submit`` (checks, ``--no-check``; editable and regular install)
-    vs raw ``sbatch`` of the same rendered script, and ``python -c pass`` of each interpreter."""
+def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None,
+              against: str | None = None, against_python: str | None = None) -> dict[str, object]:
+    """Whole processes, each beside raw ``sbatch`` of the same rendered script in ABBA rounds (three sides,
+    ABC/CBA, with ``against``: the same command from another source tree, for before/after in one run):
+    ``sbatch submit`` (checks, ``--no-check``; editable and regular install) and ``run`` (checks), and
+    ``python -c pass`` of each interpreter. Every job is cancelled after its case, outside the clock."""
     import os
     import resource
+    import shlex
 
     import yaml
 
@@ -103,6 +109,14 @@ def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -
     script.write_text(render_sbatch(spec))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # users keep their .pyc
     env_regular = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    env_against = {**env, "PYTHONPATH": against or ""}
+    run_args = ["run", "--launcher", "srun", "--mem", str(spec.mem_per_node), "-t", str(spec.time_limit),
+                "-J", spec.name, "--log-dir", str(spec.log_dir), *(["--python", spec.python] if spec.python else []),
+                str(spec.entry.script)]
+    # raw sbatch of what `run` submits: its own rendering (--dry-run prints the script it would send)
+    run_script = work / "run.sbatch"
+    run_script.write_text(subprocess.run([SLINKYML, *run_args[:1], "--dry-run", "--no-check", *run_args[1:]],
+                                         capture_output=True, text=True, check=True, cwd=work, env=env).stdout)
     submitted: list[str] = []
 
     def run(argv: list[str], environ: dict[str, str], cpu: list[float]) -> None:
@@ -113,28 +127,41 @@ def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -
         submitted.append(out.split("Submitted batch job ")[1].split()[0] if "Submitted" in out
                          else out.strip().split(";")[0])
 
-    raw = ["sbatch", "--parsable", str(script)]
-    cases = {"cli submit": ([SLINKYML, "sbatch", "submit", str(yaml_path)], env),
-             "cli submit --no-check": ([SLINKYML, "sbatch", "submit", "--no-check", str(yaml_path)], env)}
+    submit = ["sbatch", "submit", str(yaml_path)]
+    cases = {"cli submit": ([SLINKYML, *submit], env, script),
+             "cli submit --no-check": ([SLINKYML, "sbatch", "submit", "--no-check", str(yaml_path)], env, script),
+             "cli run": ([SLINKYML, *run_args], env, run_script)}
     if regular_python:
         entry = "import sys; from slinkyml.cli import main; sys.argv[0] = 'slinkyml'; sys.exit(main())"
-        cases["regular install: cli submit"] = ([regular_python, "-c", entry, "sbatch", "submit", str(yaml_path)],
-                                                env_regular)
+        cases["regular install: cli submit"] = ([regular_python, "-c", entry, *submit], env_regular, script)
     out: dict[str, object] = {}
     try:
-        for name, (argv, environ) in cases.items():
-            cpu: dict[str, list[float]] = {"ours": [], "raw": []}
-            rounds = abba({"ours": lambda argv=argv, environ=environ, cpu=cpu: run(argv, environ, cpu["ours"]),
-                           "raw": lambda cpu=cpu: run(raw, env, cpu["raw"])}, pairs)
-            out[name] = {"ms": round(statistics.median(rounds["ours"]) * 1e3, 1),
+        for name, (argv, environ, raw_script) in cases.items():
+            cpu: dict[str, list[float]] = {"ours": [], "raw": [], "before": []}
+            raw = ["sbatch", "--parsable", str(raw_script)]
+            sides = {"ours": lambda argv=argv, environ=environ, cpu=cpu: run(argv, environ, cpu["ours"]),
+                     "raw": lambda raw=raw, cpu=cpu: run(raw, env, cpu["raw"])}
+            if against:  # the same command from the other tree, through its own venv's console script
+                theirs = [str(Path(against_python or PY).parent / "slinkyml"), *argv[1:]] if argv[0] == SLINKYML \
+                    else argv
+                sides["before"] = lambda theirs=theirs, cpu=cpu: run(theirs, env_against, cpu["before"])
+            rounds = abba(sides, pairs)
+            out[name] = {"argv": shlex.join(argv[1:]),
+                         "ms": round(statistics.median(rounds["ours"]) * 1e3, 1),
                          "raw_sbatch_ms": round(statistics.median(rounds["raw"]) * 1e3, 1),
-                         **paired(rounds["ours"], rounds["raw"]),
+                         "vs_raw_sbatch": paired(rounds["ours"], rounds["raw"]),
                          # CPU time of the processes (user + system): what a loaded machine stretches less
                          "cpu_ms": round(statistics.median(cpu["ours"]) * 1e3, 1),
-                         "raw_sbatch_cpu_ms": round(statistics.median(cpu["raw"]) * 1e3, 1)}
-            slurm.run("scancel", submitted, check=False, retries=0)
+                         "raw_sbatch_cpu_ms": round(statistics.median(cpu["raw"]) * 1e3, 1),
+                         "cpu_vs_raw_sbatch": paired(cpu["ours"], cpu["raw"])}
+            if against:
+                out[name].update({"before_ms": round(statistics.median(rounds["before"]) * 1e3, 1),
+                                  "before_cpu_ms": round(statistics.median(cpu["before"]) * 1e3, 1),
+                                  "vs_before": paired(rounds["ours"], rounds["before"]),
+                                  "cpu_vs_before": paired(cpu["ours"], cpu["before"])})
+            slurm.run("scancel", submitted, check=False, retries=0)  # outside every timed call
             submitted.clear()
-        for name, python, environ in (("python -c pass (editable install)", PY, env),
+        for name, python, environ in (("python -c pass (this interpreter)", PY, env),
                                       ("python -c pass (regular install)", regular_python, env_regular)):
             if python:
                 bare = []
@@ -143,10 +170,28 @@ def cli_pairs(slurm, spec, work: Path, pairs: int, regular_python: str | None) -
                     subprocess.run([python, "-c", "pass"], env=environ, check=True, cwd=work)
                     bare.append(time.perf_counter() - t0)
                 out[name] = {"ms": round(statistics.median(bare) * 1e3, 1)}
+        out["load_average_1min"] = round(os.getloadavg()[0], 1)
     finally:
         if submitted:
             slurm.run("scancel", submitted, check=False, retries=0)
     return out
+
+
+def cli_table(figures: dict[str, object]) -> str:
+    """The whole-process figures as the issue's table: slinkyml, raw sbatch, the ratios with their intervals."""
+    def ratio(entry: dict) -> str:
+        return f"{entry['ratio']} [{entry['ci95'][0]}, {entry['ci95'][1]}]" if entry.get("ratio") else "-"
+
+    lines = ["| what | slinkyml (CPU) | raw sbatch (CPU) | wall ratio | CPU ratio | before (CPU) | vs before, wall | CPU |",
+             "|---|---|---|---|---|---|---|---|"]
+    for f in figures.values():
+        if isinstance(f, dict) and "vs_raw_sbatch" in f:
+            before = (f"{f['before_ms']} ms ({f['before_cpu_ms']}) | {ratio(f['vs_before'])} | {ratio(f['cpu_vs_before'])}"
+                      if "vs_before" in f else "- | - | -")
+            lines.append(f"| `{f['argv']}` | {f['ms']} ms ({f['cpu_ms']}) | {f['raw_sbatch_ms']} ms "
+                         f"({f['raw_sbatch_cpu_ms']}) | {ratio(f['vs_raw_sbatch'])} | {ratio(f['cpu_vs_raw_sbatch'])} | "
+                         f"{before} |")
+    return "\n".join(lines)
 
 
 def median_time(fn, repeats: int) -> float:
@@ -168,6 +213,10 @@ def main() -> int:
     ap.add_argument("--cli-only", action="store_true", help="measure only the whole-process submissions")
     ap.add_argument("--regular-python", help="the python of a regular (non-editable) install of this tree, "
                     "measured beside the editable one")
+    ap.add_argument("--against-tree", metavar="DIR", help="another source tree of slinkyml (e.g. a git worktree "
+                    "of main, byte-compiled): its CLI as a third side of the whole-process rounds (PYTHONPATH=DIR)")
+    ap.add_argument("--against-python", metavar="PY", help="the venv python whose console script runs "
+                    "--against-tree's commands (default: this one), e.g. an editable install beside a compat one")
     ap.add_argument("--other-state-dir", default="/var/lib/slinkyml/dev-26.05",
                     help="a local cluster on another Slurm release to measure beside this one, when it runs")
     args = ap.parse_args()
@@ -188,7 +237,10 @@ def main() -> int:
     script.write_text(render_sbatch(spec))
     job_ids: list[int] = []
     if args.cli_only:
-        print(json.dumps(cli_pairs(slurm, spec, work, args.cli_pairs, args.regular_python), indent=2))
+        figures = cli_pairs(slurm, spec, work, args.cli_pairs, args.regular_python, args.against_tree,
+                            args.against_python)
+        print(json.dumps(figures, indent=2))
+        print(cli_table(figures), file=sys.stderr)
         return 0
 
     def raw() -> None:
@@ -222,18 +274,6 @@ def main() -> int:
         job_ids.append(job_id)
         slurm.run("scancel", [str(job_id)], check=False, retries=0)  # not held: cancel at once (untimed)
 
-    def cli() -> None:
-        yaml_path = work / "bench.yaml"
-        if not yaml_path.exists():
-            import yaml
-
-            yaml_path.write_text(yaml.safe_dump(spec.to_dict()))
-        out = subprocess.run([SLINKYML, "sbatch", "submit", "--no-check", str(yaml_path)], capture_output=True,
-                             text=True, check=True, cwd=work).stdout
-        job_id = int(out.split("Submitted batch job ")[1].split()[0])
-        job_ids.append(job_id)
-        slurm.run("scancel", [str(job_id)], check=False, retries=0)  # not held: cancel at once
-
     try:
         raw()  # warm the controller and the page cache
         ours()
@@ -255,7 +295,6 @@ def main() -> int:
         t_import = median_time(lambda: subprocess.run([PY, "-c", "import slinkyml.cli.sbatch"], check=True),
                                small)
         t_python = median_time(lambda: subprocess.run([PY, "-c", "pass"], check=True), small)
-        t_cli = median_time(cli, small)
     finally:
         for chunk in range(0, len(job_ids), 50):
             slurm.run("scancel", [str(j) for j in job_ids[chunk:chunk + 50]], check=False, retries=0)
@@ -271,7 +310,9 @@ def main() -> int:
         "submit_with_cluster_checks_s": t_checked, "ratio_with_checks": t_checked / t_raw_checked,
         "submit_restapi_unix_s": t_rest, "ratio_restapi_unix": t_rest / t_raw_rest,
         "cli_help_s": t_help, "python_bare_startup_s": t_python, "import_cli_sbatch_s": t_import,
-        "cli_submit_process_s": t_cli, "cli_submit_minus_python_startup_ratio": (t_cli - t_python) / t_raw,
+        # the command line as whole processes, each paired with raw sbatch of its script (ABBA rounds)
+        "cli": cli_pairs(slurm, spec, work, args.cli_pairs, args.regular_python, args.against_tree,
+                         args.against_python),
     }
     other = Path(args.other_state_dir) / "etc" / "slurm.conf"
     if other.exists() and str(other) != slurm.conf:
@@ -279,6 +320,7 @@ def main() -> int:
     if not args.skip_training:
         results.update(time_to_first_step(slurm, work, args.ttfs_rounds))
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()}, indent=2))
+    print(cli_table(results["cli"]), file=sys.stderr)
     return 0
 
 

@@ -10,8 +10,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SpecError, did_you_mean
 
@@ -130,10 +128,12 @@ def _parse(name: str, raw: dict[str, Any]) -> InstanceType:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = specload.load_data(path.read_text())
+        data = specload.load_data_file(path)
     except OSError as exc:
         raise SpecError(str(path), f"cannot read instance types: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
+    except Exception as exc:
+        if not isinstance(exc, specload.yaml_error()):
+            raise
         raise SpecError(str(path), f"not valid YAML: {' '.join(str(exc).split())}") from None
     types = (data or {}).get("instance_types", data or {})
     if not isinstance(types, dict):

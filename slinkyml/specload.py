@@ -19,9 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
-
-import yaml
 
 from slinkyml import DATA_DIR
 from slinkyml.errors import Problem, SpecError, did_you_mean
@@ -34,9 +33,27 @@ MAX_NODES = 100_000
 #: the largest spec file read (a real one is a few kB; 100,000 values fit in far less)
 MAX_FILE_BYTES = 8 << 20
 _T = TypeVar("_T")
-#: libyaml's parser where PyYAML has it: ~5x faster on the packaged data files every render reads
-#: (same documents: tests/test_specload.py); user specs keep the Python parser for line numbers.
-_DATA_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@cache
+def _yaml() -> ModuleType:
+    """PyYAML, imported when a YAML text is parsed (lazy: its import is ~16 ms of a ~60 ms submission, and a
+    spec seen before, a packaged data file or ``slinkyml run``'s flags need no parser: see :func:`load`)."""
+    import yaml
+
+    return yaml
+
+
+def yaml_error() -> type[Exception]:
+    """``yaml.YAMLError`` (PyYAML imported only now: its parse of a file failed, so it is loaded)."""
+    return _yaml().YAMLError  # type: ignore[no-any-return]
+
+
+def _data_loader() -> Any:
+    """libyaml's parser where PyYAML has it: ~5x faster on the packaged data files every render reads
+    (same documents: tests/test_specload.py); user specs keep the Python parser for line numbers."""
+    yaml = _yaml()
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 # ---------------------------------------------------------------- reading
@@ -104,27 +121,56 @@ class Document:
 
 def load_data(text: str) -> Any:
     """A YAML data file (packaged presets, instance types, CRDs; a user's override of one)."""
-    return yaml.load(text, Loader=_DATA_LOADER)
+    return _yaml().load(text, Loader=_data_loader())
+
+
+def load_data_file(path: str | Path) -> Any:
+    """:func:`load_data` of a file, through a cache of its parse (marshal, under :func:`cache_dir`) keyed by
+    the file's path, mtime and size: the packaged presets and instance types are read by every render, and
+    unmarshalling them costs a fraction of parsing YAML (and of importing PyYAML). Data marshal cannot hold
+    (a YAML date) is parsed every time."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    cached = cache_dir() / f"data-{path.stem[:40]}-{zlib.crc32(repr(key).encode()):08x}.marshal"
+    try:
+        got_key, data = marshal.loads(cached.read_bytes())
+        if tuple(got_key) == key:
+            return data
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    data = load_data(path.read_text())
+    try:
+        write_cache(cached, marshal.dumps((key, data)))
+    except ValueError:  # a value marshal cannot hold
+        pass
+    return data
 
 
 def load_data_all(text: str) -> list[Any]:
     """Every document of a multi-document YAML data file (rendered manifests), with the same parser;
     a duplicate key is a :class:`yaml.constructor.ConstructorError` with its line (the API server's
     strict decoding refuses one; PyYAML would keep the last silently)."""
-    return list(yaml.load_all(text, Loader=_UniqueKeyLoader))
+    return list(_yaml().load_all(text, Loader=_unique_key_loader()))
 
 
-class _UniqueKeyLoader(_DATA_LOADER):  # type: ignore[valid-type,misc]
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                key = self.construct_object(key_node)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (also on line {seen[key]})", key_node.start_mark)
-                seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep)
+@cache
+def _unique_key_loader() -> Any:
+    yaml = _yaml()
+
+    class UniqueKeyLoader(_data_loader()):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    key = self.construct_object(key_node)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r} (also on line {seen[key]})", key_node.start_mark)
+                    seen[key] = key_node.start_mark.line + 1
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def join(path: str, key: Any) -> str:
@@ -136,6 +182,7 @@ def join(path: str, key: Any) -> str:
 
 def parse_yaml(text: str, source: str = "") -> Document:
     """One YAML document; duplicate keys and syntax errors are :class:`SpecError` s with lines."""
+    yaml = _yaml()
     try:
         loader = yaml.SafeLoader(text)  # checks every character first
     except yaml.YAMLError as exc:
@@ -179,6 +226,8 @@ class _Builder:
     (PyYAML keeps the last one silently: ``count: 2`` then ``count: 0`` would mean 0)."""
 
     def __init__(self, loader: Any, source: str):
+        yaml = _yaml()
+        self.scalar, self.sequence, self.mapping = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
         self.loader = loader
         self.source = source
         self.lines: dict[str, int] = {}
@@ -192,13 +241,13 @@ class _Builder:
                                      self.source)]
             raise _TooLarge
         self.lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, self.sequence):
             return [self.build(item, join(path, i)) for i, item in enumerate(node.value)]
-        if not isinstance(node, yaml.MappingNode):
+        if not isinstance(node, self.mapping):
             return self.loader.construct_object(node, deep=True)
         first: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, self.scalar):
                 continue
             key = self.loader.construct_object(key_node)
             line = key_node.start_mark.line + 1
@@ -209,7 +258,7 @@ class _Builder:
         self.loader.flatten_mapping(node)  # `<<: *base` merges; explicit keys override merged ones
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
+            if not isinstance(key_node, self.scalar):
                 self.problems.append(Problem(path, "keys must be plain names, not lists or mappings",
                                              self.source, key_node.start_mark.line + 1))
                 continue
@@ -221,8 +270,25 @@ class _Builder:
 
 
 def load(source: str | Path, *, text: str | None = None) -> Document:
-    """Read (unless ``text`` is given) and parse a spec file."""
-    return parse_yaml(read_text(source) if text is None else text, str(source))
+    """Read (unless ``text`` is given) and parse a spec file. The parse of a file is kept (marshal, under
+    :func:`cache_dir`, one entry per path) with its exact text, and reused while the text is the same: a
+    job submitted again skips PyYAML (its import and its pure-Python parser are ~25 ms of a submission)."""
+    text = read_text(source) if text is None else text
+    source = str(source)
+    cached = cache_dir() / f"spec-{zlib.crc32(os.path.abspath(source).encode()):08x}.marshal"
+    try:
+        got_text, data, lines = marshal.loads(cached.read_bytes())
+        if got_text == text:
+            return Document(data, source, lines)
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    document = parse_yaml(text, source)
+    if not document.problems:  # a file with problems is refused every time, with its lines: parse it again
+        try:
+            write_cache(cached, marshal.dumps((text, document.data, document.lines)))
+        except ValueError:  # a value marshal cannot hold (a YAML date): parsed every time
+            pass
+    return document
 
 
 # ---------------------------------------------------------------- checking against the schema
@@ -356,13 +422,17 @@ class _Invalid(ValueError):
 
 
 #: bump when the post-processing of generated code below changes (cached code is keyed by it)
-_GENERATED_VERSION = 3
+_GENERATED_VERSION = 4
 #: the generated module's table of patterns: compiled when first searched, not all when it loads
 _REGEX_BLOCK = re.compile(r"^REGEX_PATTERNS = \{\n.*?^\}", re.M | re.S)
 _GENERATED_IMPORT = "from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException\n"
 #: the generated code's clause that lets 2.0 pass as an integer (JSON Schema's reading); a spec's integer
 #: is an int, as jsonschema checks it here with :data:`_TYPES`
 _FLOAT_AS_INTEGER = re.compile(r" and not \(isinstance\((\w+), float\) and \1\.is_integer\(\)\)")
+
+
+class _NoDecimal:
+    """Stands in for ``decimal.Decimal`` in generated code that only tests ``isinstance`` with it (see :func:`_fast`)."""
 
 
 class _LazyPattern:
@@ -396,12 +466,14 @@ def _fast(kind: str, key: str, node_text: str) -> Callable[[Any], Any]:
         source = fastjsonschema.compile_to_code(_full_schema(kind, node_text), use_default=False)
         source = _FLOAT_AS_INTEGER.sub("", source.replace(_GENERATED_IMPORT, ""))
         source = _REGEX_BLOCK.sub(lambda m: m.group(0).replace("re.compile(", "_LazyPattern("), source)
-        if source.count("Decimal") == 1:  # only its import (multipleOf uses it): decimal costs ~8 ms
+        if "Decimal(" not in source:  # no multipleOf, which computes with it: decimal costs ~8 ms to import.
+            # Left are number checks, isinstance(v, (int, float, Decimal)): data reaches this code only when
+            # _plain(), i.e. holds no Decimal, so a class nothing is an instance of judges it the same
             source = source.replace("from decimal import Decimal\n", "")
         code = compile(source, f"<schema {name}>", "exec")
-        _write_cache(cached, marshal.dumps(code))
+        write_cache(cached, marshal.dumps(code))
     namespace: dict[str, Any] = {"JsonSchemaValueException": _Invalid, "JsonSchemaValuesException": _Invalid,
-                                 "_LazyPattern": _LazyPattern}
+                                 "_LazyPattern": _LazyPattern, "Decimal": _NoDecimal}
     exec(code, namespace)  # noqa: S102 - fastjsonschema's code for our own packaged schema
     return namespace["validate"]
 
@@ -412,7 +484,7 @@ def cache_dir() -> Path:
     return Path(base) / "slinkyml"
 
 
-def _write_cache(path: Path, data: bytes) -> None:
+def write_cache(path: Path, data: bytes) -> None:
     """Atomically, and never an error: a read-only home only costs the next process the generation."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,22 @@ def test_rendering_imports_nothing_it_does_not_use(imported_by, argv) -> None:
     assert imported_by(code, heavy) == []
 
 
+def test_a_submission_seen_before_imports_no_yaml_hashlib_or_shutil(imported_by, tmp_path) -> None:
+    """``run`` builds its spec from flags (no YAML), and ``sbatch submit`` of a spec seen before reads its
+    kept parse: neither loads PyYAML; the records' folder name needs no OpenSSL, argparse no shutil."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: probe\nlauncher: srun\nentry: {script: /bin/true}\n")
+    cache = f"import os; os.environ['XDG_CACHE_HOME'] = {str(tmp_path / 'cache')!r}\n"
+    heavy = ("yaml", "hashlib", "shutil", "slinkyml.instances")
+    for argv in (["run", "--launcher", "srun", "--dry-run", "--no-check", "/bin/true"],
+                 ["sbatch", "submit", "--dry-run", "--no-check", str(spec)]):
+        code = (cache + "import contextlib, io; from slinkyml.cli import main\n"
+                "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+                f"    assert main({argv!r}) == 0")
+        imported_by(code, heavy)  # the first time: the spec and the packaged presets are parsed and kept
+        assert imported_by(code, heavy) == []
+
+
 def test_a_sub_command_imports_only_its_own_module() -> None:
     code = ("import sys; from slinkyml.cli import build_parser; build_parser('sbatch'); "
             "print(sorted(m for m in sys.modules if m.startswith('slinkyml.cli.')))")

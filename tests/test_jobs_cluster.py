@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import sys
@@ -10,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from slinkyml.jobs import validate
 from slinkyml.jobs.follow import wait
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.jobs.restapi import RestApiBackend
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.jobs.validate import JobCheckError, check_job, problems, user_associations
+from slinkyml.slurm import Slurm
 from slinkyml.slurm.rest import api_version
 
 pytestmark = pytest.mark.slurm
@@ -54,6 +57,47 @@ def test_validation_says_what_is_wrong_in_one_line(local_cluster, slurm, shared_
     else:
         with pytest.raises(JobCheckError, match="no --container-image option .the pyxis SPANK plugin"):
             check_job(container, slurm)
+
+
+@pytest.mark.timeout(60)
+def test_the_check_asks_in_one_process_and_refuses_only_on_fresh_answers(slurm, shared_tmp, tmp_path, monkeypatch):
+    """The command line's check: the three questions in one scontrol process, the same answers as asked one
+    by one; passing on answers kept for this slurm.conf, but a refusal judged on fresh ones; a changed
+    slurm.conf (or an old answer) asks again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    user = getpass.getuser()
+    calls = slurm.calls
+    live = validate.ask_cluster(slurm, user)
+    assert slurm.calls - calls == 1  # one process for partitions, nodes and associations
+    assert live.partitions == slurm.show("partition") and live.nodes == slurm.show("node")
+    assert live.associations == user_associations(slurm, user)
+    ok, too_big = _echo_spec(shared_tmp, nodes=2), _echo_spec(shared_tmp, nodes=9)
+
+    def asked(spec: JobSpec, **kwargs: object) -> tuple[list[str], int]:
+        before = slurm.calls
+        found = problems(spec, slurm, cache=True, **kwargs)
+        return found, slurm.calls - before
+
+    assert asked(ok) == ([], 1)  # nothing kept yet: asked, then kept
+    assert asked(ok) == ([], 0)  # kept: no process at all
+    found, calls = asked(too_big)
+    assert calls == 1 and "the job needs 9 node(s)" in found[0]  # a refusal rests on fresh answers
+    kept = next((tmp_path / "cache" / "slinkyml").glob("cluster-answers-*.json"))
+    data = json.loads(kept.read_text())
+    data["partitions"] = [p for p in data["partitions"] if p.get("Default") != "YES"]  # an answer gone stale
+    kept.write_text(json.dumps(data))
+    assert asked(ok) == ([], 1)  # the kept answers would refuse: asked again, and the fresh ones pass
+    assert asked(ok) == ([], 0)
+    copy = tmp_path / "slurm.conf"  # the same cluster through another slurm.conf: its own key
+    copy.write_bytes(Path(slurm.conf).read_bytes())
+    other = Slurm(copy)
+    before = other.calls
+    assert problems(ok, other, cache=True) == [] and other.calls - before == 1
+    assert problems(ok, other, cache=True) == [] and other.calls - before == 1
+    copy.write_bytes(copy.read_bytes() + b"\n")  # slurm.conf changed: asked again
+    assert problems(ok, other, cache=True) == [] and other.calls - before == 2
+    monkeypatch.setattr(validate, "CACHE_MAX_AGE_S", 0.0)  # too old: asked again
+    assert asked(ok) == ([], 1)
 
 
 @pytest.mark.timeout(60)

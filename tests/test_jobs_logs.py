@@ -154,6 +154,29 @@ def test_diagnosis_of_an_exit_without_exception():
     assert (found.kind, found.rank, found.host, found.exit_code, found.exception) == ("failed", 1, "dl2", "3", "")
 
 
+def test_a_rank_that_dies_before_training_is_named_with_the_interpreters_line():
+    """Recorded on the local cluster (22.05): `slinkyml run --python /usr/bin/python3 -m slinkyml.train` with no
+    torch for that python; torchrun never starts, so no traceback: the interpreter's one line is the exception."""
+    state, logs = _recorded("torchrun-no-torch", 536, "notorch", "1:0")
+    found = diagnose(None, 536, state=state, logs=logs, steps=[])
+    line = ("/usr/bin/python3: Error while finding module specification for 'torch.distributed.run' "
+            "(ModuleNotFoundError: No module named 'torch')")
+    assert (found.kind, found.rank, found.host, found.exception) == ("exception", 0, "h1", line), found
+    assert found.summary == f"job 536 FAILED (exception): rank 0 on h1 exited 1: {line}"
+    first = found.evidence[0]
+    assert first.path.name == "notorch-536-r0-node0.log" and first.context[first.line - first.first] == line
+
+
+def test_a_script_that_cannot_import_its_module_is_named_with_the_error_line():
+    """Recorded: `slinkyml run --launcher srun -N 2 --python /usr/bin/python3 train.py` whose first line imports
+    torch, missing for that python: the failing task's traceback gives the line; the killed task is not it."""
+    state, logs = _recorded("srun-no-torch", 537, "train", "1:0")
+    found = diagnose(None, 537, state=state, logs=logs, steps=[])
+    assert (found.kind, found.rank, found.host) == ("exception", 0, "h1"), found
+    assert found.summary == "job 537 FAILED (exception): rank 0 on h1 exited 1: ModuleNotFoundError: No module named 'torch'"
+    assert found.evidence[0].path.name == "train-537-r0-task0.log"
+
+
 def test_launcher_tracebacks_are_not_the_exception():
     lines = (DATA / "torchrun-rank1-raises" / "failer-1-r0-node0.log").read_text().splitlines()
     assert last_exception(lines) is None  # only torchrun's SignalException there

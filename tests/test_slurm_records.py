@@ -65,6 +65,26 @@ def test_scontrol_headers_are_skipped_and_multi_line_records_joined():
         ("root", "", "36.25/1.00/1.00"), ("ml", "dave(1004)", "0.50/0.01/0.01")]
 
 
+def test_several_scontrol_commands_in_one_process_are_told_apart_by_their_first_key():
+    """``scontrol -o`` reading three commands from stdin (validate.ask_cluster): 22.05 with readline echoes
+    each command after its prompt; without readline the bare prompt comes before the answer's first line."""
+    echoed = ("scontrol: show partition\nPartitionName=debug Default=YES MaxTime=UNLIMITED Nodes=n[1-2]\n"
+              "scontrol: show node\nNodeName=n1 CPUTot=4 State=IDLE\nNodeName=n2 CPUTot=4 State=DOWN+DRAIN\n"
+              "scontrol: show assoc_mgr flags=assoc users=bob\nCurrent Association Manager state\n"
+              "Association Records\nClusterName=c Account=physics UserName=bob(1001) Partition= ID=4\n"
+              "scontrol: \n")
+    bare = ("scontrol: PartitionName=debug Default=YES MaxTime=UNLIMITED Nodes=n[1-2]\n"
+            "scontrol: NodeName=n1 CPUTot=4 State=IDLE\nNodeName=n2 CPUTot=4 State=DOWN+DRAIN\n"
+            "scontrol: Current Association Manager state\nAssociation Records\n"
+            "ClusterName=c Account=physics UserName=bob(1001) Partition= ID=4\nscontrol: ")
+    keys = ("PartitionName", "NodeName", "ClusterName")
+    want = [[{"PartitionName": "debug", "Default": "YES", "MaxTime": "UNLIMITED", "Nodes": "n[1-2]"}],
+            [{"NodeName": "n1", "CPUTot": "4", "State": "IDLE"}, {"NodeName": "n2", "CPUTot": "4", "State": "DOWN+DRAIN"}],
+            [{"ClusterName": "c", "Account": "physics", "UserName": "bob(1001)", "Partition": "", "ID": "4"}]]
+    assert records.split_scontrol_many(echoed, keys) == want
+    assert records.split_scontrol_many(bare, keys) == want
+
+
 def test_pipe_commands_drop_rows_of_another_width():
     rows = records.split_pipes("a|b\nc|d|e\n\n", ("X", "Y"))
     assert rows == [{"X": "a", "Y": "b"}] and rows.malformed == 1

@@ -6,6 +6,7 @@ and the exit codes of the README."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,42 @@ def _lines(err: str) -> list[str]:
 def test_data_files_read_by_libyaml_are_the_documents_pyyaml_reads(path):
     text = path.read_text()
     assert specload.load_data(text) == yaml.safe_load(text)
+
+
+def _fresh(code: str, cache: Path) -> str:
+    """``code``'s stdout in a fresh interpreter whose cache folder is ``cache``."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def test_a_spec_seen_before_is_read_from_its_kept_parse_without_pyyaml(tmp_path):
+    """The parse of a spec file is kept with its exact text: the same text again needs no YAML parser
+    (nor PyYAML's import), and gives the same data and lines; another text is parsed again."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: kept\nlauncher: srun\nentry:\n  script: /bin/true\n  args: [a, 2, true]\n")
+    probe = (f"import json, sys; from slinkyml import specload; d = specload.load({str(spec)!r}); "
+             "print(json.dumps([d.data, d.lines, 'yaml' in sys.modules]))")
+    first = json.loads(_fresh(probe, tmp_path / "cache"))
+    assert first[2] is True  # parsed: PyYAML was needed
+    again = json.loads(_fresh(probe, tmp_path / "cache"))
+    assert again == [first[0], first[1], False] and first[0] == yaml.safe_load(spec.read_text())
+    spec.write_text(spec.read_text().replace("kept", "changed"))
+    changed = json.loads(_fresh(probe, tmp_path / "cache"))
+    assert changed[0]["name"] == "changed" and changed[2] is True
+    spec.write_text("name: a\nname: b\nlauncher: srun\n")  # a file with problems is never kept: refused again
+    for _ in range(2):
+        with pytest.raises(SpecError, match="duplicate key"):
+            JobSpec.from_yaml(spec)
+
+
+@pytest.mark.parametrize("name", ["network_presets.yaml", "runtime_presets.yaml", "instance_types.yaml"])
+def test_packaged_data_files_are_read_from_a_kept_parse(tmp_path, name):
+    path = REPO / "slinkyml" / "data" / name
+    probe = (f"import json, sys; from slinkyml import specload; d = specload.load_data_file({str(path)!r}); "
+             "print(json.dumps([d, 'yaml' in sys.modules]))")
+    first, again = (json.loads(_fresh(probe, tmp_path)) for _ in range(2))
+    assert first == [yaml.safe_load(path.read_text()), True]
+    assert again == [first[0], False]
 
 
 def test_duplicate_key_is_refused_not_last_one_wins(cli, tmp_path):

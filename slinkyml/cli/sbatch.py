@@ -89,7 +89,7 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
             target.require_restapi_url()
         script = render_sbatch(spec, request)
         if not args.no_check:
-            check_job(spec, slurm)
+            check_job(spec, slurm, cache=True)
         sys.stdout.write(script)
         print(f"# cluster: {target.describe()}; backend {backend}", file=sys.stderr)
         print(f"# request: {request}", file=sys.stderr)
@@ -104,7 +104,9 @@ def submit_and_report(spec: Any, args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     submitter = sub.make_backend(getattr(args, "backend", None), slurm=slurm,
                                  restapi_url=getattr(args, "restapi_url", None))
-    result = sub.submit(spec, backend=submitter, slurm=None if args.no_check else slurm, request=request)
+    # the check may pass on the cluster's answers kept for this slurm.conf (a refusal is asked again)
+    result = sub.submit(spec, backend=submitter, slurm=None if args.no_check else slurm, request=request,
+                        check_cache=True)
     print(f"Submitted batch job {result.job_id} ({result.backend}; the job copies its script to "
           f"{result.script_path})", flush=True)
     print(reopen_commands(result.job_id), file=sys.stderr, flush=True)

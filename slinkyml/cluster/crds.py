@@ -67,5 +67,5 @@ def _parsed(text: str) -> Any:
         return json.loads(cached.read_bytes())
     except (OSError, ValueError):
         data = specload.load_data(text)
-        specload._write_cache(cached, json.dumps(data, separators=(",", ":")).encode())
+        specload.write_cache(cached, json.dumps(data, separators=(",", ":")).encode())
         return data

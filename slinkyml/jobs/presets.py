@@ -15,7 +15,6 @@ from typing import Any
 
 from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SpecError
-from slinkyml.instances import get_instance_type
 from slinkyml.jobs.spec import JobSpec
 
 #: A bash function the detecting script uses to compare versions (GNU ``sort -V``, as Python's
@@ -26,8 +25,7 @@ VERSION_BELOW_FUNCTION = ('slinkyml_version_below() { [[ "$1" != "$2" && '
 
 @lru_cache(maxsize=4)
 def _load(name: str) -> dict[str, Any]:
-    text = (DATA_DIR / name).read_text()
-    data = specload.load_data(text) or {}
+    data = specload.load_data_file(DATA_DIR / name) or {}
     for preset, body in data.items():
         for key, entry in _variables(body):
             if not isinstance(entry, Mapping) or "value" not in entry or not entry.get("source"):
@@ -103,6 +101,8 @@ def instance_rdma(spec: JobSpec) -> bool:
     """Whether the spec's instance type has an RDMA-capable EFA device (unknown type: no)."""
     if not spec.instance_type:
         return False
+    from slinkyml.instances import get_instance_type  # lazy: only a spec naming an instance type reads them
+
     return get_instance_type(spec.instance_type).efa_rdma
 
 

@@ -16,7 +16,6 @@ from typing import Any
 from slinkyml.errors import SpecError
 from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
 from slinkyml.slurm.errors import RestApiError
-from slinkyml.slurm.version import flat_job_body
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+").sub
 
@@ -145,6 +144,9 @@ class SlurmJobRequest:
                 job[key] = getattr(self, key)
         if self.dependency:
             job["dependency"] = self.dependency
+        # lazy: only slurmrestd's body needs the releases' table (a submission by sbatch never loads it)
+        from slinkyml.slurm.version import flat_job_body
+
         gres = self.gres[-1] if self.gres else None
         if flat_job_body(version):
             if self.nodelist:

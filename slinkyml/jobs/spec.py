@@ -10,21 +10,28 @@ import dataclasses
 import re
 import sys
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slinkyml import specload
 from slinkyml.errors import SpecError
-from slinkyml.instances import InstanceType, get_instance_type
 from slinkyml.jobs import params
 from slinkyml.jobs.params import flag, param
 from slinkyml.slurm.protocol import DEFAULT_REQUEUE_ON, REQUEUE_CAUSES
 
+if TYPE_CHECKING:  # loaded by JobSpec.instance: a spec without an instance type never reads the presets
+    from slinkyml.instances import InstanceType
+
 #: Ranks per Neuron device when the spec names no instance type (trn1: 2 NeuronCores per device;
 #: with ``instance_type`` the instance data decides: trn2.48xlarge runs 4 per device, 64 per node).
 NEURON_CORES_PER_DEVICE = 2
+#: set while :meth:`JobSpec.from_dict` builds the objects of a document the schema has passed whole: their own
+#: field checks (for the Python API's direct construction) would check the same values again, and load a
+#: generated validator each (~3 ms of a command's start)
+_CHECKED: ContextVar[bool] = ContextVar("slinkyml_spec_checked", default=False)
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?$", re.ASCII)
 #: the schema's patterns and messages that several parameters share
 _ONE_LINE = r"^[^\n]+$"
@@ -47,7 +54,8 @@ class Entry:
     args: tuple[str, ...] = param((), accepts=["array"], items={"type": ["string", "number"]})
 
     def __post_init__(self) -> None:
-        specload.check_fields(self, "job", definition="entry", path="entry")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job", definition="entry", path="entry")
         if (self.module is None) == (self.script is None):
             raise SpecError("entry", "give exactly one of 'module' or 'script'")
         object.__setattr__(self, "args", tuple(str(arg) for arg in self.args))
@@ -70,7 +78,8 @@ class Container:
     workdir: str | None = param(None)
 
     def __post_init__(self) -> None:
-        specload.check_fields(self, "job", definition="container", path="container")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job", definition="container", path="container")
         mounts = tuple(self.mounts)
         for i, mount in enumerate(mounts):
             # pyxis refuses anything else at srun time, i.e. only once the job has its nodes
@@ -102,7 +111,8 @@ class RequeuePolicy:
                                 accepts=["array"], items={"type": "string", "enum": list(REQUEUE_CAUSES)})
 
     def __post_init__(self) -> None:
-        specload.check_fields(self, "job", definition="requeue", path="requeue")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job", definition="requeue", path="requeue")
         object.__setattr__(self, "signal", self.signal.removeprefix("SIG"))
         object.__setattr__(self, "on", tuple(dict.fromkeys((self.on,) if isinstance(self.on, str) else self.on)))
 
@@ -197,7 +207,8 @@ class JobSpec:
         for name in ("dependencies", "srun_args"):  # one string is a list of one
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, (getattr(self, name),))
-        specload.check_fields(self, "job")
+        if not _CHECKED.get():
+            specload.check_fields(self, "job")
         if self.gpus_per_node and self.neuron_devices_per_node:
             raise SpecError("neuron_devices_per_node", "cannot be combined with gpus_per_node")
         if time_limit_seconds(self.time_limit) is None:
@@ -259,6 +270,8 @@ class JobSpec:
         """The instance type's data (``instance_type``), or None when the spec names none."""
         if self.instance_type is None:
             return None
+        from slinkyml.instances import get_instance_type  # lazy: its dataclasses cost every start ~3 ms
+
         return get_instance_type(self.instance_type)
 
     @property
@@ -311,12 +324,16 @@ class JobSpec:
                     for k, v in data.items()}
         specload.check_or_raise(data, "job")
         data = dict(data)
-        data["entry"] = Entry(**data["entry"])
-        if data.get("container") is not None:
-            data["container"] = Container(**data["container"])
-        if "requeue" in data:
-            data["requeue"] = RequeuePolicy(**(data["requeue"] or {}))
-        return cls(**data)
+        checked = _CHECKED.set(True)  # the whole document passed: the objects need not check their fields again
+        try:
+            data["entry"] = Entry(**data["entry"])
+            if data.get("container") is not None:
+                data["container"] = Container(**data["container"])
+            if "requeue" in data:
+                data["requeue"] = RequeuePolicy(**(data["requeue"] or {}))
+            return cls(**data)
+        finally:
+            _CHECKED.reset(checked)
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> JobSpec:

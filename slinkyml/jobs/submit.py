@@ -80,16 +80,18 @@ class Submitted:
 
 def submit(spec: JobSpec, *, backend: Backend, cwd: str | os.PathLike[str] | None = None,
            slurm: Slurm | None = None, validate: bool = True, user: str | None = None,
-           request: SlurmJobRequest | None = None) -> Submitted:
+           request: SlurmJobRequest | None = None, check_cache: bool = False) -> Submitted:
     """Render, check against the live cluster, submit: nothing else, so submission costs what
     ``sbatch`` costs (the job copies its own script next to its logs, ``cp "$0"``). sbatch starts
     first: the script is rendered while it loads, the records' journal opened while it waits for
     slurmctld, and the submission's line appended under the job id once it answers (one ``write``).
-    ``request``: the spec's :class:`SlurmJobRequest` if the caller has it; else built here, once."""
+    ``request``: the spec's :class:`SlurmJobRequest` if the caller has it; else built here, once.
+    ``check_cache``: the check may pass on the cluster's answers kept by an earlier one (the command line:
+    see :func:`slinkyml.jobs.validate.problems`)."""
     cwd = os.fspath(cwd) if cwd else os.getcwd()
     spec, _ = interpreter(spec)  # the spec's interpreter, else this one (its venv has what the job imports)
     if validate and slurm is not None:
-        check_job(spec, slurm, user=user)
+        check_job(spec, slurm, user=user, cache=check_cache)
     log_dir = os.path.join(cwd, spec.log_dir)
     try:  # sbatch cannot open --output in a missing dir (isdir first: a stat, not a failing mkdir)
         if not os.path.isdir(log_dir):

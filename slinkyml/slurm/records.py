@@ -223,6 +223,33 @@ def split_scontrol(text: str) -> list[Record]:
     return [parse_scontrol_record(chunk) for chunk in chunks]
 
 
+_PROMPT_RE = re.compile(r"^(?:scontrol:[ \t]*)+")
+
+
+def scontrol_many(slurm: Slurm, commands: Sequence[str], first_keys: Sequence[str], **run: Any
+                  ) -> list[list[Record]] | None:
+    """Several ``scontrol -o`` commands in one process (read from its stdin: one process start, one
+    round trip to slurmctld each), the n-th list holding the records of ``first_keys[n]`` (see
+    :func:`split_scontrol_many`). None when any command failed, so the caller asks them one at a time
+    for their own errors."""
+    result = slurm.run("scontrol", ["-o"], input="".join(f"{command}\n" for command in commands), check=False,
+                       **run)
+    return split_scontrol_many(result.stdout, first_keys) if result.returncode == 0 else None
+
+
+def split_scontrol_many(text: str, first_keys: Sequence[str]) -> list[list[Record]]:
+    """The output of several ``scontrol -o`` commands → their records, each command's told apart by its
+    records' first key (``PartitionName``, ``NodeName``, ``ClusterName``). scontrol echoes its prompt
+    (``scontrol: show node`` with readline; without it the prompt alone, before the answer): stripped."""
+    groups: list[list[Record]] = [[] for _ in first_keys]
+    starts = tuple(f"{key}=" for key in first_keys)
+    for raw in text.split("\n"):
+        line = _PROMPT_RE.sub("", raw)
+        if line.startswith(starts):
+            groups[starts.index(line[:line.index("=") + 1])].append(parse_scontrol_record(line))
+    return groups
+
+
 def hostnames(slurm: Slurm, nodelist: str) -> list[str]:
     """``scontrol show hostnames``: a host list as the controller expands it, one name per host."""
     return slurm.run("scontrol", ["show", "hostnames", nodelist]).stdout.split()

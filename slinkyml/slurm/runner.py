@@ -11,7 +11,6 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import threading
@@ -19,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slinkyml import DATA_DIR, config
 from slinkyml.slurm import records
@@ -33,7 +32,9 @@ from slinkyml.slurm.errors import (
     SlurmTimeout,
     SlurmTransientError,
 )
-from slinkyml.slurm.version import SlurmVersion
+
+if TYPE_CHECKING:  # loaded by Slurm.version: a submission never asks for the release
+    from slinkyml.slurm.version import SlurmVersion
 
 SLURM_COMMANDS = frozenset(
     {"sbatch", "srun", "salloc", "scontrol", "sinfo", "squeue", "sacct", "sshare", "sreport",
@@ -70,13 +71,17 @@ _WHICH: dict[tuple[str, str | None], str] = {}
 
 
 def _which(command: str, path: str | None) -> str | None:
-    """``shutil.which``, remembered per PATH while the file stays executable (a PATH walk per
-    call is 5 % of a fast ``sbatch``); misses are not remembered, so installing Slurm later works."""
+    """``shutil.which`` for a bare command name on POSIX (the first executable file of that name on PATH),
+    without importing shutil (its bz2/lzma imports cost every submission ~2 ms); remembered per PATH while
+    the file stays executable (a PATH walk per call is 5 % of a fast ``sbatch``); misses are not remembered,
+    so installing Slurm later works."""
     key = (command, path)
     found = _WHICH.get(key)
     if found and os.access(found, os.X_OK):
         return found
-    found = shutil.which(command, path=path)
+    found = next((full for folder in (path if path is not None else os.defpath).split(os.pathsep) if folder
+                  for full in (os.path.join(folder, command),)
+                  if os.access(full, os.X_OK) and not os.path.isdir(full)), None)
     if found:
         _WHICH[key] = found
     return found
@@ -233,6 +238,8 @@ class Slurm:
     @cached_property
     def version(self) -> SlurmVersion:
         """The installed Slurm version, from ``sinfo --version`` (no controller needed)."""
+        from slinkyml.slurm.version import SlurmVersion  # lazy: see the import above
+
         conf = self.conf or "/etc/slurm/slurm.conf"
         if os.path.exists(conf):
             try:
