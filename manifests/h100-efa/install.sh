@@ -14,7 +14,7 @@
 # ROUTE=kubectl applies rendered/ (kubectl apply --server-side); ROUTE=helm installs the slurm chart with
 # helm/values.yaml after applying the files of rendered/ that are not slinky.slurm.net objects. On
 # dev-kube the helm route installs the charts from $CHARTS (a folder holding slurm-operator-crds,
-# slurm-operator and slurm: the operator's Go module's helm/ folders; `slinkyml dev helm charts` prints it).
+# slurm-operator and slurm: the operator's Go module's helm/ folders; `slinkyml dev kube charts` prints it).
 set -eu
 
 # shellcheck disable=SC2016
@@ -29,7 +29,7 @@ set -- cert-manager \
     operator \
     'slurm-operator 1.2.1' \
     'helm install slurm-operator oci://ghcr.io/slinkyproject/charts/slurm-operator --version 1.2.1 --namespace slinky --create-namespace --set crds.enabled=false --set certManager.enabled=true' \
-    'dev kube runs the operator'"'"'s manager and webhook, built from its Go module (kube/build.sh)' \
+    'dev kube runs the operator'"'"'s manager and webhook, built from its Go module (kube/build.sh); ROUTE=helm also installs the chart with certManager.enabled=false and its webhook off (no node runs the chart'"'"'s pods; the plane'"'"'s webhook judges)' \
     karpenter-aws \
     'Karpenter'"'"'s AWS prerequisites (AWS only)' \
     'curl -fsSL https://raw.githubusercontent.com/aws/karpenter-provider-aws/v1.14.1/website/content/en/preview/getting-started/getting-started-with-karpenter/cloudformation.yaml -o karpenter-cloudformation.yaml && aws cloudformation deploy --stack-name Karpenter-training-eks --template-file karpenter-cloudformation.yaml --capabilities CAPABILITY_NAMED_IAM --parameter-overrides ClusterName=training-eks && aws eks create-access-entry --cluster-name training-eks --type EC2_LINUX --principal-arn arn:aws:iam::$(aws sts get-caller-identity --query Account --output text):role/KarpenterNodeRole-training-eks && aws ec2 create-tags --resources <your private subnet ids> <the node security group id> --tags Key=karpenter.sh/discovery,Value=training-eks' \
@@ -89,10 +89,10 @@ esac
 if [ "$#" -eq 0 ] || [ $(($# % 4)) -ne 0 ]; then die "no steps (render this file with slinkyml cluster render)"; fi
 command -v kubectl >/dev/null || die "kubectl is not on PATH"
 if [ "$route" = helm ]; then
-    command -v helm >/dev/null || die "ROUTE=helm: helm is not on PATH (slinkyml dev helm build makes one)"
+    command -v helm >/dev/null || die "ROUTE=helm: helm is not on PATH (kube/build.sh --helm builds one)"
     if [ "$target" = dev-kube ]; then
         if [ -z "${CHARTS:-}" ] || [ ! -d "${CHARTS:-}/slurm" ]; then
-            die "ROUTE=helm TARGET=dev-kube: set CHARTS to the operator module's helm/ folder (slinkyml dev helm charts)"
+            die "ROUTE=helm TARGET=dev-kube: set CHARTS to the operator module's charts (slinkyml dev kube charts)"
         fi
     fi
 fi
@@ -214,6 +214,13 @@ while [ "$#" -gt 0 ]; do
         dev-kube:operator)
             kubectl get validatingwebhookconfiguration slinkyml-dev-slurm-operator-validating >/dev/null \
                 || die "the slurm-operator's webhook is not registered: slinkyml dev kube up (without --no-operator)"
+            if [ "$route" = helm ]; then
+                # the chart's alternative to cert-manager; its webhook off: no node runs the chart's pods, and a
+                # webhook naming their Service would refuse every Slinky object (the plane's own judges them)
+                helm upgrade --install slurm-operator "$CHARTS/slurm-operator" --namespace slinky --create-namespace \
+                    --set crds.enabled=false --set certManager.enabled=false --set webhook.enabled=false \
+                    --take-ownership
+            fi
             echo "   $devkube"
             ;;
         dev-kube:karpenter)

@@ -38,7 +38,9 @@ DEV_KUBE = {
                     "and registers it with that caBundle (the chart's certManager.enabled=false alternative)",
     "operator-crds": "served by dev kube (the vendored CRDs, applied by `dev kube up`; ROUTE=helm: the chart "
                      "from the operator's Go module takes them over)",
-    "operator": "dev kube runs the operator's manager and webhook, built from its Go module (kube/build.sh)",
+    "operator": "dev kube runs the operator's manager and webhook, built from its Go module (kube/build.sh); "
+                "ROUTE=helm also installs the chart with certManager.enabled=false and its webhook off (no node "
+                "runs the chart's pods; the plane's webhook judges)",
     "karpenter-aws": "AWS only (CloudFormation, IAM, EKS access entries, EC2 tags)",
     "karpenter": "needs AWS (the controller launches EC2 instances and reads the interruption queue); dev kube "
                  "serves its NodePool and EC2NodeClass CRDs from the karpenter-provider-aws module, so the "
