@@ -12,7 +12,7 @@
 # TARGET=dev-kube runs every step that needs no AWS against `slinkyml dev kube`, and says for each other
 # step why it is skipped (AWS only, not built here) and what the plane serves instead (checked).
 # ROUTE=kubectl applies rendered/ (kubectl apply --server-side); ROUTE=helm installs the slurm chart with
-# helm/values.yaml after applying the files of rendered/ that are not slinky.slurm.net objects. On
+# helm/values.yaml after applying the files of rendered/ whose objects the chart does not make. On
 # dev-kube the helm route installs the charts from $CHARTS (a folder holding slurm-operator-crds,
 # slurm-operator and slurm: the operator's Go module's helm/ folders; `slinkyml dev kube charts` prints it).
 set -eu
@@ -124,10 +124,17 @@ allowVolumeExpansion: true
 EOF
 }
 
-# the files of rendered/ that are not slinky.slurm.net objects (what the slurm chart does not make)
-not_slinky() {
+# the files of rendered/ (NN-KIND-NAME.yaml) whose objects the slurm chart does not make: the Token, the
+# Karpenter, storage and MariaDB objects; the chart makes the Slinky objects and their ConfigMap and sssd Secret
+not_from_chart() {
     for file in rendered/*.yaml; do
-        grep -q '^apiVersion: slinky\.slurm\.net/' "$file" || echo "$file"
+        kind=${file#rendered/*-}
+        kind=${kind%%-*}
+        case $kind:$file in
+            controller:* | nodeset:* | loginset:* | restapi:* | accounting:*) ;;
+            configmap:*-slurm-config.yaml | secret:*-sssd-conf.yaml) ;;
+            *) echo "$file" ;;
+        esac
     done
 }
 
@@ -136,7 +143,7 @@ objects() {  # objects NAMESPACE CHART
         kubectl apply --server-side --field-manager=slinkyml-install -f rendered/
         return
     fi
-    for file in $(not_slinky); do
+    for file in $(not_from_chart); do
         kubectl apply --server-side --field-manager=slinkyml-install -f "$file"
     done
     if [ "$target" = dev-kube ]; then
@@ -202,8 +209,7 @@ while [ "$#" -gt 0 ]; do
                 # the chart's alternative to cert-manager; its webhook off: no node runs the chart's pods, and a
                 # webhook naming their Service would refuse every Slinky object (the plane's own judges them)
                 helm upgrade --install slurm-operator "$CHARTS/slurm-operator" --namespace slinky --create-namespace \
-                    --set crds.enabled=false --set certManager.enabled=false --set webhook.enabled=false \
-                    --take-ownership
+                    --set crds.enabled=false --set certManager.enabled=false --set webhook.enabled=false
             fi
             echo "   $devkube"
             ;;

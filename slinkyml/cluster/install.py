@@ -145,7 +145,8 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
         "slinky.slurm.net/")), "slurm")
     steps.append(Step("the cluster's objects", "after the CRDs and webhooks above are serving and the Secrets exist",
                       "kubectl apply --server-side -f rendered/ (or slinkyml cluster apply cluster.yaml; Helm "
-                      "route: apply the files of rendered/ that are not slinky.slurm.net, then helm install slurm "
+                      "route: apply the files of rendered/ the chart does not make (all but the Controller, NodeSets, LoginSet, "
+                      "RestApi, Accounting, their ConfigMap and sssd.conf Secret), then helm install slurm "
                       f"{chart} --namespace {namespace} -f helm/values.yaml)", f"objects={namespace}", chart))
     return steps
 

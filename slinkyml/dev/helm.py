@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from slinkyml import DATA_DIR
+from slinkyml.cluster.schemas import apply_defaults
 from slinkyml.dev.kube import (
     BUILD_SCRIPT,
     GO_FALLBACK_DIR,
@@ -136,18 +137,20 @@ def prepare_charts(helm: Helm, label: str | None = None) -> Path:
 
 def install_operator(helm: Helm, charts: Path, log: Callable[[str], None] = lambda _: None) -> None:
     """``slurm-operator-crds`` and ``slurm-operator`` as INSTALL.md installs them, with two differences:
-    ``certManager.enabled=false`` (cert-manager is not built here; the chart's alternative), and on a plane
-    without a node ``webhook.enabled=false``: no pod of the chart runs there, so a webhook configuration naming
-    its Service (failurePolicy Fail) would refuse every Slinky object; the plane's own webhook, the same
-    operator version built from its module, keeps judging them. The CRDs the plane installed itself are taken
-    over by the chart (``--take-ownership``)."""
+    ``certManager.enabled=false`` (cert-manager is not built here; the chart's alternative), and
+    ``webhook.enabled=false``: no node runs the chart's pods on such a plane, so a webhook configuration naming
+    their Service (failurePolicy Fail) would refuse every Slinky object; the plane's own webhook, the same
+    operator version built from its module, keeps judging them, and its manager reconciles. The CRDs the plane
+    installed itself are taken over by the chart (``--take-ownership``). A plane with a node runs its operator as
+    the Deployment ``slinky/slurm-operator``, the chart's own name: refused."""
+    if (helm.plane.state_dir / "node").is_dir():
+        raise SlinkyError(f"{helm.plane.state_dir}: a plane with a node runs its operator as Deployment "
+                          f"{OPERATOR_NAMESPACE}/slurm-operator, the name the chart installs: use a plane without one")
     helm.run("upgrade", "--install", "slurm-operator-crds", str(charts / "slurm-operator-crds"), "--take-ownership")
     log("helm: slurm-operator-crds installed")
-    node = (helm.plane.state_dir / "node").is_dir()
     helm.run("upgrade", "--install", "slurm-operator", str(charts / "slurm-operator"), "--namespace",
              OPERATOR_NAMESPACE, "--create-namespace", "--set", "crds.enabled=false", "--set",
-             "certManager.enabled=false", "--set", f"webhook.enabled={'true' if node else 'false'}",
-             "--take-ownership")
+             "certManager.enabled=false", "--set", "webhook.enabled=false")
     log("helm: slurm-operator installed")
 
 
@@ -234,12 +237,30 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {} if value in (None, "") else {prefix: value}
 
 
-def _body(obj: dict[str, Any] | None, renames: dict[str, str]) -> dict[str, Any]:
-    """The compared part of an object: spec, data, stringData (a Secret's data decoded to stringData's form),
-    the chart's names replaced by ours."""
+def crd_schemas(charts: Path) -> dict[str, Any]:
+    """kind -> the openAPIV3Schema of its served version, from the ``slurm-operator-crds`` chart."""
+    out = {}
+    for path in sorted((charts / "slurm-operator-crds" / "templates").glob("*.yaml")):
+        for crd in load_data_all(path.read_text()):
+            if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
+                version = next(v for v in crd["spec"]["versions"] if v.get("served"))
+                out[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
+    return out
+
+
+def _body(obj: dict[str, Any] | None, renames: dict[str, str], schemas: dict[str, Any]) -> dict[str, Any]:
+    """The compared part of an object as the API server stores it (the CRD's defaults filled in, as structural
+    defaulting does for both): spec, data, stringData (a Secret's data decoded to stringData's form), each
+    ``extraConf`` as its non-empty lines, the chart's names replaced by ours."""
     if obj is None:
         return {}
+    if obj.get("kind") in schemas:
+        obj = apply_defaults(schemas[str(obj["kind"])], obj)
     body = {k: obj[k] for k in ("spec", "data", "stringData") if k in obj}
+    spec = body.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("extraConf"), str):
+        spec = body["spec"] = {**spec, "extraConf": [line.strip() for line in spec["extraConf"].splitlines()
+                                                     if line.strip()]}
     if obj.get("kind") == "Secret" and isinstance(body.get("data"), dict):
         body["stringData"] = {**{k: base64.b64decode(v).decode(errors="replace") for k, v in body.pop("data").items()},
                               **(body.get("stringData") or {})}
@@ -249,9 +270,12 @@ def _body(obj: dict[str, Any] | None, renames: dict[str, str]) -> dict[str, Any]
     return _flatten(json.loads(text))
 
 
-def compare(rendered: list[dict[str, Any]], chart: list[dict[str, Any]]) -> list[Difference]:
+def compare(rendered: list[dict[str, Any]], chart: list[dict[str, Any]],
+            schemas: dict[str, Any] | None = None) -> list[Difference]:
     """Every field where what the ``slurm`` chart makes from our values differs from what ``cluster render``
-    writes for the same spec, over the Slinky objects and the ConfigMap and Secret they reference."""
+    writes for the same spec, over the Slinky objects and the ConfigMap and Secret they reference; both
+    defaulted by ``schemas`` (:func:`crd_schemas`) as the API server would."""
+    schemas = schemas or {}
     pairs = list(_pairs(rendered, chart))
     renames = {str(c["metadata"]["name"]): str(r["metadata"]["name"]) for _, r, c in pairs if r and c}
     out = []
@@ -260,7 +284,7 @@ def compare(rendered: list[dict[str, Any]], chart: list[dict[str, Any]]) -> list
             out.append(Difference(label, "(object)", dig(ours, "metadata", "name") if ours else None,
                                   dig(theirs, "metadata", "name") if theirs else None))
             continue
-        a, b = _body(ours, renames), _body(theirs, renames)
+        a, b = _body(ours, renames, schemas), _body(theirs, renames, schemas)
         for path in sorted(set(a) | set(b)):
             if a.get(path) != b.get(path):
                 out.append(Difference(label, path, a.get(path), b.get(path)))
