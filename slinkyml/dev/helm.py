@@ -103,8 +103,9 @@ class Helm:
         done = subprocess.run([str(self.binary), *args], capture_output=True, text=True, timeout=TIMEOUT_S,
                               env=self.env())
         if done.returncode != 0:
-            lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
-            raise SlinkyError(f"helm {' '.join(args[:2])}: {lines[-1]}")
+            lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
+            error = next((line for line in lines if line.startswith("Error: ")), lines[-1])
+            raise SlinkyError(f"helm {' '.join(args[:2])}: {error.removeprefix('Error: ')}")
         return done.stdout
 
     def version(self) -> str:
