@@ -74,7 +74,7 @@ INTENDED: list[tuple[str, str, str]] = [
     ("Controller", "spec.extraConf[[]*[]]", "the partition lines name the Slurm NodeSet, which the operator names "
      "after the pods' hostname prefix (common.GetSlurmNodeSetName): <key> for the chart, <NodeSet> for the render; "
      "the chart also sorts partitions by name"),
-    ("ConfigMap[configFileRefs]", "data.gres.conf", "gres.conf's NodeName lines follow the pods' host names (above)"),
+    ("ConfigMap[[]configFileRefs]", "data.gres.conf", "gres.conf's NodeName lines follow the pods' host names (above)"),
     ("NodeSet[[]*", "spec.template.spec.nodeSelector.kubernetes.io/os", "the chart's nodesetDefaults add "
      "kubernetes.io/os: linux; every node Karpenter launches carries it"),
     ("NodeSet[[]*", "spec.updateStrategy.*", "our node sets are OnDelete; the chart merges its RollingUpdate and "
@@ -99,8 +99,15 @@ def _report(request: pytest.FixtureRequest) -> Iterator[None]:
         reporter.write_line("")
         for name, diffs in sorted(REPORT.items()):
             reporter.write_line(f"{name}: {len(diffs)} difference(s) between the slurm chart's objects and the render")
+            grouped: dict[str, list[Difference]] = {}
             for d in diffs:
-                reporter.write_line(f"  {d}  [{_reason(d)}]")
+                grouped.setdefault(_reason(d) or "NOT INTENDED", []).append(d)
+            for why, group in grouped.items():
+                reporter.write_line(f"  {len(group)} x {why}:")
+                for d in group[:3]:
+                    reporter.write_line(f"      {d}")
+                if len(group) > 3:
+                    reporter.write_line(f"      ... {len(group) - 3} more")
 
 
 def _reason(d: Difference) -> str | None:
