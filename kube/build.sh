@@ -46,6 +46,64 @@ operator_versions=$(for label in "${operator_labels[@]}"; do
 go_version=$(go env GOVERSION)
 sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,coredns,operator-*}/go.{mod,sum} etcd/main.go \
     coredns/main.go pause/go.mod pause/main.go | sha256sum | cut -c1-12)
+# --- helm (begin) ---
+# Helm (kube/helm: helm.sh/helm/v3's cmd/helm, which slinkyml/dev/helm.py drives) has a cache entry of its own,
+# helm-VERSION_GO_HASH, so that adding or changing it never rebuilds the parts above: their key hashes this
+# file less these helm blocks, byte for byte the file as it was before Helm was added (the line above
+# stays as it was; this one replaces its value).
+sources_hash=$(cd "$here" && { sed '/^# --- helm (begin) ---$/,/^# --- helm (end) ---$/d' build.sh; \
+    cat crds.txt {controlplane,etcd,coredns,operator-*}/go.{mod,sum} etcd/main.go coredns/main.go pause/go.mod \
+    pause/main.go; } | sha256sum | cut -c1-12)
+helm_version=$(pinned helm helm.sh/helm/v3)
+helm_hash=$(cd "$here" && { sed -n '/^# --- helm (begin) ---$/,/^# --- helm (end) ---$/p' build.sh; \
+    cat helm/go.mod helm/go.sum; } | sha256sum | cut -c1-12)
+helm_dest="$cache_root/helm-${helm_version}_${go_version}_${helm_hash}"
+
+build_helm() {  # Helm into its cache entry unless it is complete; prints the bin folder
+    if [[ ! -e "$helm_dest/bin/.complete" ]]; then
+        mkdir -p "$cache_root"
+        (
+            exec 8>"$cache_root/.lock-helm"
+            flock 8
+            [[ -e "$helm_dest/bin/.complete" ]] && exit 0
+            work=$(mktemp -d "$cache_root/.build-helm.XXXXXX")
+            trap 'rm -rf "$work"' EXIT
+            mkdir -p "$work/bin"
+            # what helm's Makefile stamps: the release (no "unreleased" metadata) and, for charts'
+            # kubeVersion checks and `helm template`, the Kubernetes version of the client-go it is built with
+            client_go=$(pinned helm k8s.io/client-go)
+            minor=${client_go#v0.}; minor=${minor%%.*}
+            ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+            ldflags+=" -X helm.sh/helm/v3/internal/version.metadata= -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+            for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+                ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
+            done
+            echo "kube/build.sh: building helm $helm_version (its own cache entry; log: $work/build.log)" >&2
+            began=$SECONDS
+            (cd "$here/helm" && CGO_ENABLED=0 /usr/bin/time -v go build -trimpath -ldflags "$ldflags" \
+                -o "$work/bin/" helm.sh/helm/v3/cmd/helm) >>"$work/build.log" 2>&1 \
+                || { tail -40 "$work/build.log" >&2; exit 1; }
+            echo "kube/build.sh: built helm in $((SECONDS - began)) s" >&2
+            printf '{"helm": "%s", "client-go": "%s", "go": "%s"}\n' "$helm_version" "$client_go" "$go_version" \
+                >"$work/versions.json"
+            touch "$work/bin/.complete"
+            rm -rf "$helm_dest"
+            mv "$work" "$helm_dest"
+            trap - EXIT
+            chmod 755 "$helm_dest"
+        )
+    fi
+    echo "$helm_dest/bin"
+}
+
+case "${1:-}" in
+    --helm) build_helm; exit 0 ;;
+    --helm-bindir)
+        if [[ -e "$helm_dest/bin/.complete" ]]; then echo "$helm_dest/bin"; exit 0; fi
+        echo "helm ($helm_dest) is not built: run \`make kube\` (kube/build.sh --helm)" >&2
+        exit 1 ;;
+esac
+# --- helm (end) ---
 key="k8s-${k8s_version}_etcd-${etcd_version}_coredns-${coredns_version}_slurm-operator-${operator_versions}"
 key+="_${go_version}_${sources_hash}"
 dest="$cache_root/$key"
@@ -60,6 +118,10 @@ case "${1:-}" in
     *) echo "usage: kube/build.sh [--bindir|--key]" >&2; exit 2 ;;
 esac
 
+# --- helm (begin) ---
+# Helm too: now when the parts are built (the next line exits), else after them (the end of this file)
+if [[ -e "$dest/bin/.complete" ]]; then build_helm >/dev/null; fi
+# --- helm (end) ---
 if [[ -e "$dest/bin/.complete" ]]; then echo "$dest/bin"; exit 0; fi
 
 mkdir -p "$cache_root"
@@ -144,3 +206,6 @@ mv "$work" "$dest"
 trap - EXIT
 chmod 755 "$dest"
 echo "$dest/bin"
+# --- helm (begin) ---
+build_helm >/dev/null
+# --- helm (end) ---

@@ -44,7 +44,7 @@ def test_checked_in_manifests_are_up_to_date(name: str) -> None:
     want = output_files(_rendered(name))
     have = {str(p.relative_to(folder)): p.read_text()
             for sub in ("rendered", "helm", "aws") for p in sorted((folder / sub).rglob("*")) if p.is_file()}
-    for top in ("INSTALL.md", "secrets.sh"):
+    for top in ("INSTALL.md", "secrets.sh", "install.sh"):
         have[top] = (folder / top).read_text() if (folder / top).is_file() else ""
     assert sorted(have) == sorted(want), "stale files: run `slinkyml cluster render cluster.yaml -o .`"
     for rel, text in want.items():

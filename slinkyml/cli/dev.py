@@ -94,7 +94,10 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                                 ("down", _kube_down, "stop every process (state is kept)"),
                                 ("status", _kube_status, "show processes, versions and the server"),
                                 ("reset", _kube_reset, "stop and delete all state (etcd's data included)"),
-                                ("env", _kube_env, "print `export KUBECONFIG=...` for this control plane")):
+                                ("env", _kube_env, "print `export KUBECONFIG=...` for this control plane"),
+                                ("charts", _kube_charts, "prepare the slurm-operator's Helm charts (its Go module's "
+                                 "helm/ folders, at the version this plane runs) and print their folder: "
+                                 "install.sh's CHARTS")):
         p = ksub.add_parser(name, help=text)
         p.add_argument("--state-dir", help="all state lives here (default: $SLINKYML_KUBE_STATE_DIR, "
                        "/var/lib/slinkyml/kube-dev for root, else ~/.local/state/slinkyml/kube-dev)")
@@ -174,6 +177,13 @@ def _kube_reset(args: argparse.Namespace) -> int:
 
 def _kube_env(args: argparse.Namespace) -> int:
     print(f"export KUBECONFIG={_kube(args).kubeconfig}")
+    return 0
+
+
+def _kube_charts(args: argparse.Namespace) -> int:
+    from slinkyml.dev.helm import Helm, helm_binary, prepare_charts
+
+    print(prepare_charts(Helm(helm_binary(), _kube(args))))
     return 0
 
 

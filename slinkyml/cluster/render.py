@@ -11,7 +11,7 @@ from typing import Any
 
 from slinkyml import DATA_DIR
 from slinkyml.cluster import helm, karpenter, names, secrets, storage, workers
-from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_steps
+from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_script, install_steps
 from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
@@ -227,5 +227,7 @@ def render(c: SlurmCluster) -> Rendered:
         files["aws/fsx-data-repository-association.json"] = json.dumps(dra, indent=2, sort_keys=True) + "\n"
     plugin_values = workers.device_plugin_values(c)
     files["secrets.sh"] = secrets.secrets_script(c)
-    files["INSTALL.md"] = install_markdown(c.name, install_steps(objs, plugin_values))
+    steps = install_steps(objs, plugin_values)
+    files["INSTALL.md"] = install_markdown(c.name, steps)
+    files["install.sh"] = install_script(steps)
     return Rendered(objects=objs, helm_values=helm.render_values(c), files=files, plugin_values=plugin_values)
