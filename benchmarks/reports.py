@@ -61,7 +61,8 @@ def main() -> int:
 
     def run(side: str, argv: list[str], tree: Path | None = None) -> None:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", LAUNCH, *argv] if tree else argv,
+        # in the tree's directory: `python -c` puts the working directory first on sys.path
+        subprocess.run([sys.executable, "-c", LAUNCH, *argv] if tree else argv, cwd=tree,
                        env={**env, "PYTHONPATH": str(tree)} if tree else env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
