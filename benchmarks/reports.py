@@ -4,7 +4,8 @@ beside the Slurm tool a user would run instead, in ABBA pairs (``benchmarks/driv
     .venv/bin/python benchmarks/reports.py [--pairs 10] [--since 1d] [--against REF] [--only NAME ...]
 
 ``usage --json`` (through the store, and ``--no-cache`` from sacct) vs ``sreport cluster utilization``;
-``efficiency --json`` vs ``sacct`` of the window; ``fairshare --json`` vs ``sshare -a``; ``jobs list --json``
+``efficiency --json`` vs ``sacct`` of the window; ``fairshare --json`` and ``fairshare --explain`` (of
+``$SLINKYML_BENCH_USER``, default root) vs ``sshare -a``; ``jobs list --json``
 vs ``squeue``. ``--against REF`` adds a third side, the slinkyml of that git revision (extracted and
 byte-compiled like this tree), so a change's before and after come from one run (rounds ABC, CBA, ...).
 Prints each side's median wall and CPU time (user + system of the process) and the median of per-pair
@@ -43,6 +44,8 @@ def cases(since: str) -> dict[str, tuple[list[str], list[str]]]:
         "efficiency --json": (["efficiency", "--json", *window],
                               ["sacct", "-a", "-P", "-S", f"now-{since.rstrip('d')}days"]),
         "fairshare --json": (["fairshare", "--json"], ["sshare", "-a", "-P"]),
+        "fairshare --explain": (["fairshare", "--explain", os.environ.get("SLINKYML_BENCH_USER", "root")],
+                                ["sshare", "-a", "-P"]),
         "jobs list --json": (["jobs", "list", "--json"], ["squeue"]),
     }
 

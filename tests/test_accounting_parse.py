@@ -601,3 +601,26 @@ def test_plain_rows_print_as_the_frames_do():
     df.columns = table.columns = ["name", "shares", "diff", "diff", "rank", "flag"]
     ours, theirs = rows.rich_table(table, "t"), render.rich_table(df, "t")
     assert [c.justify for c in ours.columns] == [c.justify for c in theirs.columns]
+
+
+def test_explain_picks_the_user_ranked_next_above():
+    """`fairshare --explain USER` without --vs compares with the next user above: sharetree.next_above names
+    a user of the smallest rank above USER's (the first in sshare's order where several tie; the frame path
+    took whichever pandas' unstable sort put first), for every user of the recorded trees, and the
+    sentence is the frame path's for the same pair."""
+    sentences = 0
+    for name in ("fairtree_2205", "deep_fairtree_2205"):
+        assocs = fairshare.parse_sshare((DATA / f"sshare_{name}.txt").read_text())
+        root = fairshare.build_tree(assocs)
+        ft, rows_ = fairshare.fair_tree(root), sharetree.fair_tree(root)
+        for node in sharetree.walk(root):
+            if not node.is_user:
+                continue
+            above = ft[ft["rank"].notna() & (ft["rank"] > ft.set_index("key").at[node.key, "rank"])]
+            nearest = above[above["rank"] == above["rank"].min()]["key"].tolist()  # sshare's order
+            got = sharetree.next_above(rows_, node.key)
+            assert got == (nearest[0].split("/", 1)[1] if nearest else None), node.key
+            if got and sharetree.find_user(root, node.user) is node and got != node.user:  # names one association
+                assert sharetree.explain(root, node.user, got, rows_) == fairshare.explain(root, node.user, got, ft)
+                sentences += 1
+    assert sentences >= 3

@@ -80,7 +80,6 @@ def classic(root: Node, damping: float = 1.0) -> pd.DataFrame:
     return _frame(sharetree.classic(root, damping))
 
 
-
 def compare(ours: pd.DataFrame, assocs: pd.DataFrame) -> pd.DataFrame:
     """:func:`recompute`'s rows with sshare's columns (``*_sshare``) and ``*_diff`` (ours minus
     sshare's; 0 where both are inf, NaN where either is missing)."""
@@ -94,28 +93,10 @@ def compare(ours: pd.DataFrame, assocs: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
-
-
 def explain(root: Node, user: str, other: str, table: pd.DataFrame | None = None) -> str:
-    """Why ``user`` ranks where it does against ``other`` (Fair Tree), in one sentence."""
-    table = fair_tree(root) if table is None else table
-    info = table.set_index("key")
-    a, b = find_user(root, user), find_user(root, other)
-    pa, pb = _path(a), _path(b)
-    k = 0
-    while k < min(len(pa), len(pb)) and pa[k] is pb[k]:
-        k += 1
-    na, nb = pa[k], pb[k]
-    ra, rb = info.at[a.key, "rank"], info.at[b.key, "rank"]
-    relation = "above" if ra > rb else ("tied with" if ra == rb else "below")
-    fa, fb = info.at[na.key, "level_fs"], info.at[nb.key, "level_fs"]
-    common = pa[k - 1].key
-    what = lambda n: f"user {n.user}" if n.is_user else f"account {n.account}"  # noqa: E731
-    return (f"{user} (FairShare {info.at[a.key, 'fairshare']:.6f}) is {relation} {other} "
-            f"(FairShare {info.at[b.key, 'fairshare']:.6f}) because {what(na)} has LevelFS "
-            f"{_fmt(fa)} vs {what(nb)} {_fmt(fb)} at their first common ancestor {common}")
-
-
+    """Why ``user`` ranks where it does against ``other`` (Fair Tree), in one sentence
+    (:func:`sharetree.explain` over ``table``'s rows, or the tree's)."""
+    return sharetree.explain(root, user, other, None if table is None else table.to_dict("records"))
 
 
 def what_if(root: Node, *, shares: dict[str, float] | None = None,
@@ -138,7 +119,6 @@ def what_if(root: Node, *, shares: dict[str, float] | None = None,
     return users[["key", "level_fs_before", "level_fs_after", "rank_before", "rank_after",
                   "fairshare_before", "fairshare_after"]].sort_values("rank_after",
                                                                     ascending=False)
-
 
 
 def classic_mismatches(assocs: pd.DataFrame, raw: dict[str, float] | None = None,

@@ -386,6 +386,34 @@ def find_user(root: Node, user: str, account: str | None = None) -> Node:
 
 
 
+def explain(root: Node, user: str, other: str, rows: list[dict[str, Any]] | None = None) -> str:
+    """Why ``user`` ranks where it does against ``other`` (Fair Tree), in one sentence; ``rows``:
+    :func:`fair_tree`'s of this tree, when already computed."""
+    info = {row["key"]: row for row in (fair_tree(root) if rows is None else rows)}
+    a, b = find_user(root, user), find_user(root, other)
+    pa, pb = _path(a), _path(b)
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[k] is pb[k]:
+        k += 1
+    na, nb = pa[k], pb[k]
+    ra, rb = info[a.key]["rank"], info[b.key]["rank"]
+    relation = "above" if ra > rb else ("tied with" if ra == rb else "below")
+    fa, fb = info[na.key]["level_fs"], info[nb.key]["level_fs"]
+    common = pa[k - 1].key
+    what = lambda n: f"user {n.user}" if n.is_user else f"account {n.account}"  # noqa: E731
+    return (f"{user} (FairShare {info[a.key]['fairshare']:.6f}) is {relation} {other} "
+            f"(FairShare {info[b.key]['fairshare']:.6f}) because {what(na)} has LevelFS "
+            f"{_fmt(fa)} vs {what(nb)} {_fmt(fb)} at their first common ancestor {common}")
+
+
+def next_above(rows: list[dict[str, Any]], key: str) -> str | None:
+    """The user ranked next above ``key`` (the smallest rank greater than its; the first in sshare's order
+    where several share it), None for the top one."""
+    mine = next(row["rank"] for row in rows if row["key"] == key)
+    above = sorted((row for row in rows if row["rank"] is not None and row["rank"] > mine), key=lambda r: r["rank"])
+    return above[0]["key"].split("/", 1)[1] if above else None
+
+
 def _fmt(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.6g}"
 

@@ -307,17 +307,9 @@ def _fairshare(args: argparse.Namespace) -> int:
     root = done.tree
     lines = []
     if args.explain:
-        from slinkyml.accounting import fairshare  # lazy: pandas, for the explanation's table only
-
-        ft = fairshare.fair_tree(root)
-        node = fairshare.find_user(root, args.explain)
-        other = args.vs
-        if not other:
-            ranks = ft.dropna(subset=["rank"]).sort_values("rank")
-            mine = ft.set_index("key").at[node.key, "rank"]
-            above = ranks[ranks["rank"] > mine]
-            other = above.iloc[0]["key"].split("/", 1)[1] if len(above) else None
-        lines.append(fairshare.explain(root, args.explain, other, ft) if other else
+        ft = sharetree.fair_tree(root)
+        other = args.vs or sharetree.next_above(ft, sharetree.find_user(root, args.explain).key)
+        lines.append(sharetree.explain(root, args.explain, other, ft) if other else
                      f"{args.explain} has the highest fair-share rank")
     if args.recovery:
         half = sharetree.parse_half_life(_slurm_config(args).get("PriorityDecayHalfLife", "7-00:00:00"))
