@@ -255,9 +255,10 @@ def _usage(args: argparse.Namespace) -> int:
         raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage.GROUPS)})")
     table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
     report = usage.usage(table.jobs, start, end, by=by)
+    prices = cost.load_prices() if len(report) else {}  # once: the costs and the note on unpriced partitions
     if len(report):
         seconds = usage.overlap_seconds(table.jobs, start, end)
-        report = report.merge(cost.cost(table.jobs, by=by, seconds=seconds), on=by, how="left")
+        report = report.merge(cost.cost(table.jobs, by=by, prices=prices, seconds=seconds), on=by, how="left")
     if args.png:
         series = usage.usage_over_time(table.jobs, start, end, by="account",
                                        kind="gpu" if report.get("gpu_hours", [0]).sum() else "cpu")
@@ -267,7 +268,7 @@ def _usage(args: argparse.Namespace) -> int:
                  if c in report]
     notes = [f"{table.malformed} malformed sacct line(s) skipped"] if table.malformed else []
     if len(report):
-        notes += cost.unpriced(table.jobs, cost.load_prices())
+        notes += cost.unpriced(table.jobs, prices)
     notes += [note] if (note := usage.sreport_window_note(start, end)) else []
     footer = "\n".join(notes)
     return _emit(args, report[cols] if len(report) else report.reindex(columns=cols),
