@@ -9,13 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from slinkyml.accounting import efficiency, fairshare, usage
+from slinkyml.accounting import efficiency, fairshare, render, rows, sharetree, usage
 from slinkyml.accounting.cost import PartitionPrice, cost, load_prices
 from slinkyml.accounting.sacct import FIELDS, SEP
 from slinkyml.accounting.sacct_arrow import parse_sacct, rows_to_table
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.accounting.tres import alloc_tres, parse_duration, usage_tres
 from slinkyml.errors import SlinkyError, SpecError
+from slinkyml.slurm import records
 
 DATA = Path(__file__).parent / "data" / "accounting"
 
@@ -548,3 +549,78 @@ def test_typed_records_fill_the_same_frames_as_sacct_text():
     filled, parsed = rows_to_table(typed), parse_sacct(text)
     pd.testing.assert_frame_equal(filled.jobs, parsed.jobs, check_exact=True)
     pd.testing.assert_frame_equal(filled.steps, parsed.steps, check_exact=True)
+
+
+# --- the fair-share report without pandas (`slinkyml fairshare`) -----------------------------
+
+@pytest.mark.parametrize(("name", "algorithm", "flags"), [
+    ("sshare_fairtree_2205.txt", "fair_tree", ""), ("sshare_classic_2205.txt", "classic", "NO_FAIR_TREE"),
+    ("sshare_deep_fairtree_2205.txt", "fair_tree", ""), ("sshare_deep_classic_2205.txt", "classic", "NO_FAIR_TREE"),
+    ("sshare_deep_fairtree_2205.txt", "classic", "")])
+def test_plain_fairshare_rows_equal_the_frames_exactly(name, algorithm, flags):
+    """The CLI's rows (sharetree.report) hold the values of fairshare.compare over recompute's frame, bit
+    for bit (NaN where the frame has NaN or NA), in the same order and columns; the deep trees with
+    assoc_mgr's finer usage."""
+    text = (DATA / name).read_text()
+    mgr = DATA / name.replace("sshare_", "assoc_mgr_")
+    raw = fairshare.parse_assoc_mgr_usage(mgr.read_text()) if mgr.exists() else {}
+    assocs = fairshare.parse_sshare(text)
+    frame = fairshare.compare(fairshare.recompute(fairshare.build_tree(assocs, raw), algorithm), assocs)
+    done = sharetree.report(sharetree.share_rows(records.parse_sshare(text)), raw,
+                            {"PriorityFlags": flags, "PriorityCalcPeriod": "00:05:00"},
+                            None if flags or algorithm == "fair_tree" else algorithm)
+    assert done.algorithm == algorithm and done.slurm_algorithm == ("classic" if flags else "fair_tree")
+    assert list(done.rows[0]) == list(frame.columns) and len(done.rows) == len(frame) > 5
+    for row, expected in zip(done.rows, frame.to_dict("records"), strict=True):
+        for column, want in expected.items():
+            got = row[column]
+            if want is None or want is pd.NA or (isinstance(want, float) and math.isnan(want)):
+                assert got is None or (isinstance(got, float) and math.isnan(got)), (row["key"], column, got)
+            else:
+                assert got == want, (row["key"], column, got, want)
+                assert not isinstance(want, float) or repr(float(got)) == repr(want), (row["key"], column)
+
+
+def test_plain_rows_print_as_the_frames_do():
+    """rows.to_json/to_csv and the text table's cells equal render's for a DataFrame of the same values
+    (floats with inf, -inf, NaN and long fractions; a whole-number column with gaps; text with commas and
+    quotes; mixed object values as fair-share's RawShares)."""
+    columns = ["name", "shares", "usage", "ratio", "rank", "flag"]
+    data = [["a,b", 10, 1234.5, 1 / 3, 3, True], ['say "hi"', "parent", math.inf, -math.inf, None, False],
+            ["root", None, 0.0, math.nan, 1, True], ["x", 7, 1e-12, 12345678.9, None, False]]
+    df = pd.DataFrame(data, columns=columns)
+    df["shares"] = df["shares"].astype(object).where(df["shares"].notna(), None)
+    df["rank"] = df["rank"].astype("Int64")
+    table = rows.Rows(columns, data, frozenset({"usage", "ratio", "rank", "flag"}))
+    assert rows.to_json(table) == render.to_json(df)
+    assert rows.to_csv(table) == render.to_csv(df)
+    ours, theirs = rows.rich_table(table, "t"), render.rich_table(df, "t")
+    assert [c.justify for c in ours.columns] == [c.justify for c in theirs.columns]
+    assert [list(c.cells) for c in ours.columns] == [list(c.cells) for c in theirs.columns]
+    # a text table's repeated headers (fair-share's "sshare", "diff"): pandas sees no numeric column there
+    df.columns = table.columns = ["name", "shares", "diff", "diff", "rank", "flag"]
+    ours, theirs = rows.rich_table(table, "t"), render.rich_table(df, "t")
+    assert [c.justify for c in ours.columns] == [c.justify for c in theirs.columns]
+
+
+def test_explain_picks_the_user_ranked_next_above():
+    """`fairshare --explain USER` without --vs compares with the next user above: sharetree.next_above names
+    a user of the smallest rank above USER's (the first in sshare's order where several tie; the frame path
+    took whichever pandas' unstable sort put first), for every user of the recorded trees, and the
+    sentence is the frame path's for the same pair."""
+    sentences = 0
+    for name in ("fairtree_2205", "deep_fairtree_2205"):
+        assocs = fairshare.parse_sshare((DATA / f"sshare_{name}.txt").read_text())
+        root = fairshare.build_tree(assocs)
+        ft, rows_ = fairshare.fair_tree(root), sharetree.fair_tree(root)
+        for node in sharetree.walk(root):
+            if not node.is_user:
+                continue
+            above = ft[ft["rank"].notna() & (ft["rank"] > ft.set_index("key").at[node.key, "rank"])]
+            nearest = above[above["rank"] == above["rank"].min()]["key"].tolist()  # sshare's order
+            got = sharetree.next_above(rows_, node.key)
+            assert got == (nearest[0].split("/", 1)[1] if nearest else None), node.key
+            if got and sharetree.find_user(root, node.user) is node and got != node.user:  # names one association
+                assert sharetree.explain(root, node.user, got, rows_) == fairshare.explain(root, node.user, got, ft)
+                sentences += 1
+    assert sentences >= 3

@@ -128,3 +128,16 @@ def test_dry_run_says_which_interpreter_the_job_runs(tmp_path) -> None:
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0 and "  /opt/py/bin/python3\n  -m slinkyml.train" in out.stdout
     assert "# interpreter: /opt/py/bin/python3 (named by the job spec)" in out.stderr
+
+
+def test_fairshare_imports_no_table_library(imported_by, tmp_path) -> None:
+    """`fairshare` recomputes a few dozen associations in plain Python (accounting/sharetree.py): pandas,
+    numpy, pyarrow and DuckDB would be most of its run time. No Slurm on PATH: the handler's imports
+    happen, then it fails on sshare."""
+    code = ("import contextlib, io, os, sys; from slinkyml.cli import main; from slinkyml.errors import SlinkyError\n"
+            f"os.environ['PATH'] = {str(tmp_path)!r}\n"
+            "with contextlib.suppress(SlinkyError, SystemExit), contextlib.redirect_stdout(io.StringIO()), "
+            "contextlib.redirect_stderr(io.StringIO()):\n"
+            "    main(['fairshare', '--json'])\n"
+            "assert 'slinkyml.accounting.sharetree' in sys.modules")
+    assert imported_by(code, ("pandas", "numpy", "pyarrow", "duckdb")) == []

@@ -8,17 +8,15 @@ from typing import Any
 
 import pandas as pd
 
+from slinkyml.accounting import rows
+
 
 def _cell(value) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+    if value is pd.NA:
         return ""
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf"
-        return f"{value:.6f}" if abs(value) < 1 else f"{value:,.2f}"
     if isinstance(value, pd.Timestamp):
         return value.strftime("%Y-%m-%d %H:%M:%S")
-    return str(value)
+    return rows.cell(value)
 
 
 def text_table(df: pd.DataFrame) -> str:

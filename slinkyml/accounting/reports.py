@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from slinkyml.accounting import cost, efficiency, fairshare, sacct, usage
+import pandas as pd
+
+from slinkyml.accounting import cost, efficiency, sacct, sharetree, usage
 from slinkyml.accounting.backends import get_backend
 from slinkyml.accounting.timeparse import parse_when
 from slinkyml.errors import SlinkyError
@@ -104,23 +106,11 @@ def fairshare_report(*, algorithm: str | None = None, backend=None, slurm: Slurm
     PriorityFlags) beside sshare's columns (``*_sshare``) and the difference (``*_diff``)."""
     be = _backend(backend, slurm)
     assocs, usage_raw = be.shares_snapshot()  # the selected backend's shares()
-    config = be.config()
-    slurm_algorithm = "classic" if "NO_FAIR_TREE" in config.get("PriorityFlags", "") \
-        else "fair_tree"
-    algorithm = algorithm or slurm_algorithm
-    try:
-        damping = float(config.get("FairShareDampeningFactor", "1") or 1)
-    except ValueError:
-        damping = 1.0
-    root = fairshare.build_tree(assocs, usage_raw)
-    merged = fairshare.compare(fairshare.recompute(root, algorithm, damping), assocs)
-    users = sum(1 for node in fairshare.walk(root) if node.is_user)
-    # Fair Tree's FairShare is rank / users ranked: ranks over another count are slurmctld's last
-    # calculation, made before an association was added or deleted (what it schedules by until the next)
-    then = fairshare.ranked_over(assocs["fairshare"], users) if slurm_algorithm == "fair_tree" else None
-    merged.attrs.update(algorithm=algorithm, slurm_algorithm=slurm_algorithm, tree=root,
-                        users=users, sshare_ranked_over=then,
-                        calc_period=config.get("PriorityCalcPeriod", ""))
+    done = sharetree.report(assocs.to_dict("records"), usage_raw, be.config(), algorithm)
+    merged = pd.DataFrame(done.rows)
+    merged["rank"] = merged["rank"].astype("Int64")
+    merged.attrs.update(algorithm=done.algorithm, slurm_algorithm=done.slurm_algorithm, tree=done.tree,
+                        users=done.users, sshare_ranked_over=done.sshare_ranked_over, calc_period=done.calc_period)
     return merged
 
 

@@ -154,7 +154,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _emit(args: argparse.Namespace, df, title: str, footer: str = "") -> int:
-    from slinkyml.accounting import render
+    """A report's table (a DataFrame, or plain ``rows.Rows``) as JSON, CSV or a text table."""
+    from slinkyml.accounting import rows
+
+    if isinstance(df, rows.Rows):
+        render = rows
+    else:
+        from slinkyml.accounting import render  # type: ignore[no-redef]  # lazy: pandas, for DataFrames only
 
     if args.json or args.csv:
         sys.stdout.write(render.to_json(df) + "\n" if args.json else render.to_csv(df))
@@ -249,9 +255,10 @@ def _usage(args: argparse.Namespace) -> int:
         raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage.GROUPS)})")
     table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
     report = usage.usage(table.jobs, start, end, by=by)
+    prices = cost.load_prices() if len(report) else {}  # once: the costs and the note on unpriced partitions
     if len(report):
         seconds = usage.overlap_seconds(table.jobs, start, end)
-        report = report.merge(cost.cost(table.jobs, by=by, seconds=seconds), on=by, how="left")
+        report = report.merge(cost.cost(table.jobs, by=by, prices=prices, seconds=seconds), on=by, how="left")
     if args.png:
         series = usage.usage_over_time(table.jobs, start, end, by="account",
                                        kind="gpu" if report.get("gpu_hours", [0]).sum() else "cpu")
@@ -261,7 +268,7 @@ def _usage(args: argparse.Namespace) -> int:
                  if c in report]
     notes = [f"{table.malformed} malformed sacct line(s) skipped"] if table.malformed else []
     if len(report):
-        notes += cost.unpriced(table.jobs, cost.load_prices())
+        notes += cost.unpriced(table.jobs, prices)
     notes += [note] if (note := usage.sreport_window_note(start, end)) else []
     footer = "\n".join(notes)
     return _emit(args, report[cols] if len(report) else report.reindex(columns=cols),
@@ -294,59 +301,87 @@ def _pairs(values: list[str], flag: str) -> dict[str, float]:
 
 
 def _fairshare(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from slinkyml.accounting import fairshare, fairshare_report, plots
+    from slinkyml.accounting import rows, sharetree
 
     shares, added = _pairs(args.set_shares, "--set-shares"), _pairs(args.add_usage, "--add-usage")  # before Slurm
-    table = fairshare_report(algorithm=args.algorithm, backend=args.backend)
-    root = table.attrs["tree"]
+    done = _share_report(args)
+    root = done.tree
     lines = []
     if args.explain:
-        ft = fairshare.fair_tree(root)
-        node = fairshare.find_user(root, args.explain)
-        other = args.vs
-        if not other:
-            ranks = ft.dropna(subset=["rank"]).sort_values("rank")
-            mine = ft.set_index("key").at[node.key, "rank"]
-            above = ranks[ranks["rank"] > mine]
-            other = above.iloc[0]["key"].split("/", 1)[1] if len(above) else None
-        lines.append(fairshare.explain(root, args.explain, other, ft) if other else
+        ft = sharetree.fair_tree(root)
+        other = args.vs or sharetree.next_above(ft, sharetree.find_user(root, args.explain).key)
+        lines.append(sharetree.explain(root, args.explain, other, ft) if other else
                      f"{args.explain} has the highest fair-share rank")
     if args.recovery:
-        from slinkyml.accounting.backends.cli import CliBackend
-
-        half = fairshare.parse_half_life(
-            CliBackend().config().get("PriorityDecayHalfLife", "7-00:00:00"))
-        seconds = fairshare.recovery_to_fair(root, args.recovery, half)
+        half = sharetree.parse_half_life(_slurm_config(args).get("PriorityDecayHalfLife", "7-00:00:00"))
+        seconds = sharetree.recovery_to_fair(root, args.recovery, half)
         lines.append(f"{args.recovery}: LevelFS back to 1 in "
                      + ("never by decay alone (decay scales everyone's usage alike; its siblings' usage "
                         "must grow)" if math.isinf(seconds) else f"{seconds / 3600:.1f} h")
                      + f" (half-life {half / 86400:g} d, siblings' usage held constant)")
     if args.set_shares or args.add_usage:
+        from slinkyml.accounting import fairshare  # lazy: pandas, for the what-if's table only
+
         diff = fairshare.what_if(root, shares=shares, add_usage=added)
         return _emit(args, diff, "What-if: Fair Tree ranks before → after", "\n".join(lines))
     if args.png:
+        import pandas as pd  # lazy: the plot's frame only
+
+        from slinkyml.accounting import plots
+
+        table = pd.DataFrame(done.rows)
+        table["rank"] = table["rank"].astype("Int64")
         plots.fairshare_tree_png(table, args.png)
-    algo, theirs = table.attrs["algorithm"], table.attrs["slurm_algorithm"]
-    compared = [c for c in fairshare.COMPARED if algo == "fair_tree" or c != "level_fs"]
+    algo, theirs = done.algorithm, done.slurm_algorithm
+    compared = [c for c in sharetree.COMPARED if algo == "fair_tree" or c != "level_fs"]
     cols = ["key", "account", "user", "raw_shares", "raw_usage"]
     for column in compared:
         cols += [column, f"{column}_sshare", f"{column}_diff"]
     if algo == "fair_tree":
         cols += ["rank"]
-    show = table[cols].copy()
-    show["raw_shares"] = pd.Series([_shares(v) for v in show["raw_shares"]], index=show.index,
-                                   dtype=object)
+    data = [[_shares(row[c]) if c == "raw_shares" else float(row[c]) if c not in _AS_IS else row[c]
+             for c in cols] for row in done.rows]
     if not (args.json or args.csv):  # the tree by indentation, sshare's names; keys in records
-        show["account"] = [" " * int(d) + a for d, a in zip(table["depth"], table["account"],
-                                                            strict=True)]
-        show = show.drop(columns=["key"])
-        show.columns = [_HEADERS.get(c, "sshare" if c.endswith("_sshare") else
-                                     "diff" if c.endswith("_diff") else c) for c in show.columns]
-    lines.append(_agreement(table, compared, algo, theirs))
-    return _emit(args, show, f"Fair-share ({algo}): slinkyml's recomputation, sshare's, "
+        for row, shown in zip(done.rows, data, strict=True):
+            shown[1] = " " * int(row["depth"]) + row["account"]
+        data = [row[1:] for row in data]
+        cols = [_HEADERS.get(c, "sshare" if c.endswith("_sshare") else "diff" if c.endswith("_diff") else c)
+                for c in cols[1:]]
+    numeric = frozenset(c for c in cols if c not in ("key", "account", "user", "raw_shares", "Account", "User",
+                                                       "RawShares"))
+    lines.append(_agreement(done, compared, algo, theirs))
+    return _emit(args, rows.Rows(cols, data, numeric), f"Fair-share ({algo}): slinkyml's recomputation, sshare's, "
                  "difference", "\n".join(lines))
+
+
+#: fair-share columns shown as they are (text, and rank: a whole number or none); the others are floats
+_AS_IS = frozenset({"key", "account", "user", "rank"})
+
+
+def _share_report(args: argparse.Namespace):
+    """The recomputed tree beside sshare's: straight from sshare and scontrol with the CLI backend
+    (no pandas: the whole command is then ~0.1 s of Python), through the backend otherwise."""
+    from slinkyml.accounting import sharetree
+
+    if args.backend == "cli":
+        from slinkyml.slurm.runner import Slurm
+
+        assocs, usage_raw = sharetree.snapshot(Slurm())
+        return sharetree.report(assocs, usage_raw, _slurm_config(args), args.algorithm)
+    from slinkyml.accounting.backends import get_backend
+
+    backend = get_backend(args.backend)
+    frame, usage_raw = backend.shares_snapshot()
+    return sharetree.report(frame.to_dict("records"), usage_raw, backend.config(), args.algorithm)
+
+
+def _slurm_config(args: argparse.Namespace) -> dict[str, str]:
+    """slurmctld's settings (``scontrol show config``), read once per command."""
+    if getattr(args, "_config", None) is None:
+        from slinkyml.slurm.runner import Slurm
+
+        args._config = Slurm().show_config()
+    return args._config
 
 
 def _shares(value: float) -> int | str | None:
@@ -360,21 +395,23 @@ _HEADERS = {"account": "Account", "user": "User", "raw_shares": "RawShares",
             "level_fs": "LevelFS", "fairshare": "FairShare", "rank": "Rank"}
 
 
-def _agreement(table, compared: list[str], algo: str, theirs: str) -> str:
+def _agreement(done, compared: list[str], algo: str, theirs: str) -> str:
     """One line: how far the recomputation is from sshare, per column."""
-    worst = ", ".join(f"{_HEADERS[c]} {table[f'{c}_diff'].abs().max(skipna=True):.2g}"
+    from slinkyml.accounting.rows import column_max_abs
+
+    worst = ", ".join(f"{_HEADERS[c]} {column_max_abs([row[f'{c}_diff'] for row in done.rows]):.2g}"
                       for c in compared)
-    line = (f"max |slinkyml - sshare| over {len(table)} associations: {worst} (raw usage from "
+    line = (f"max |slinkyml - sshare| over {len(done.rows)} associations: {worst} (raw usage from "
             "scontrol show assoc_mgr, two decimals; sshare prints six)")
     if algo != theirs:
         line += (f"; slurmctld runs {theirs.replace('_', ' ')}, so sshare's columns are "
                  f"{theirs.replace('_', ' ')}'s, not {algo.replace('_', ' ')}'s")
-    then = table.attrs.get("sshare_ranked_over")
+    then = done.sshare_ranked_over
     if then:
         line += (f"\nsshare's FairShare is slurmctld's last priority calculation, which ranked "
-                 f"{then} user associations; there are {table.attrs['users']} now (one was added or deleted "
+                 f"{then} user associations; there are {done.users} now (one was added or deleted "
                  "since). The scheduler orders jobs by sshare's values until its next calculation "
-                 f"(PriorityCalcPeriod {table.attrs.get('calc_period') or 'unknown'}); slinkyml's are what that "
+                 f"(PriorityCalcPeriod {done.calc_period or 'unknown'}); slinkyml's are what that "
                  "calculation will give")
     return line
 

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 import pandas as pd
 
-from slinkyml.accounting import fairshare
+from slinkyml.accounting import fairshare, sharetree
 from slinkyml.accounting.sacct import SacctTable, sacct_args
 from slinkyml.accounting.sacct_arrow import parse_sacct
 from slinkyml.slurm import records
@@ -37,15 +36,9 @@ class CliBackend:
 
     def shares_snapshot(self, attempts: int = 5) -> tuple[pd.DataFrame, dict[str, float]]:
         """sshare plus the finer raw usage of ``scontrol show assoc_mgr``, from one priority
-        calculation (sshare read before and after must agree)."""
-        for _ in range(attempts):
-            before = self.slurm.run("sshare", records.sshare_args()).stdout
-            mgr = self.slurm.run("scontrol", ["show", "assoc_mgr", "flags=assoc"]).stdout
-            after = self.slurm.run("sshare", records.sshare_args()).stdout
-            if before == after:
-                return fairshare.share_frame(records.parse_sshare(after)), fairshare.parse_assoc_mgr_usage(mgr)
-            time.sleep(1)
-        return fairshare.share_frame(records.parse_sshare(after)), fairshare.parse_assoc_mgr_usage(mgr)
+        calculation (:func:`sharetree.snapshot`)."""
+        rows, usage = sharetree.snapshot(self.slurm, attempts)
+        return pd.DataFrame(rows, columns=fairshare.SHARE_COLUMNS), usage
 
     def sreport_account_user(self, start: datetime, end: datetime,
                              unit: str = "Seconds") -> pd.DataFrame:
