@@ -9,7 +9,7 @@ APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb
                 containerd runc containernetworking-plugins busybox-static iptables procps
 PYTEST_ARGS ?=
 # a long step prints a line every 30 s (the machine's python3: it runs before the venv exists)
-TICK := python3 slinkyml/dev/progress.py
+TICK := python3 slinkyml/dev/slurm/progress.py
 # Go where its official archive installs it, for shells whose PATH lacks it (make kube, the tests' `go` calls)
 export PATH := $(PATH):/usr/local/go/bin
 # `make demo SLURM_VERSION=26.05`: the demo on the Slurm 26.05 cluster (README: Slurm 26.05 beside the

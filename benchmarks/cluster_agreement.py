@@ -26,7 +26,7 @@ from slinkyml.cluster import schemacorpus
 from slinkyml.cluster.agreement import confusion, confusion_by_kind, offline, run, verdict_text
 from slinkyml.cluster.corpus import SEED, cases
 from slinkyml.cluster.placement import BREAKS, break_scenario, example_scenarios, place, scheduling_table
-from slinkyml.dev.kube import KubeControlPlane
+from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
 
 def main() -> None:

@@ -81,7 +81,7 @@ def against_server(rounds: int) -> None:
     from slinkyml.cluster.apply import dynamic_client
     from slinkyml.cluster.render import render
     from slinkyml.cluster.validate import validate_objects
-    from slinkyml.dev.kube import KubeControlPlane
+    from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
     plane = KubeControlPlane().up()
     api = plane.api()

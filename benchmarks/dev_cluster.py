@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from slinkyml.dev import LocalCluster, roots
+from slinkyml.dev import LocalCluster
+from slinkyml.dev.slurm import roots
 from slinkyml.slurm.roots import SYSTEM
 
 #: names and ports of the benchmark's own 26.05 cluster (nothing else here uses them)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slinkyml.dev import LocalCluster
-from slinkyml.dev.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
+from slinkyml.dev.slurm.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
 from slinkyml.jobs.follow import job_state
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit

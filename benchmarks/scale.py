@@ -302,7 +302,7 @@ def _timed_cli(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 def records(total: int) -> None:
     import os
 
-    from slinkyml.dev.config import EMULATED_NODE
+    from slinkyml.dev.slurm.config import EMULATED_NODE
 
     cluster = LocalCluster("/var/lib/slinkyml/bench-records", keep_running=True, gpus=0,
                            **{**EMULATED_NODE, **RECORDS_CLUSTER}).up()
@@ -367,7 +367,7 @@ def _run_job(cluster: LocalCluster, nodes: int, limit: float = 420.0) -> tuple[f
 
 def bringup(node_counts: list[int]) -> None:
     """``dev up --emulated-nodes N`` from nothing, slurmd memory, one job over every node, ``reset``."""
-    from slinkyml.dev.config import EMULATED_NODE
+    from slinkyml.dev.slurm.config import EMULATED_NODE
 
     first = None
     for nodes in node_counts:

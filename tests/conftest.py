@@ -82,7 +82,7 @@ def kube_plane():
     -scheduler, the slurm-operator's manager and webhook at the default version), brought up once per
     session and left running, as the Slurm cluster is (`make test` starts it before pytest; a second `up`
     is a no-op). A run beside another plane takes a `SLINKYML_KUBE_PORT_BASE` and state dir of its own."""
-    from slinkyml.dev.kube import KubeControlPlane
+    from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
     return KubeControlPlane().up()
 

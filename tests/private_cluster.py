@@ -32,7 +32,7 @@ def require_kubelet_node() -> None:
     # lazy: the kubelet modules' own imports; the Slurm modules that use this file never load them
     import pytest
 
-    from slinkyml.dev.kubenode import CNI_BIN_DIR, CONTAINERD
+    from slinkyml.dev.kubernetes.kubenode import CNI_BIN_DIR, CONTAINERD
 
     if os.geteuid() != 0:
         pytest.skip("the kubelet node needs root (network namespaces, cgroups, mounts)")

@@ -32,7 +32,7 @@ from slinkyml.cluster import EXAMPLES_DIR, load_spec, names, workers
 from slinkyml.cluster.apply import apply_objects, dropped_by_server
 from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import SlurmCluster, to_dict
-from slinkyml.dev.kube import BUILD_SCRIPT, OPERATOR_VERSIONS, KubeControlPlane
+from slinkyml.dev.kubernetes.kube import BUILD_SCRIPT, OPERATOR_VERSIONS, KubeControlPlane
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs.shapecheck import render_slurm_conf as check_conf
 from slinkyml.slurm.conf import SlurmConf, SlurmConfBuilder, pairs

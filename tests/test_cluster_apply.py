@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.apply import apply_objects, diff_objects, ensure_secrets, nodeset_status
 from slinkyml.cluster.render import render
-from slinkyml.dev.kube import KubeControlPlane
+from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
 pytestmark = pytest.mark.slow
 

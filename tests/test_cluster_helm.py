@@ -39,7 +39,7 @@ from waiting import wait_until
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import to_dict
-from slinkyml.dev.helm import (
+from slinkyml.dev.kubernetes.helm import (
     Difference,
     Helm,
     compare,
@@ -50,7 +50,7 @@ from slinkyml.dev.helm import (
     prepare_charts,
     template,
 )
-from slinkyml.dev.kube import BUILD_SCRIPT, KubeControlPlane, Ports
+from slinkyml.dev.kubernetes.kube import BUILD_SCRIPT, KubeControlPlane, Ports
 from slinkyml.errors import SlinkyError
 
 EXAMPLES = ["cpu-small", "h100-efa", "trn1"]

@@ -33,7 +33,7 @@ from slinkyml.cluster.install import DEV_KUBE, SCRIPT, SKIPPED_ON_DEV_KUBE, inst
 from slinkyml.cluster.placement import delete_cluster_scoped
 from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import to_dict
-from slinkyml.dev.kube import KubeControlPlane
+from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
 EXAMPLES = ["cpu-small", "h100-efa", "trn1"]
 SHELLCHECK = shutil.which("shellcheck")

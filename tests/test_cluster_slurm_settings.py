@@ -17,7 +17,7 @@ from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import from_dict, to_dict
 from slinkyml.cluster.workers import CGROUP_CONF, TESTED_SETTINGS
 from slinkyml.dev import DevClusterSpec
-from slinkyml.dev.config import render_cgroup_conf, render_slurm_conf
+from slinkyml.dev.slurm.config import render_cgroup_conf, render_slurm_conf
 from slinkyml.instances import get_instance_type
 from slinkyml.kube import quantity
 from slinkyml.slurm import SlurmVersion

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from slinkyml.dev import DevClusterSpec, LocalCluster
-from slinkyml.dev.cluster import missing_plugins
-from slinkyml.dev.config import (
+from slinkyml.dev.slurm.cluster import missing_plugins
+from slinkyml.dev.slurm.config import (
     CRED_EXPIRE_S,
     ENV_OPTIONS,
     SYSTEM_MUNGE_SOCKET,
@@ -31,8 +31,8 @@ from slinkyml.dev.config import (
     render_slurmdbd_conf,
     saved_node_addresses,
 )
-from slinkyml.dev.network import strip_hosts_block
-from slinkyml.dev.ownership import conflicts, legacy_identity, read_claims, removable
+from slinkyml.dev.slurm.network import strip_hosts_block
+from slinkyml.dev.slurm.ownership import conflicts, legacy_identity, read_claims, removable
 from slinkyml.errors import SlinkyError, SpecError
 from slinkyml.process import Daemon
 from slinkyml.slurm import SlurmVersion
@@ -276,7 +276,7 @@ def test_nodes_reach_each_other_by_name(local_cluster, slurm):
 
 
 def test_nameservers_are_the_ipv4_ones_off_loopback(tmp_path):
-    from slinkyml.dev.network import nameservers
+    from slinkyml.dev.slurm.network import nameservers
 
     conf = tmp_path / "resolv.conf"
     conf.write_text("# comment\nsearch example.org\nnameserver 10.255.255.53\nnameserver 127.0.0.53\n"
@@ -289,7 +289,7 @@ def test_nameservers_are_the_ipv4_ones_off_loopback(tmp_path):
 def test_dns_from_a_node_fails_at_once_instead_of_waiting_out_the_resolver(local_cluster, slurm):
     """c10d's TCPStore reverse-resolves IPv4-mapped client addresses (not in /etc/hosts): without
     a route that refuses the unreachable nameservers, each lookup waited 10 s in a node."""
-    from slinkyml.dev.network import nameservers
+    from slinkyml.dev.slurm.network import nameservers
 
     spec = local_cluster.spec
     ns = spec.netns(spec.node_names[0])
@@ -415,8 +415,8 @@ LEGACY_BLOCK = ("# BEGIN slinkyml dev cluster /var/lib/slinkyml/dev\n10.213.0.1 
 
 
 def test_identity_is_saved_and_read_back(tmp_path):
-    from slinkyml.dev.config import render_identity
-    from slinkyml.dev.ownership import identity_options, read_identity
+    from slinkyml.dev.slurm.config import render_identity
+    from slinkyml.dev.slurm.ownership import identity_options, read_identity
 
     spec = DevClusterSpec(state_dir=tmp_path, nodes=2, bridge="slkpyx0", node_prefix="px", subnet="10.214.0.0/24",
                           slurmctld_port=7817, slurmd_port=7818, slurmdbd_port=7819, slurmrestd_port=7820,
@@ -430,7 +430,7 @@ def test_identity_is_saved_and_read_back(tmp_path):
 
 
 def test_down_and_status_use_the_saved_identity_not_the_env(tmp_path, monkeypatch):
-    from slinkyml.dev.config import render_identity
+    from slinkyml.dev.slurm.config import render_identity
 
     spec = DevClusterSpec(state_dir=tmp_path, nodes=3, bridge="slkpyx0", node_prefix="px", subnet="10.214.0.0/24",
                           slurmctld_port=7817, mariadb_port=14306)
@@ -447,7 +447,7 @@ def test_down_and_status_use_the_saved_identity_not_the_env(tmp_path, monkeypatc
 
 
 def test_old_state_dir_is_read_from_its_own_hosts_block(tmp_path, monkeypatch):
-    from slinkyml.dev import network
+    from slinkyml.dev.slurm import network
 
     block = LEGACY_BLOCK.replace("/var/lib/slinkyml/dev", str(tmp_path)).replace("slkml0", "slkpyx0")
     block = block.replace(" n1", " px1").replace(" n2", " px2")
@@ -502,7 +502,7 @@ def test_ports_and_munge_socket_of_another_cluster_are_refused(tmp_path):
 
 
 def test_up_refuses_with_one_line_before_starting_anything(tmp_path, monkeypatch):
-    from slinkyml.dev import network
+    from slinkyml.dev.slurm import network
 
     monkeypatch.setattr(network, "claims", lambda: read_claims(LEGACY_BLOCK, "box"))
     for var in ("SLINKYML_DEV_BRIDGE", "SLINKYML_DEV_NODE_PREFIX", "SLINKYML_DEV_SUBNET"):
@@ -531,7 +531,7 @@ def test_up_refuses_a_munge_socket_another_munged_serves(tmp_path):
 def test_down_removes_only_what_its_state_dir_owns(tmp_path, monkeypatch):
     """`dev down --state-dir OTHER` without the env it was started with fell back to slkml0/n1..: it
     deleted the default cluster's bridge and namespaces. Now what another block claims stays."""
-    from slinkyml.dev import network
+    from slinkyml.dev.slurm import network
 
     removed: list = []
     monkeypatch.setattr(network, "claims", lambda: read_claims(LEGACY_BLOCK, "box"))
@@ -581,8 +581,8 @@ def test_cli_up_has_bridge_and_node_prefix_flags(cli):
 
 
 def test_up_with_new_names_removes_the_old_network_of_a_stopped_cluster(tmp_path, monkeypatch):
-    from slinkyml.dev import network
-    from slinkyml.dev.config import render_identity
+    from slinkyml.dev.slurm import network
+    from slinkyml.dev.slurm.config import render_identity
 
     old = DevClusterSpec(state_dir=tmp_path, nodes=2, bridge="slka0", node_prefix="a", subnet="10.220.0.0/24")
     (tmp_path / "cluster.json").write_text(render_identity(old))
@@ -600,7 +600,7 @@ def test_up_with_new_names_removes_the_old_network_of_a_stopped_cluster(tmp_path
 
 
 def test_emulated_node_shape_renders(tmp_path):
-    from slinkyml.dev.config import EMULATED_NODE, render_gres_conf
+    from slinkyml.dev.slurm.config import EMULATED_NODE, render_gres_conf
 
     spec = DevClusterSpec(state_dir=tmp_path, nodes=300, subnet="10.200.0.0/22", node_prefix="emu", gpus=0,
                           **EMULATED_NODE)

@@ -18,7 +18,7 @@ import pytest
 from tiers import needs
 
 from slinkyml.dev import LocalCluster
-from slinkyml.dev.config import EMULATED_NODE
+from slinkyml.dev.slurm.config import EMULATED_NODE
 from slinkyml.dispatch import Executor
 from slinkyml.jobs.follow import wait
 from slinkyml.jobs.spec import JobSpec

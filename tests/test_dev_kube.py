@@ -27,7 +27,13 @@ from private_cluster import port_shift
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.apply import apply_objects, ensure_secrets
 from slinkyml.cluster.render import render
-from slinkyml.dev.kube import BUILD_SCRIPT, OPERATOR_VERSIONS, WEBHOOK_CONFIG_NAME, KubeControlPlane, Ports
+from slinkyml.dev.kubernetes.kube import (
+    BUILD_SCRIPT,
+    OPERATOR_VERSIONS,
+    WEBHOOK_CONFIG_NAME,
+    KubeControlPlane,
+    Ports,
+)
 from slinkyml.errors import SlinkyError
 from slinkyml.process import port_open
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from slinkyml.dev import network
-from slinkyml.dev.cluster import LocalCluster
-from slinkyml.dev.config import DevClusterSpec, render_slurm_conf
+from slinkyml.dev.slurm import network
+from slinkyml.dev.slurm.cluster import LocalCluster
+from slinkyml.dev.slurm.config import DevClusterSpec, render_slurm_conf
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.version import SlurmVersion
 

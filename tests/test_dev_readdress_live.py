@@ -16,7 +16,8 @@ from private_cluster import cancel_at_end, kept_workdir, private_cluster
 from test_train_cluster import _logs, _metrics, _submit, _train_spec, _wait_done, _wait_steps, needs_torch
 from tiers import needs
 
-from slinkyml.dev import LocalCluster, network
+from slinkyml.dev import LocalCluster
+from slinkyml.dev.slurm import network
 from slinkyml.jobs.follow import job_state
 from slinkyml.slurm import protocol
 from slinkyml.train import FINAL_FILE

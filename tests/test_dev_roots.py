@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from slinkyml.dev import DevClusterSpec, LocalCluster, roots
-from slinkyml.dev.config import render_identity, render_slurm_conf, render_slurmdbd_conf
+from slinkyml.dev import DevClusterSpec, LocalCluster
+from slinkyml.dev.slurm import roots
+from slinkyml.dev.slurm.config import render_identity, render_slurm_conf, render_slurmdbd_conf
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import Slurm, SlurmVersion
 from slinkyml.slurm.roots import MARKER, SlurmInstall, find, root_ok

@@ -36,8 +36,8 @@ from test_train_cluster import (
 )
 from tiers import needs
 
-from slinkyml.dev.cluster import ClusterUnhealthy
-from slinkyml.dev.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
+from slinkyml.dev.slurm.cluster import ClusterUnhealthy
+from slinkyml.dev.slurm.config import PREEMPTIBLE_PARTITION, URGENT_PARTITION
 from slinkyml.dispatch import Executor, JobFailed
 from slinkyml.jobs.follow import JobHeldBySlurm, job_state, wait
 from slinkyml.jobs.spec import JobSpec

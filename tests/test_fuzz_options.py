@@ -203,7 +203,7 @@ def sandbox(tmp_path, monkeypatch):
     from slinkyml.accounting import serve
     from slinkyml.demo import kubernetes as kube_demo
     from slinkyml.dev import LocalCluster
-    from slinkyml.dev.kube import KubeControlPlane
+    from slinkyml.dev.kubernetes.kube import KubeControlPlane
     from slinkyml.slurm.throwaway import ThrowawaySlurmctld
 
     for name in ("up", "down", "reset"):

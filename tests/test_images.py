@@ -1,4 +1,4 @@
-"""``slinkyml.dev.images``: the OCI image layout archives the kubelet node imports (offline: the archive's
+"""``slinkyml.dev.images.images``: the OCI image layout archives the kubelet node imports (offline: the archive's
 structure, content addresses and determinism; ``tests/test_kubelet_live.py`` imports and runs them)."""
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from slinkyml.dev.images import CONTAINERD_NAME_ANNOTATION, BaseTree, Entry, ImageSpec, write_oci_archive
+from slinkyml.dev.images.images import (
+    CONTAINERD_NAME_ANNOTATION,
+    BaseTree,
+    Entry,
+    ImageSpec,
+    write_oci_archive,
+)
 
 
 def _spec(tmp_path: Path) -> ImageSpec:

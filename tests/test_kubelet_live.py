@@ -34,8 +34,9 @@ from private_cluster import kubelet_node, port_shift, require_kubelet_node
 from tiers import needs
 from waiting import wait_until
 
-from slinkyml.dev.kube import KubeControlPlane, Ports
-from slinkyml.dev.kubenode import (
+from slinkyml.dev.images.slurm_images import image_name, slinky_name
+from slinkyml.dev.kubernetes.kube import KubeControlPlane, Ports
+from slinkyml.dev.kubernetes.kubenode import (
     BUSYBOX_IMAGE,
     CNI_CACHE_DIR,
     CONTAINER_LOG_LINKS,
@@ -45,7 +46,6 @@ from slinkyml.dev.kubenode import (
     KubeNode,
     NodeSettings,
 )
-from slinkyml.dev.slurm_images import image_name, slinky_name
 
 pytestmark = pytest.mark.slow
 

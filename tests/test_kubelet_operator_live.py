@@ -1,7 +1,7 @@
 """The real slurm-operator (v1.2.1, the default) makes Slurm's pods on the kubelet node from
 ``manifests/cpu-small`` (``slinkyml cluster apply``; the Controller asks 1 CPU of this 2-CPU node instead of
 2, nothing else changed), with the images built here
-(``slinkyml/dev/slurm_images.py``) under the names the rendered manifests give Slinky's images: the
+(``slinkyml/dev/images/slurm_images.py``) under the names the rendered manifests give Slinky's images: the
 operator's own pod specs (commands, arguments, environment, mounts, users, probes, sidecars) run as the
 operator writes them, and the probes it declares pass.
 
@@ -30,10 +30,10 @@ from waiting import wait_until
 
 from slinkyml.cluster import load_spec
 from slinkyml.cluster.spec import SlurmCluster, to_dict
-from slinkyml.dev.kube import KubeControlPlane, Ports
-from slinkyml.dev.kubenode import NodeSettings
-from slinkyml.dev.operator_cluster import OperatorPods, fit_spec, statesave_volume
-from slinkyml.dev.slurm_images import SLURM_UID, slinky_name
+from slinkyml.dev.images.slurm_images import SLURM_UID, slinky_name
+from slinkyml.dev.kubernetes.kube import KubeControlPlane, Ports
+from slinkyml.dev.kubernetes.kubenode import NodeSettings
+from slinkyml.dev.kubernetes.operator_cluster import OperatorPods, fit_spec, statesave_volume
 
 pytestmark = pytest.mark.slow
 

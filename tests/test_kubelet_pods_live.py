@@ -1,5 +1,5 @@
 """A Slurm cluster in pods on the kubelet node, made from ``manifests/cpu-small`` without the operator
-(``slinkyml/dev/kubeslurm.py``, until the operator's own pods run here: docs/kubernetes.md):
+(``slinkyml/dev/kubernetes/kubeslurm.py``, until the operator's own pods run here: docs/kubernetes.md):
 MariaDB + slurmdbd pods and accounting from the login pod, the NodeSet's slurmd pods managed by a real
 StatefulSet, the tiny GPT trained across two slurmd pods by ``slinkyml sbatch submit`` run in the login
 pod, Kubernetes-shaped faults (a slurmd pod deleted mid-training, scaling, the slurmctld pod deleted).
@@ -29,9 +29,9 @@ from waiting import wait_until
 
 import slinkyml
 from slinkyml.cluster import load_spec
-from slinkyml.dev import kubeslurm
-from slinkyml.dev.kube import KubeControlPlane, Ports
-from slinkyml.dev.kubenode import NodeSettings
+from slinkyml.dev.kubernetes import kubeslurm
+from slinkyml.dev.kubernetes.kube import KubeControlPlane, Ports
+from slinkyml.dev.kubernetes.kubenode import NodeSettings
 from slinkyml.slurm.records import parse_scontrol_record
 from slinkyml.train import FINAL_FILE, METRICS_FILE
 

@@ -1,4 +1,4 @@
-"""``slinkyml.dev.kubenode`` offline: the configuration files the node's daemons read (containerd's TOML,
+"""``slinkyml.dev.kubernetes.kubenode`` offline: the configuration files the node's daemons read (containerd's TOML,
 the CNI list, the kubelet's), the node's settings and their one-line errors. The live node is
 ``tests/test_kubelet_live.py``."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slinkyml.dev.kube import KubeControlPlane, Ports
-from slinkyml.dev.kubenode import PAUSE_IMAGE, KubeNode, NodeSettings, _toml
+from slinkyml.dev.kubernetes.kube import KubeControlPlane, Ports
+from slinkyml.dev.kubernetes.kubenode import PAUSE_IMAGE, KubeNode, NodeSettings, _toml
 from slinkyml.errors import SlinkyError
 
 

@@ -1,4 +1,4 @@
-"""The pods' cluster that stands in for the operator (``slinkyml/dev/kubeslurm.py``), rendered offline from
+"""The pods' cluster that stands in for the operator (``slinkyml/dev/kubernetes/kubeslurm.py``), rendered offline from
 manifests/cpu-small: what the live test (tests/test_kubelet_pods_live.py) runs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from slinkyml.cluster import load_spec
-from slinkyml.dev import kubeslurm
+from slinkyml.dev.kubernetes import kubeslurm
 from slinkyml.slurm.conf import parse_line
 
 REPO = Path(__file__).resolve().parents[1]

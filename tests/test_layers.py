@@ -13,12 +13,31 @@ LAYERS = ["base", "slurm", "plan", "train", "cluster", "jobs", "dispatch", "acco
 #: the product: what a user's job, notebook, report or cluster needs; ``dev/`` (the local clusters a
 #: developer runs) sits above it, so only ``demo/`` and ``cli/`` may start it
 PRODUCT = LAYERS[:LAYERS.index("dev")]
+#: ``dev/``'s rooms, bottom up: the local Slurm cluster, the images (built from its Slurm roots), the local
+#: Kubernetes cluster (its node runs those images); ``dev/__init__.py`` (``from slinkyml.dev import
+#: LocalCluster``) re-exports the Slurm room's names and sits above all three
+DEV_ROOMS = ["slurm", "images", "kubernetes"]
 
 
 def _layer(parts: tuple[str, ...]) -> str:
     if parts[0] in ("__main__", "__main__.py"):
         return "cli"  # `python -m slinkyml` is the command line
     return parts[0] if len(parts) > 1 and parts[0] in LAYERS else "base"
+
+
+def _room(parts: tuple[str, ...]) -> str:
+    """A module's room within ``dev/`` ("" outside dev/, and for dev/'s own front)."""
+    return parts[1] if _layer(parts) == "dev" and parts[1] in DEV_ROOMS else ""
+
+
+def _rank(parts: tuple[str, ...]) -> tuple[int, int]:
+    """Where a module (path parts below slinkyml/) sits: its layer, then within ``dev/`` its room."""
+    room = _room(parts)
+    return LAYERS.index(_layer(parts)), DEV_ROOMS.index(room) if room else len(DEV_ROOMS)
+
+
+def _name(parts: tuple[str, ...]) -> str:
+    return f"dev/{_room(parts)}" if _room(parts) else _layer(parts)
 
 
 def _imported(path: Path, tree: ast.AST) -> set[tuple[str, ...]]:
@@ -42,13 +61,14 @@ def _imported(path: Path, tree: ast.AST) -> set[tuple[str, ...]]:
 
 
 def _upward(path: Path, source: str) -> list[str]:
-    """What the file at ``path`` (below slinkyml/) imports from a layer above its own, one line each."""
-    own = _layer(path.relative_to(PACKAGE).parts)
+    """What the file at ``path`` (below slinkyml/) imports from a layer (or dev/ room) above its own, one
+    line each."""
+    own = path.relative_to(PACKAGE).parts
     found = []
     for parts in sorted(_imported(path, ast.parse(source))):
-        other = _layer(parts)
-        if LAYERS.index(other) > LAYERS.index(own):
-            found.append(f"{path.relative_to(PACKAGE.parent)} ({own}) imports slinkyml.{'.'.join(parts)} ({other})")
+        if _rank(parts) > _rank(own):
+            found.append(f"{path.relative_to(PACKAGE.parent)} ({_name(own)}) imports slinkyml.{'.'.join(parts)} "
+                         f"({_name(parts)})")
     return found
 
 
@@ -70,10 +90,12 @@ def test_no_product_layer_imports_the_dev_tools() -> None:
 def test_an_import_of_dev_from_a_product_layer_is_reported() -> None:
     """The check sees every spelling of such an import (the one ``shapecheck.py`` had, a lazy one, a
     relative one), and none from the layers above the dev tools."""
-    spellings = ["from slinkyml.dev import roots\n",
-                 "from slinkyml.dev.throwaway import ThrowawaySlurmctld\n",
-                 "def check():\n    import slinkyml.dev.cluster\n",
-                 "from ..dev import roots\n"]
+    spellings = ["from slinkyml.dev.slurm import roots\n",
+                 "from slinkyml.dev.slurm.throwaway import ThrowawaySlurmctld\n",
+                 "def check():\n    import slinkyml.dev.slurm.cluster\n",
+                 "from ..dev.slurm import roots\n",
+                 "from slinkyml.dev import LocalCluster\n",
+                 "from slinkyml.dev.kubernetes.kube import KubeControlPlane\n"]
     for source in spellings:
         for where in ("jobs/shapecheck.py", "slurm/throwaway.py", "config.py", "accounting/store.py"):
             found = _upward(PACKAGE / where, source)
@@ -82,17 +104,42 @@ def test_an_import_of_dev_from_a_product_layer_is_reported() -> None:
     assert not _upward(PACKAGE / "demo" / "__init__.py", spellings[1])
 
 
+def test_the_dev_rooms_import_only_downward() -> None:
+    """Within ``dev/``: the Kubernetes room may use the images and the Slurm room (its node's network
+    helpers), the images the Slurm room (a release's root); the Slurm room neither, and no room the
+    package front (``from slinkyml.dev import LocalCluster``), which re-exports the Slurm room."""
+    slurm, images, kubernetes = (PACKAGE / "dev" / room / "x.py" for room in DEV_ROOMS)
+    down = {kubernetes: ["from slinkyml.dev.images.images import Entry\n",
+                         "from slinkyml.dev.slurm.network import _ip\n", "from ..slurm import network\n"],
+            images: ["from slinkyml.dev.slurm import roots\n", "from .images import Entry\n"],
+            slurm: ["from slinkyml.dev.slurm.config import DevClusterSpec\n", "from . import ownership\n"],
+            PACKAGE / "dev" / "__init__.py": ["from slinkyml.dev.slurm.cluster import LocalCluster\n"]}
+    up = {slurm: ["from slinkyml.dev.images import slurm_images\n", "from ..kubernetes.kube import Ports\n",
+                  "from slinkyml.dev import LocalCluster\n"],
+          images: ["from slinkyml.dev.kubernetes.kubenode import NodeSettings\n",
+                   "from slinkyml.dev import LocalCluster\n"],
+          kubernetes: ["from slinkyml.dev import DevClusterSpec\n", "from slinkyml.demo import kubernetes\n"]}
+    assert all(not _upward(where, source) for where, sources in down.items() for source in sources)
+    for where, sources in up.items():
+        for source in sources:
+            assert len(_upward(where, source)) == 1, (where, source)
+    assert {path.relative_to(PACKAGE / "dev").parts[0] for path in (PACKAGE / "dev").rglob("*.py")} == \
+        {*DEV_ROOMS, "__init__.py"}  # every dev module is in one of the rooms
+
+
 def test_the_layers_are_those_of_architecture_md() -> None:
     text = (PACKAGE.parent / "ARCHITECTURE.md").read_text()
-    rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "`" in line]
-    named = [name for row in rows if row for name in row.replace(",", " ").split()]
+    rows = [line.split("|")[1:3] for line in text.splitlines() if line.startswith("| ") and "`" in line]
+    named = [name for layer, _ in rows if layer.strip() for name in layer.replace(",", " ").split()]
     assert [layer for layer in named if layer in LAYERS or layer == "Slurm"] == \
         ["base", "Slurm", "plan", "train", "cluster", "jobs", "dispatch", "accounting", "dev", "demo", "cli"]
+    rooms = [room for _, where in rows for room in re.findall(r"`dev/(\w+)/`", where)]
+    assert rooms == DEV_ROOMS
 
 
 #: string constants equal to a job state's name that are not a job state: (file, name) → why
 _NOT_JOB_STATES = {
-    ("dev/config.py", "UNKNOWN"): "a node's State= in slurm.conf",
+    ("dev/slurm/config.py", "UNKNOWN"): "a node's State= in slurm.conf",
     ("train/loop.py", "FAILED"): "a word of the trainer's check line",
     ("demo/training.py", "FAILED"): "a word of the demo's check line",
     ("cli/jobs.py", "SUBMITTED"): "the submission time's column header of `jobs list`",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec, workers
 from slinkyml.cluster.helm import render_values
-from slinkyml.dev.config import DevClusterSpec, render_slurm_conf
+from slinkyml.dev.slurm.config import DevClusterSpec, render_slurm_conf
 from slinkyml.jobs.shapecheck import partition_names
 from slinkyml.jobs.shapecheck import render_slurm_conf as check_conf
 from slinkyml.slurm.conf import SlurmConfBuilder, parse_line

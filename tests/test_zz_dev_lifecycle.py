@@ -56,7 +56,7 @@ def test_config_change_restarts_the_slurm_daemons(local_cluster):
 def test_a_daemon_failing_mid_start_stops_everything_and_shows_its_log(local_cluster):
     """slurmctld refuses its config after munge, MariaDB and slurmdbd are up: `up` raises one error
     that names the daemon and ends with its log, and leaves nothing running; a good `up` recovers."""
-    from slinkyml.dev.cluster import ClusterStartError
+    from slinkyml.dev.slurm.cluster import ClusterStartError
 
     spec = local_cluster.spec
     before = [d.pid for d in local_cluster.status()["daemons"] if d.pid]

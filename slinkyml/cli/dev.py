@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     up = sub.add_parser("up", help="start the cluster (idempotent)")
     common(up, 4, "number of compute nodes (default 4)")
-    # None = "not given": the spec's default, or the SLINKYML_DEV_* environment (see slinkyml.dev.config).
+    # None = "not given": the spec's default, or the SLINKYML_DEV_* environment (see slinkyml.dev.slurm.config).
     up.add_argument("--cpus-per-node", type=int, help="CPUs per node (default 4)")
     up.add_argument("--memory-mb", type=int, help="RealMemory per node in MB (default 4096)")
     up.add_argument("--slurmctld-port", type=int, help="default 6817 (slurmd, slurmdbd, slurmrestd follow)")
@@ -125,7 +125,7 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
 
 
 def _kube(args: argparse.Namespace):
-    from slinkyml.dev.kube import KubeControlPlane
+    from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
     return KubeControlPlane(args.state_dir)
 
@@ -152,7 +152,7 @@ def _kube_up(args: argparse.Namespace) -> int:
         node = plane.node().settings
         print(f"  node {node.name} Ready at {node.node_ip} (bridge {node.bridge}, pods in {node.subnet})")
     if spec is not None:
-        from slinkyml.dev import kubeslurm
+        from slinkyml.dev.kubernetes import kubeslurm
 
         pods = kubeslurm.up_here(spec, plane.state_dir / "slurm-pods" / spec.name, plane.api())
         print(f"  Slurm cluster {pods.cluster} applied in pods (namespace {pods.namespace}, without the operator): "
@@ -181,7 +181,7 @@ def _kube_env(args: argparse.Namespace) -> int:
 
 
 def _kube_charts(args: argparse.Namespace) -> int:
-    from slinkyml.dev.helm import Helm, helm_binary, prepare_charts
+    from slinkyml.dev.kubernetes.helm import Helm, helm_binary, prepare_charts
 
     print(prepare_charts(Helm(helm_binary(), _kube(args))))
     return 0
@@ -216,7 +216,7 @@ def _up(args: argparse.Namespace) -> int:
     start = time.monotonic()
     shape = {}
     if args.emulated_nodes:
-        from slinkyml.dev.config import EMULATED_NODE
+        from slinkyml.dev.slurm.config import EMULATED_NODE
 
         args.nodes = args.emulated_nodes
         features = tuple(f for f in args.emulated_features.split(",") if f) if args.emulated_features else None

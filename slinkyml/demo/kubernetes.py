@@ -3,7 +3,7 @@ The parts are built from Go modules first (kube/build.sh: a line per part with t
 remains), then the control plane with a kubelet node comes up, the Slurm 26.05 images are built here and
 imported under the names the rendered manifests give Slinky's, ``manifests/cpu-small`` is applied, the
 real slurm-operator makes the Slurm pods, and a job submitted in the login pod runs in its slurmd pod.
-What this one-node, 2-CPU, cgroup-v1 machine changes is ``dev/operator_cluster.py``'s, said as it happens.
+What this one-node, 2-CPU, cgroup-v1 machine changes is ``dev/kubernetes/operator_cluster.py``'s, said as it happens.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.apply import api_client, apply_objects, ensure_secrets
 from slinkyml.cluster.render import render
 from slinkyml.demo import _step
-from slinkyml.dev.kube import BUILD_SCRIPT, KubeControlPlane
-from slinkyml.dev.operator_cluster import OperatorPods, fit_spec, statesave_volume, wait_for
+from slinkyml.dev.kubernetes.kube import BUILD_SCRIPT, KubeControlPlane
+from slinkyml.dev.kubernetes.operator_cluster import OperatorPods, fit_spec, statesave_volume, wait_for
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.conf import SlurmConfBuilder
 

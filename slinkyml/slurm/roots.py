@@ -1,7 +1,7 @@
 """Where a Slurm's programs are: the machine's own, or another release in a Debian root.
 
 The product reads these (``sbatch check`` judges with a spec's release when its root is here); only
-the local cluster's ``dev/roots.py`` builds a root (``debootstrap`` into :data:`ROOTS_DIR`, its ELF
+the local cluster's ``dev/slurm/roots.py`` builds a root (``debootstrap`` into :data:`ROOTS_DIR`, its ELF
 files relinked to its own loader and libraries, so it runs unchrooted with an explicit ``PluginDir``).
 """
 
@@ -85,7 +85,7 @@ class SlurmInstall:
 
 def find(release: str, roots_dir: Path | None = None) -> SlurmInstall:
     """The Slurm for ``release`` (``system`` or a key of :data:`RELEASES`) where its root would be;
-    nothing is built here (``dev/roots.install`` builds it)."""
+    nothing is built here (``dev/slurm/roots.install`` builds it)."""
     if release == SYSTEM:
         return SlurmInstall()
     if release not in RELEASES:

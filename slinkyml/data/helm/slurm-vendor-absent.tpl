@@ -1,5 +1,5 @@
 {{- /*
-slinkyml (slinkyml/dev/helm.py): the slurm chart's templates/vendor/ folder is not in the operator's Go
+slinkyml (slinkyml/dev/kubernetes/helm.py): the slurm chart's templates/vendor/ folder is not in the operator's Go
 module zip (the go command leaves out every folder named vendor), but templates/_vendor.tpl and
 controller/controller-cr.yaml include these templates for NVIDIA DCGM and Google A3 Mega (and A3 Ultra at f2ed3fc). This file
 stands in for that folder with those integrations off: each enabled check is empty, each node set patch

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from slinkyml.dev.config import (
+from slinkyml.dev.slurm.config import (
     HOSTS_BEGIN,
     HOSTS_END,
     IDENTITY_FIELDS,

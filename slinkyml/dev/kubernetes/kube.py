@@ -27,19 +27,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slinkyml import DATA_DIR
 from slinkyml.cluster.apply import api_client, apply_objects
 from slinkyml.cluster.crds import crd_files
-from slinkyml.dev.images import Entry, ImageSpec
-from slinkyml.dev.kubenet import SERVICE_CIDR
-from slinkyml.dev.kubenode import KubeNode, NodeSettings
-from slinkyml.dev.pki import Identity, Pki
+from slinkyml.dev.images.images import Entry, ImageSpec
+from slinkyml.dev.kubernetes.kubenet import SERVICE_CIDR
+from slinkyml.dev.kubernetes.kubenode import KubeNode, NodeSettings
+from slinkyml.dev.kubernetes.pki import Identity, Pki
 from slinkyml.errors import SlinkyError
 from slinkyml.process import Daemon, exclusive_lock, port_in_use, port_open
 from slinkyml.secretfile import write_secret
 from slinkyml.specload import load_data_all
 
 SHARED_STATE_DIR = Path("/var/lib/slinkyml/kube-dev")
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "kube" / "build.sh"
+#: the checkout's kube/build.sh, beside the package (found from slinkyml/data, not from this module's folder)
+BUILD_SCRIPT = DATA_DIR.parents[1] / "kube" / "build.sh"
 GO_FALLBACK_DIR = "/usr/local/go/bin"
 CLUSTER_NAME = "slinkyml-dev"
 #: loopback ports, clear of the Slurm dev clusters (6817-6820, 7947-7960, 8817-8820, 9117-9520,

@@ -30,15 +30,16 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from slinkyml import DATA_DIR as PACKAGE_DATA
 from slinkyml.cluster.spec import IMAGE_REGISTRY, SLURM_IMAGE_TAGS
-from slinkyml.dev import roots
-from slinkyml.dev.images import BaseTree, Entry, ImageSpec, write_oci_archive
+from slinkyml.dev.images.images import BaseTree, Entry, ImageSpec, write_oci_archive
+from slinkyml.dev.slurm import roots
 from slinkyml.errors import SlinkyError
 from slinkyml.process import exclusive_lock
 
 #: the SlurmUser uid/gid the operator's pods run as (slurm-operator's builder: slurmUserUid/Gid)
 SLURM_UID = 401
-DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "images"
+DATA_DIR = PACKAGE_DATA / "images"
 REGISTRY = "slinkyml.local"
 #: image -> (entrypoint, default arguments), as Slinky's images of that name start (SlinkyProject/containers,
 #: schedmd/slurm/26.05: ENTRYPOINT and CMD of each target; the operator sets only arguments, never a command)

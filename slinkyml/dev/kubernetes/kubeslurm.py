@@ -31,7 +31,7 @@ import slinkyml
 from slinkyml.cluster.apply import apply_objects
 from slinkyml.cluster.render import render_nodeset
 from slinkyml.cluster.spec import SlurmCluster
-from slinkyml.dev.slurm_images import INITCONF, SLURM_UID, image_name
+from slinkyml.dev.images.slurm_images import INITCONF, SLURM_UID, image_name
 from slinkyml.errors import SlinkyError
 from slinkyml.kube import dig, quantity
 from slinkyml.secretfile import write_secret

@@ -28,7 +28,7 @@ from typing import Any
 
 from slinkyml import DATA_DIR
 from slinkyml.cluster.schemas import apply_defaults
-from slinkyml.dev.kube import (
+from slinkyml.dev.kubernetes.kube import (
     BUILD_SCRIPT,
     GO_FALLBACK_DIR,
     OPERATOR_NAMESPACE,

@@ -1,6 +1,6 @@
 """A line every 30 s while a long set-up step runs (torch's download, debootstrap, image builds), so that a
 newcomer's terminal is never silent for long. Standard library only: the Makefile runs it with the machine's
-``python3`` before the venv exists (``python3 slinkyml/dev/progress.py WHAT -- COMMAND...``).
+``python3`` before the venv exists (``python3 slinkyml/dev/slurm/progress.py WHAT -- COMMAND...``).
 """
 
 from __future__ import annotations

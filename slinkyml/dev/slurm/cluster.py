@@ -21,8 +21,8 @@ from pathlib import Path
 
 from slinkyml import DATA_DIR
 from slinkyml.config import default_state_dir
-from slinkyml.dev import network, ownership, roots
-from slinkyml.dev.config import (
+from slinkyml.dev.slurm import network, ownership, roots
+from slinkyml.dev.slurm.config import (
     LISTED_NODES,
     DevClusterSpec,
     cgroups_unusable,
@@ -476,7 +476,7 @@ class LocalCluster:
             return
         raise SlinkyError(f"munge socket {self.spec.munge_socket} is served by a munged that is not this "
                           f"cluster's (another key); stop it, or use another --state-dir (each gets its own "
-                          f"socket, see slinkyml.dev.config.default_munge_socket)")
+                          f"socket, see slinkyml.dev.slurm.config.default_munge_socket)")
 
     def _move_network(self, daemons: dict[str, Daemon]) -> None:
         """When ``up`` changes the bridge, node names or subnet saved at the last ``up``: refuse

@@ -47,7 +47,7 @@ class DevClusterSpec:
     """What ``slinkyml dev up`` builds. Every field has a default that works on a fresh machine.
 
     A second cluster on the machine needs its own bridge, subnet, node names and ports (they are
-    global, see :mod:`slinkyml.dev.ownership`) and gets its own munge socket.
+    global, see :mod:`slinkyml.dev.slurm.ownership`) and gets its own munge socket.
     """
 
     state_dir: Path

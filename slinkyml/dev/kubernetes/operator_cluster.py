@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from slinkyml.cluster import names
 from slinkyml.cluster.placement import controller_claim
 from slinkyml.cluster.spec import SlurmCluster
-from slinkyml.dev.slurm_images import SLURM_UID
+from slinkyml.dev.images.slurm_images import SLURM_UID
 from slinkyml.errors import SlinkyError
 
 LOCAL_CONTROLLER_CPU = "1"

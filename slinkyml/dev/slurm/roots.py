@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from slinkyml.dev.progress import ticking
+from slinkyml.dev.slurm.progress import ticking
 from slinkyml.errors import SlinkyError
 from slinkyml.process import exclusive_lock
 from slinkyml.slurm.roots import CLIENTS, DAEMONS, MARKER, MULTIARCH, RELEASES, SlurmInstall, find, root_ok

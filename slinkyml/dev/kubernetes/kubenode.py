@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from slinkyml.cluster.apply import apply_objects
-from slinkyml.dev import slurm_images
-from slinkyml.dev.images import Entry, ImageSpec, busybox_entries, write_oci_archive
-from slinkyml.dev.kubenet import (
+from slinkyml.dev.images import slurm_images
+from slinkyml.dev.images.images import Entry, ImageSpec, busybox_entries, write_oci_archive
+from slinkyml.dev.kubernetes.kubenet import (
     CLUSTER_DNS_IP,
     CLUSTER_DOMAIN,
     COREDNS,
@@ -42,13 +42,13 @@ from slinkyml.dev.kubenet import (
     NodeNetwork,
     coredns_objects,
 )
-from slinkyml.dev.network import _ip
-from slinkyml.dev.pki import Identity
+from slinkyml.dev.kubernetes.pki import Identity
+from slinkyml.dev.slurm.network import _ip
 from slinkyml.errors import SlinkyError
 from slinkyml.process import Daemon, cmdline, is_alive, unix_connectable
 
 if TYPE_CHECKING:  # kube.py imports this module
-    from slinkyml.dev.kube import KubeControlPlane
+    from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
 DEFAULT_NODE_NAME = "slinkyml-dev-node"
 DEFAULT_BRIDGE = "slkk0"

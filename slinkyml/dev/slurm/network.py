@@ -14,8 +14,8 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from slinkyml.dev import ownership
-from slinkyml.dev.config import HOSTS_BEGIN, HOSTS_END, MAX_NODES, DevClusterSpec, render_hosts_block
+from slinkyml.dev.slurm import ownership
+from slinkyml.dev.slurm.config import HOSTS_BEGIN, HOSTS_END, MAX_NODES, DevClusterSpec, render_hosts_block
 from slinkyml.errors import SlinkyError
 from slinkyml.process import exclusive_lock
 
@@ -225,7 +225,7 @@ def remove_network(spec: DevClusterSpec, node_names: list[str] | None = None, *,
 
 
 def claims(hosts_file: Path = HOSTS_FILE) -> list[ownership.Claim]:
-    """Every cluster's claim in /etc/hosts (see :mod:`slinkyml.dev.ownership`)."""
+    """Every cluster's claim in /etc/hosts (see :mod:`slinkyml.dev.slurm.ownership`)."""
     try:
         text = hosts_file.read_text()
     except OSError:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slinkyml.dev.network import _ip, link_exists, netns_exists
+from slinkyml.dev.slurm.network import _ip, link_exists, netns_exists
 from slinkyml.errors import SlinkyError
 
 SERVICE_CIDR = "10.96.0.0/24"
