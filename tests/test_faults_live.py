@@ -43,6 +43,8 @@ from slinkyml.jobs.follow import JobHeldBySlurm, job_state, wait
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.slurm import protocol
 from slinkyml.slurm.errors import AccountingUnavailable, JobNotFound
+from slinkyml.slurm.runner import Slurm
+from slinkyml.slurm.states import State
 from slinkyml.train import FINAL_FILE
 
 pytestmark = [pytest.mark.slurm, needs_torch]
@@ -101,6 +103,13 @@ def trainer_processes(spec: JobSpec) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def _known_to_slurmctld(slurm: Slurm, job_id: int) -> bool:
+    try:
+        return bool(slurm.show("job", str(job_id)))
+    except JobNotFound:
+        return False
 
 
 def assert_no_trainers(spec: JobSpec, why: str, within: float) -> None:
@@ -606,7 +615,13 @@ def test_controller_crash_right_after_submission(slurm, fresh_cluster, workdir, 
         assert state.state == "COMPLETED", f"{state}\n{_logs(spec)[-4000:]}"
         check_run(spec, job_id, 12)
     else:
-        print("outcome: the job survived the crash")
-        assert state.state == "COMPLETED", f"{state}\n{_logs(spec)[-4000:]}"
-        check_run(spec, job_id, 12)
+        if state.state == State.CANCELLED and not _known_to_slurmctld(slurm, job_id):
+            # lost as in "not-saved", but its orphaned first run was killed and recorded before the wait
+            # asked: slurmctld knows no such job, accounting has it CANCELLED (seen once at load ~15)
+            print(f"outcome: the job was lost by slurmctld; accounting recorded its killed run ({state})")
+            assert_no_trainers(spec, "the lost job's processes run on outside Slurm", within=90)
+        else:
+            print("outcome: the job survived the crash")
+            assert state.state == "COMPLETED", f"{state}\n{_logs(spec)[-4000:]}"
+            check_run(spec, job_id, 12)
     fresh_cluster.up()  # healthy: raises ClusterUnhealthy on a drained node or a held job
