@@ -81,10 +81,15 @@ def kube_plane():
     """The local Kubernetes control plane of `slinkyml dev kube` (etcd, kube-apiserver, -controller-manager,
     -scheduler, the slurm-operator's manager and webhook at the default version), brought up once per
     session and left running, as the Slurm cluster is (`make test` starts it before pytest; a second `up`
-    is a no-op). A run beside another plane takes a `SLINKYML_KUBE_PORT_BASE` and state dir of its own."""
+    is a no-op). A run beside another plane takes a `SLINKYML_KUBE_PORT_BASE` and state dir of its own.
+    A kubelet node left on that plane (`make demo-kube`'s) is stopped first: these tests read the operator's
+    manager as the process a plane without a node runs, and judge objects no pod serves."""
     from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
-    return KubeControlPlane().up()
+    plane = KubeControlPlane()
+    if plane.node_running:
+        plane.down()
+    return plane.up()
 
 
 @pytest.fixture(scope="session")

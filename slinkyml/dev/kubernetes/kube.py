@@ -283,6 +283,11 @@ class KubeControlPlane:
     def _node_running(self) -> bool:
         return (self.state_dir / "node").is_dir() and self.node().running
 
+    @property
+    def node_running(self) -> bool:
+        """Whether this plane's kubelet node runs: ``up`` then keeps it, and the operator's manager runs as a pod."""
+        return self._node_running()
+
     def operator_image(self, label: str | None = None) -> ImageSpec:
         """The manager of this version as an image (the binary ``kube/build.sh`` built, nothing else)."""
         label = label or self.operator_version
