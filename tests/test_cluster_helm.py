@@ -21,10 +21,8 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +31,12 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from private_cluster import port_shift
+from rendered_example import render_renamed
 from tiers import needs
 from waiting import wait_until
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.render import render
-from slinkyml.cluster.spec import to_dict
 from slinkyml.dev.kubernetes.helm import (
     Difference,
     Helm,
@@ -196,15 +194,7 @@ def test_real_charts_install_and_the_operator_reconciles(plane: KubeControlPlane
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH (install.sh drives kubectl)")
 def test_install_sh_helm_route_start_to_finish(plane: KubeControlPlane, helm: Helm, charts: Path,
                                                tmp_path: Path) -> None:
-    example = load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")
-    tag = secrets.token_hex(3)
-    cluster = replace(example, name=f"h{tag}-{example.name}", namespace=f"slinkyml-helmroute-{tag}")
-    spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(yaml.safe_dump(to_dict(cluster), sort_keys=False))
-    folder = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "slinkyml", "cluster", "render", str(spec_file), "-o", str(folder)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
+    cluster, _, folder = render_renamed("cpu-small", "h", "slinkyml-helmroute", tmp_path)
     env = {**helm.env(), "TARGET": "dev-kube", "ROUTE": "helm", "CHARTS": str(charts),
            "PATH": f"{helm.binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("FROM", None)

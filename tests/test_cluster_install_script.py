@@ -13,26 +13,23 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from rendered_example import render_renamed
 from waiting import wait_until
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec, names
 from slinkyml.cluster.install import DEV_KUBE, SCRIPT, SKIPPED_ON_DEV_KUBE, install_steps
 from slinkyml.cluster.placement import delete_cluster_scoped
 from slinkyml.cluster.render import render
-from slinkyml.cluster.spec import to_dict
 from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
 EXAMPLES = ["cpu-small", "h100-efa", "trn1"]
@@ -95,15 +92,7 @@ def test_script_refuses_bad_settings_in_one_line(env: dict[str, str], message: s
 def test_cpu_small_installs_on_dev_kube_start_to_finish(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
     api: Any = kube_plane.api()
     core, storage = client.CoreV1Api(api), client.StorageV1Api(api)
-    example = load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")
-    tag = secrets.token_hex(3)
-    cluster = replace(example, name=f"i{tag}-{example.name}", namespace=f"slinkyml-install-{tag}")
-    spec_file = tmp_path / "cluster.yaml"
-    spec_file.write_text(yaml.safe_dump(to_dict(cluster), sort_keys=False))
-    folder = tmp_path / "out"
-    rendered = subprocess.run([sys.executable, "-m", "slinkyml", "cluster", "render", str(spec_file), "-o", str(folder)],
-                              capture_output=True, text=True, timeout=120, check=False)
-    assert rendered.returncode == 0, rendered.stderr
+    cluster, spec_file, folder = render_renamed("cpu-small", "i", "slinkyml-install", tmp_path)
     defaults_before = {sc.metadata.name for sc in storage.list_storage_class().items
                        if (sc.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true"}
     env = {**os.environ, "KUBECONFIG": str(kube_plane.kubeconfig), "TARGET": "dev-kube", "ROUTE": "kubectl"}
