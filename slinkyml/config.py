@@ -16,7 +16,8 @@ from slinkyml.errors import SlinkyError
 
 CONFIG_FILES = ("~/.config/slinkyml/config.yaml", "/etc/slinkyml/config.yaml")
 #: root's default state dir of the local dev cluster: the machine's shared cluster.
-SHARED_STATE_DIR = Path("/var/lib/slinkyml/dev")
+SHARED_STATE_ROOT = Path("/var/lib/slinkyml")
+SHARED_STATE_DIR = SHARED_STATE_ROOT / "dev"
 #: slurmrestd's address (config key ``restapi_url``): ``http(s)://host:port`` (JWT) or ``unix:/path``.
 RESTAPI_URL_ENV = "SLINKYML_RESTAPI_URL"
 #: Older names of it, still read (after the new one): the accounting backend's URL and socket path.
@@ -68,17 +69,22 @@ def slurm_retries() -> int:
     return int(text)
 
 
-def default_state_dir() -> Path:
-    """The local dev cluster's state: ``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``
-    (root's home is private, other users need the munge socket); else ``~/.local/state/slinkyml/dev``.
-    """
-    env = os.environ.get("SLINKYML_STATE_DIR")
+def dev_state_dir(env_var: str, name: str) -> Path:
+    """Where a local cluster of the developer's keeps its state: ``$ENV_VAR``; for root
+    ``/var/lib/slinkyml/NAME`` (root's home is private, other users need the munge socket); else
+    ``$XDG_STATE_HOME/slinkyml/NAME`` (``~/.local/state``)."""
+    env = os.environ.get(env_var)
     if env:
         return Path(env).expanduser().absolute()
     if os.geteuid() == 0:
-        return SHARED_STATE_DIR
+        return SHARED_STATE_ROOT / name
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "slinkyml" / "dev"
+    return Path(base) / "slinkyml" / name
+
+
+def default_state_dir() -> Path:
+    """The local Slurm cluster's state (``$SLINKYML_STATE_DIR``; for root ``/var/lib/slinkyml/dev``)."""
+    return dev_state_dir("SLINKYML_STATE_DIR", "dev")
 
 
 @dataclass(frozen=True)

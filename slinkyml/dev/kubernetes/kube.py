@@ -30,6 +30,7 @@ from typing import Any
 from slinkyml import DATA_DIR
 from slinkyml.cluster.apply import api_client, apply_objects
 from slinkyml.cluster.crds import crd_files
+from slinkyml.config import dev_state_dir
 from slinkyml.dev.images.images import Entry, ImageSpec
 from slinkyml.dev.kubernetes.kubenet import SERVICE_CIDR
 from slinkyml.dev.kubernetes.kubenode import KubeNode, NodeSettings
@@ -86,15 +87,9 @@ class Ports:
 
 
 def default_state_dir() -> Path:
-    """``$SLINKYML_KUBE_STATE_DIR``; for root ``/var/lib/slinkyml/kube-dev``, else under
-    ``$XDG_STATE_HOME`` (``~/.local/state``), as ``dev up`` chooses its own."""
-    env = os.environ.get("SLINKYML_KUBE_STATE_DIR")
-    if env:
-        return Path(env).expanduser().absolute()
-    if os.geteuid() == 0:
-        return SHARED_STATE_DIR
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "slinkyml" / "kube-dev"
+    """``$SLINKYML_KUBE_STATE_DIR``; for root ``/var/lib/slinkyml/kube-dev``, else under ``$XDG_STATE_HOME``
+    (``~/.local/state``), by the rule ``dev up`` chooses its own by (:func:`slinkyml.config.dev_state_dir`)."""
+    return dev_state_dir("SLINKYML_KUBE_STATE_DIR", SHARED_STATE_DIR.name)
 
 
 def default_ports() -> Ports:
