@@ -120,14 +120,16 @@ class Daemon:
         return self.pid is not None
 
     def start(self) -> int:
-        """Start in the background, detached from our session; the PID file gets the daemon's PID."""
+        """Start in the background, detached from our session, in ``/`` as daemons run (one started from a
+        folder deleted later, a CI clone's, passes that dead cwd to every slurmstepd it forks: "Unable to get
+        current working directory" in jobs' output); the PID file gets the daemon's PID."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log, open(os.devnull, "rb") as devnull:
             log.write(f"\n=== slinkyml: starting {self.name} at {time.strftime('%F %T')}\n".encode())
             log.flush()
             proc = subprocess.Popen(self.argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,
-                                    env=self.env, start_new_session=True, close_fds=True)
+                                    env=self.env, start_new_session=True, close_fds=True, cwd="/")
         self.pid_file.write_text(f"{proc.pid}\n")
         self._popen = proc
         return proc.pid

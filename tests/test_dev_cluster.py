@@ -204,6 +204,19 @@ def test_own_child_counts_as_running_while_it_execs(tmp_path):
     assert not daemon.running
 
 
+def test_a_daemon_runs_in_the_root_folder_not_where_it_was_started(tmp_path, monkeypatch):
+    """A daemon started from a folder that is removed later (a CI clone) does not keep it as its cwd."""
+    started_in = tmp_path / "clone"
+    started_in.mkdir()
+    monkeypatch.chdir(started_in)
+    daemon = Daemon("sleeper", ["sleep", "30"], pid_file=tmp_path / "p.pid", log_file=tmp_path / "l.log")
+    pid = daemon.start()
+    try:
+        assert Path(f"/proc/{pid}/cwd").resolve() == Path("/")
+    finally:
+        assert daemon.stop(timeout=5)
+
+
 def test_cli_bad_nodes_is_one_line(cli):
     code, out, err = cli("dev", "up", "--nodes", "0")
     assert code == 2
