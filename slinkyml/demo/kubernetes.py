@@ -12,6 +12,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.apply import api_client, apply_objects, ensure_secrets
@@ -84,7 +85,7 @@ def main() -> int:
                 f"asks 1 CPU (this node has 2), its state claim is bound to a folder of the node's")
 
     _step(f"Apply manifests/{EXAMPLE} (as slinkyml cluster apply does)", apply)
-    _step("What the real slurm-operator made of it", lambda: operator_objects(plane, cluster.name, cluster.namespace))
+    _step("What the real slurm-operator made of it", lambda: operator_objects(pods))
 
     def workers() -> str:
         nodeset = pods.fit_nodeset(plane.node().settings.name, wait_s=PODS_WAIT_S)
@@ -111,22 +112,18 @@ def first_job(pods: OperatorPods) -> str:
     return f"$ srun {' '.join(command[1:6])} ...\n{out}\n$ sinfo\n{sinfo}"
 
 
-def operator_objects(plane: KubeControlPlane, name: str, namespace: str) -> str:
-    from kubernetes import client  # the k8s extra, which `cluster apply` has just used
+def operator_objects(pods: OperatorPods) -> str:
+    name, namespace = pods.cluster.name, pods.namespace
 
-    api = api_client(str(plane.kubeconfig))
-    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        sets = [s.metadata.name for s in apps.list_namespaced_stateful_set(namespace).items]
-        deployments = [d.metadata.name for d in apps.list_namespaced_deployment(namespace).items]
-        maps = {m.metadata.name: m for m in core.list_namespaced_config_map(namespace).items}
-        if f"{name}-controller" in sets and f"{name}-config" in maps:
-            break
-        if time.monotonic() > deadline:
-            raise SlinkyError(f"the operator made no {name}-controller StatefulSet and {name}-config ConfigMap "
-                              f"in {WAIT_S:.0f} s: `slinkyml dev kube status` shows its state")
-        time.sleep(1.0)
+    def made() -> tuple[list[str], list[str], dict[str, Any]] | None:
+        sets = [s.metadata.name for s in pods.apps.list_namespaced_stateful_set(namespace).items]
+        deployments = [d.metadata.name for d in pods.apps.list_namespaced_deployment(namespace).items]
+        maps = {m.metadata.name: m for m in pods.core.list_namespaced_config_map(namespace).items}
+        return (sets, deployments, maps) if f"{name}-controller" in sets and f"{name}-config" in maps else None
+
+    sets, deployments, maps = wait_for(f"{name}-controller StatefulSet and {name}-config ConfigMap from the operator",
+                                       made, WAIT_S)
+    core = pods.core
     services = sorted(s.metadata.name for s in core.list_namespaced_service(namespace).items)
     settings = SlurmConfBuilder().extra((maps[f"{name}-config"].data or {}).get("slurm.conf", "")).build().settings()
     lines = [f"StatefulSets: {', '.join(sorted(sets))}", f"Deployments: {', '.join(sorted(deployments)) or '-'}",
