@@ -50,6 +50,43 @@ def kubelet_node(name: str, bridge: str, first_octet: int) -> tuple[str, str, st
     return f"{name}-{tag}", f"{bridge}{tag or 1}", f"10.{first_octet + 1}.{tag}.0/24"
 
 
+STATE_ROOT = Path("/var/tmp")
+#: the PID of the test process that runs the cluster in a state dir, so the next run knows a leftover
+OWNER_FILE = "test-owner.pid"
+
+
+def process_identity(pid: int) -> str:
+    """``PID START``: the start time (clock ticks after boot, /proc/PID/stat field 22) tells a PID the
+    kernel handed to a new process apart from the one that wrote it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def owner_alive(state: Path) -> bool:
+    """Whether the test process that wrote ``state``'s owner file still runs."""
+    try:
+        written = (state / OWNER_FILE).read_text().strip()
+        pid = int(written.split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return process_identity(pid) == written
+
+
+def release_stale(name: str) -> None:
+    """Take down the module cluster ``name`` that a killed test run left (its owner PID is gone): its
+    state dir holds the bridge, node names and ports, and the next run's ``up`` would refuse them.
+    ``slinkyml-NAME-cluster-*`` are the same leftovers from the runs that made their state dirs with
+    mkdtemp. A cluster whose owner still runs is a second run beside this one and is left alone."""
+    for state in sorted(STATE_ROOT.glob(f"slinkyml-{name}-cluster*")):
+        if not state.is_dir() or owner_alive(state):
+            continue
+        LocalCluster(state).reset()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def private_cluster(name: str, *, subnet: str, port_base: int, **options: Any) -> Iterator[LocalCluster]:
     """Up a 4-node cluster named ``name`` (bridge ``slk{name}0``, nodes ``{name}N``) on ``port_base`` to
     ``port_base + 3`` and MariaDB on ``port_base + 7000``; point ``SLURM_CONF`` at it while it runs, then
@@ -60,7 +97,13 @@ def private_cluster(name: str, *, subnet: str, port_base: int, **options: Any) -
         name += tag
         first, second, _third, rest = subnet.split(".", 3)
         subnet = f"{first}.{second}.{tag}.{rest}"
-    state = Path(tempfile.mkdtemp(prefix=f"slinkyml-{name}-cluster-", dir="/var/tmp"))
+    state = STATE_ROOT / f"slinkyml-{name}-cluster"
+    release_stale(name)
+    if state.exists():
+        raise RuntimeError(f"{state}: the {name} cluster of a test run that still runs (PID in {OWNER_FILE}); "
+                           "a run beside it needs SLINKYML_TEST_CLUSTER_TAG and SLINKYML_TEST_PORT_SHIFT")
+    state.mkdir(mode=0o700)
+    (state / OWNER_FILE).write_text(process_identity(os.getpid()) + "\n")
     cluster = LocalCluster(state, nodes=4, bridge=f"slk{name}0", node_prefix=name, subnet=subnet,
                            slurmctld_port=base, slurmd_port=base + 1, slurmdbd_port=base + 2,
                            slurmrestd_port=base + 3, mariadb_port=base + 7000, **options)
