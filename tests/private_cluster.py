@@ -117,8 +117,19 @@ def private_cluster(name: str, *, subnet: str, port_base: int, **options: Any) -
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = saved
+        keep_logs(state, name)
         cluster.reset()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def keep_logs(state: Path, name: str) -> Path:
+    """The daemons' logs of the run that just ended, in ``/var/tmp/slinkyml-NAME-logs-last`` until the
+    next run: a failure that shows only in a loaded CI run is read from slurmctld's and slurmd's side."""
+    kept = STATE_ROOT / f"slinkyml-{name}-logs-last"
+    shutil.rmtree(kept, ignore_errors=True)
+    if (state / "log").is_dir():  # the dev cluster's log_dir (DevClusterSpec.log_dir)
+        shutil.copytree(state / "log", kept, dirs_exist_ok=True)
+    return kept
 
 
 def kept_workdir(request: Any, name: str) -> Iterator[Path]:

@@ -230,3 +230,11 @@ def test_a_spec_named_with_pipes_tabs_and_quotes_round_trips_through_both_submit
     assert records.same_job_name(name, rows[-1]["JobName"])
     code, out, err = cli("jobs", "status", "--json", str(job))
     assert code == 0 and json.loads(out)[0]["name"] == name, err
+
+
+def test_the_agent_retry_queue_is_read_from_sdiag_not_the_dbd_queue():
+    """Slurm 22.05's and 26.05's sdiag print both queues; a requeued job is released only at 0 retries."""
+    text = "Server thread count:  3\nAgent queue size:     2\nAgent count:          1\nDBD Agent queue size: 0\n"
+    assert records.agent_retry_queue(text) == 2
+    assert records.agent_retry_queue("DBD Agent queue size: 5\n") is None
+    assert records.agent_retry_queue("sdiag: error: Unable to contact slurm controller") is None

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from slinkyml.jobs.follow import job_state, wait
+from slinkyml.jobs.follow import job_state, release_requeued, wait
 from slinkyml.jobs.spec import JobSpec
 from slinkyml.jobs.submit import SbatchBackend, submit
 from slinkyml.train import FINAL_FILE, METRICS_FILE
@@ -74,7 +74,7 @@ def _release_if_requeued(slurm, state) -> None:
     if state.state == "PENDING" and state.reason == "BeginTime":
         since = _held_since.setdefault(state.job_id, time.monotonic())
         if time.monotonic() - since >= REQUEUE_SETTLE_S:
-            slurm.run("scontrol", ["update", f"JobId={state.job_id}", "StartTime=now"], check=False, retries=0)
+            release_requeued(slurm, state.job_id)
     else:
         _held_since.pop(state.job_id, None)
 

@@ -34,7 +34,7 @@ from slinkyml.dispatch.task import make_task
 from slinkyml.dispatch.tracking import JobInfo, Tracker, default_tracker
 from slinkyml.errors import SlinkyError
 from slinkyml.jobs import records
-from slinkyml.jobs.follow import unusable_nodes
+from slinkyml.jobs.follow import release_requeued, unusable_nodes
 from slinkyml.jobs.request import SlurmJobRequest
 from slinkyml.slurm import Slurm, states
 from slinkyml.slurm import records as slurm_records
@@ -597,7 +597,8 @@ class Job(_Submitted):
     def _release_if_requeued(self, info: JobInfo) -> None:
         """slurmctld holds a requeued job for 120 s (BeginTime); we set no begin time ourselves,
         so this hold comes from the requeue: start the resumed Checkpointable job as soon as it can
-        safely run, :data:`REQUEUE_SETTLE_S` after we first saw it held."""
+        safely run: :data:`REQUEUE_SETTLE_S` after we first saw it held, once slurmctld retries no message
+        to slurmd (:func:`~slinkyml.jobs.follow.release_requeued`)."""
         if not (self.checkpointable and info.state == states.State.PENDING and info.reason == states.REQUEUE_WAIT_REASON):
             self._held_since = None
             return
@@ -607,9 +608,8 @@ class Job(_Submitted):
         if now - self._held_since < REQUEUE_SETTLE_S or now - self._released_at < 5.0:
             return
         self._released_at = now
-        self.executor.slurm.run("scontrol", ["update", f"JobId={self.job_id}", "StartTime=now"],
-                                check=False, retries=0, timeout=15)
-        self.tracker.hurry(self.job_id)
+        if release_requeued(self.executor.slurm, self.job_id):
+            self.tracker.hurry(self.job_id)
 
     def _failure_hint(self) -> str:
         text = (self.stderr() or "").strip().splitlines()

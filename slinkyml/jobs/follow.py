@@ -35,6 +35,19 @@ def unusable_nodes(slurm: Slurm) -> str:
     return ("; nodes not usable: " + ", ".join(rows)) if rows else ""
 
 
+def release_requeued(slurm: Slurm, job_id: int | str) -> bool:
+    """Start a job that Slurm holds after its requeue (BeginTime) now, unless slurmctld still retries
+    messages to slurmd (sdiag's agent queue): a kill for the job's previous run, sent while a node was
+    unreachable, is delivered once that node answers again and ends the next run of the same job id
+    on it (Slurm's own 120 s hold outlasts its 60 s retry interval for this reason). Returns whether
+    the job was released; a caller that gets False asks again later."""
+    queued = records.agent_retry_queue(slurm.run("sdiag", [], check=False, retries=0, timeout=15).stdout)
+    if queued != 0:
+        return False
+    slurm.run("scontrol", ["update", f"JobId={job_id}", "StartTime=now"], check=False, retries=0, timeout=15)
+    return True
+
+
 @dataclass(frozen=True)
 class JobState:
     job_id: int | str  # a job's number, or an array task's JOBID_TASK

@@ -283,6 +283,13 @@ def dbd_agent_queue(text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def agent_retry_queue(text: str) -> int | None:
+    """sdiag's ``Agent queue size``: RPCs to slurmd that slurmctld could not deliver and retries (a kill
+    for a node that was unreachable waits there; None if not printed)."""
+    found = re.search(r"^Agent queue size:\s*(\d+)", text, re.M)
+    return int(found.group(1)) if found else None
+
+
 def sdiag(slurm: Slurm, **run: Any) -> dict[str, int]:
     return sdiag_rpc_counts(slurm.run("sdiag", [], **run).stdout)
 
@@ -319,6 +326,6 @@ def reason(text: str) -> str:
 
 __all__ = ["SEP", "SREPORT_ACCOUNT_USER", "SSHARE_FIELDS", "Record", "Records", "exit_status", "hostnames",
            "parse_scontrol_record", "parse_sshare", "reason", "sacct", "sacct_args", "sacctmgr",
-           "same_job_name", "scontrol_config", "sdiag", "sdiag_rpc_counts", "sinfo", "split_pipes",
+           "same_job_name", "scontrol_config", "sdiag", "agent_retry_queue", "sdiag_rpc_counts", "sinfo", "split_pipes",
            "split_records", "split_scontrol", "sreport_account_user", "squeue", "squeue_args",
            "sshare", "sshare_args", "stored_name"]
