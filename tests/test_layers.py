@@ -4,8 +4,11 @@ one that its table puts below it; and job state names are spelled in slurm/state
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "slinkyml"
 #: ARCHITECTURE.md's rows, bottom up; a top-level module of slinkyml (errors, specload, config...) is "base".
@@ -180,3 +183,42 @@ def test_job_state_names_are_spelled_only_in_slurm_states() -> None:
                     spelled.append(f"slinkyml/{where}:{node.lineno}: {sorted(words)} in {node.value[:60]!r} "
                                    "(an f-string of slurm.states.State)")
     assert not spelled, "\n".join(spelled)
+
+
+#: upper-case words of the batch script's shell that are not job states: signals, variables it sets
+_SHELL_WORDS_NOT_STATES = {"TERM", "SIGTERM", "EXIT", "SIG__SIG__"}
+
+
+def test_job_state_names_in_the_batch_scripts_shell_are_those_of_slurm_states() -> None:
+    """decide.sh and the run_*.sh parts compare squeue's state words in bash, where no import can check
+    them: every upper-case word of their code (comments aside) is a state name of slurm/states.py, a
+    signal, or a variable (``$NAME``, ``SLINKYML_*``); a misspelt state there would never match."""
+    from slinkyml.slurm import states
+
+    names = states.TERMINAL | states.UNFINISHED
+    unknown = []
+    for path in sorted((PACKAGE / "data" / "shell").glob("*.sh")):
+        if not (path.name == "decide.sh" or path.name.startswith("run_")):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split(" # ", 1)[0] if not line.lstrip().startswith("#") else ""
+            for word in re.findall(r"(?<![$A-Za-z_{])[A-Z][A-Z_]{3,}\b", code):
+                if word not in names and word not in _SHELL_WORDS_NOT_STATES and not word.startswith("SLINKYML_"):
+                    unknown.append(f"{path.name}:{number}: {word}")
+    assert not unknown, unknown
+
+
+def test_a_misspelt_state_in_run_causes_is_refused_when_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from slinkyml.slurm import causes
+
+    table = json.loads(causes.TABLE_FILE.read_text())
+    table["rules"][0]["when"]["slurm"] = "^(COMPLETING|CANCELED)"
+    bad = tmp_path / "run_causes.json"
+    bad.write_text(json.dumps(table))
+    monkeypatch.setattr(causes, "TABLE_FILE", bad)
+    causes.table.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"rule 1 \(cancelled\): slurm: 'CANCELED' is not a job state name"):
+            causes.table()
+    finally:
+        causes.table.cache_clear()

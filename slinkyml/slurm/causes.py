@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from slinkyml import DATA_DIR
+from slinkyml.slurm import states
 
 TABLE_FILE = DATA_DIR / "run_causes.json"
 DECIDE_SH = DATA_DIR / "shell" / "decide.sh"
@@ -38,7 +40,16 @@ REQUEUE, SLURM_DECIDES, FAILED = "requeue", "slurm", "failed"
 
 @cache
 def table() -> dict[str, Any]:
-    return json.loads(TABLE_FILE.read_text())
+    """The table, its ``slurm`` facts checked: an upper-case word there is a job state name of
+    slurm/states.py (a misspelt state would never match, and the cause would silently never apply)."""
+    loaded = json.loads(TABLE_FILE.read_text())
+    names = states.TERMINAL | states.UNFINISHED
+    for number, rule in enumerate(loaded["rules"], 1):
+        for word in re.findall(r"[A-Z][A-Z_]{2,}", rule["when"].get("slurm", "")):
+            if word not in names:
+                raise ValueError(f"{TABLE_FILE}: rule {number} ({rule['cause']}): slurm: {word!r} is not a job "
+                                 "state name of slurm/states.py")
+    return loaded
 
 
 def causes() -> tuple[str, ...]:
