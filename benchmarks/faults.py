@@ -7,11 +7,12 @@ NOT released by hand: the hold measured is Slurm's own. slurmctld sets a requeue
 to now + ``AuthInfo=cred_expire`` + 1 (src/slurmctld/job_mgr.c, batch_requeue_fini; slurm.conf(5):
 "This also controls how long a requeued job must wait before starting again", default 120 s), so
 that the old run's launch credential has expired on every slurmd before the new one starts; the
-dev cluster sets ``cred_expire=30``. Node-loss faults kill every process in a node's namespace and
-bring it back with ``dev up`` after 10 s, as a replaced slurmd pod would. ``slurm-preemption`` is
-Slurm's own: the cluster runs with ``preempt_grace_s`` (partition_prio, PreemptMode=REQUEUE), the
-training job in the preemptible partition, and a 10 s job of the urgent partition on its nodes makes
-slurmctld SIGTERM its steps, wait GraceTime and requeue it (the resumed run waits for that job too).
+dev cluster sets ``cred_expire=65`` (not below slurmctld's 60 s RPC retry: docs/faults-and-requeue.md).
+Node-loss faults kill every process in a node's namespace and bring it back with ``dev up`` after
+10 s, as a replaced slurmd pod would. ``slurm-preemption`` is Slurm's own: the cluster runs with
+``preempt_grace_s`` (partition_prio, PreemptMode=REQUEUE), the training job in the preemptible
+partition, and a 10 s job of the urgent partition on its nodes makes slurmctld SIGTERM its steps,
+wait GraceTime and requeue it (the resumed run waits for that job too).
 
     .venv/bin/python benchmarks/faults.py [--faults usr2-batch,usr2-steps,...] [--folder DIR]
 """

@@ -283,9 +283,11 @@ class DevClusterSpec:
         return seen
 
 
-#: job credential lifetime (AuthInfo=cred_expire, default 120 s): slurmctld holds a requeued job
-#: that long (job_mgr.c), so shorter means a quicker requeue; 30 s as in Slurm's own test suite.
-CRED_EXPIRE_S = 30
+#: job credential lifetime (AuthInfo=cred_expire, default 120 s): slurmctld holds a requeued job that
+#: long (job_mgr.c), so shorter means a quicker requeue, but not below slurmctld's 60 s retry of an RPC
+#: it could not deliver: srun's step kill for a node that was down, retried once the node was back,
+#: ended the requeued run's step there (30 s here made test_worker_node_loss fail at load).
+CRED_EXPIRE_S = 65
 #: with ``preempt_grace_s``: jobs here are preempted (GraceTime, then requeued) by jobs of URGENT
 PREEMPTIBLE_PARTITION = "preemptible"
 URGENT_PARTITION = "urgent"
