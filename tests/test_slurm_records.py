@@ -232,9 +232,11 @@ def test_a_spec_named_with_pipes_tabs_and_quotes_round_trips_through_both_submit
     assert code == 0 and json.loads(out)[0]["name"] == name, err
 
 
-def test_the_agent_retry_queue_is_read_from_sdiag_not_the_dbd_queue():
-    """Slurm 22.05's and 26.05's sdiag print both queues; a requeued job is released only at 0 retries."""
+def test_the_agents_backlog_is_read_from_sdiag_not_the_dbd_queue():
+    """Slurm 22.05's and 26.05's sdiag print both; a requeued job is released only at 0 (jobs.follow)."""
     text = "Server thread count:  3\nAgent queue size:     2\nAgent count:          1\nDBD Agent queue size: 0\n"
-    assert records.agent_retry_queue(text) == 2
-    assert records.agent_retry_queue("DBD Agent queue size: 5\n") is None
-    assert records.agent_retry_queue("sdiag: error: Unable to contact slurm controller") is None
+    assert records.agent_backlog(text) == 3
+    assert records.agent_backlog(text.replace("queue size:     2", "queue size:     0").replace("count:          1",
+                                                                                             "count:          0")) == 0
+    assert records.agent_backlog("DBD Agent queue size: 5\nAgent count: 0\n") is None
+    assert records.agent_backlog("sdiag: error: Unable to contact slurm controller") is None

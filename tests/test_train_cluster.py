@@ -63,7 +63,7 @@ def _submit(slurm, spec: JobSpec, work: Path, own: list[int]) -> int:
     return job_id
 
 
-_held_since: dict[int, float] = {}
+_held_since: dict[tuple[int | str, int], float] = {}
 
 
 def _release_if_requeued(slurm, state) -> None:
@@ -72,11 +72,12 @@ def _release_if_requeued(slurm, state) -> None:
     from slinkyml.dispatch.executor import REQUEUE_SETTLE_S
 
     if state.state == "PENDING" and state.reason == "BeginTime":
-        since = _held_since.setdefault(state.job_id, time.monotonic())
+        # per run: a run that requeued itself within a poll (never seen RUNNING) is held anew
+        since = _held_since.setdefault((state.job_id, state.restarts), time.monotonic())
         if time.monotonic() - since >= REQUEUE_SETTLE_S:
             release_requeued(slurm, state.job_id)
     else:
-        _held_since.pop(state.job_id, None)
+        _held_since.pop((state.job_id, state.restarts), None)
 
 
 def _wait_done(slurm, job_id: int, timeout: float = 240):

@@ -36,13 +36,13 @@ def unusable_nodes(slurm: Slurm) -> str:
 
 
 def release_requeued(slurm: Slurm, job_id: int | str) -> bool:
-    """Start a job that Slurm holds after its requeue (BeginTime) now, unless slurmctld still retries
-    messages to slurmd (sdiag's agent queue): a kill for the job's previous run, sent while a node was
-    unreachable, is delivered once that node answers again and ends the next run of the same job id
-    on it (Slurm's own 120 s hold outlasts its 60 s retry interval for this reason). Returns whether
-    the job was released; a caller that gets False asks again later."""
-    queued = records.agent_retry_queue(slurm.run("sdiag", [], check=False, retries=0, timeout=15).stdout)
-    if queued != 0:
+    """Start a job that Slurm holds after its requeue (BeginTime) now, unless slurmctld still has
+    messages for slurmd on their way or waiting for a retry (sdiag's agents): the previous run's kill,
+    delivered after the next run of the same job id started on that node, ends it (a lost node's kill
+    is retried 60 s later, once it answers; Slurm's own 120 s hold outlasts that for this reason).
+    Returns whether the job was released; a caller that gets False asks again later."""
+    backlog = records.agent_backlog(slurm.run("sdiag", [], check=False, retries=0, timeout=15).stdout)
+    if backlog != 0:
         return False
     slurm.run("scontrol", ["update", f"JobId={job_id}", "StartTime=now"], check=False, retries=0, timeout=15)
     return True

@@ -283,11 +283,13 @@ def dbd_agent_queue(text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def agent_retry_queue(text: str) -> int | None:
-    """sdiag's ``Agent queue size``: RPCs to slurmd that slurmctld could not deliver and retries (a kill
-    for a node that was unreachable waits there; None if not printed)."""
-    found = re.search(r"^Agent queue size:\s*(\d+)", text, re.M)
-    return int(found.group(1)) if found else None
+def agent_backlog(text: str) -> int | None:
+    """RPCs to slurmd that slurmctld has not delivered yet: sdiag's ``Agent queue size`` (those it could
+    not deliver and retries, e.g. a kill for a node that was unreachable) plus ``Agent count`` (those
+    on their way now); None unless both are printed."""
+    queued = re.search(r"^Agent queue size:\s*(\d+)", text, re.M)
+    sending = re.search(r"^Agent count:\s*(\d+)", text, re.M)
+    return int(queued.group(1)) + int(sending.group(1)) if queued and sending else None
 
 
 def sdiag(slurm: Slurm, **run: Any) -> dict[str, int]:
@@ -326,6 +328,6 @@ def reason(text: str) -> str:
 
 __all__ = ["SEP", "SREPORT_ACCOUNT_USER", "SSHARE_FIELDS", "Record", "Records", "exit_status", "hostnames",
            "parse_scontrol_record", "parse_sshare", "reason", "sacct", "sacct_args", "sacctmgr",
-           "same_job_name", "scontrol_config", "sdiag", "agent_retry_queue", "sdiag_rpc_counts", "sinfo", "split_pipes",
+           "same_job_name", "scontrol_config", "sdiag", "agent_backlog", "sdiag_rpc_counts", "sinfo", "split_pipes",
            "split_records", "split_scontrol", "sreport_account_user", "squeue", "squeue_args",
            "sshare", "sshare_args", "stored_name"]
