@@ -47,16 +47,17 @@ go_version=$(go env GOVERSION)
 sources_hash=$(cd "$here" && cat build.sh crds.txt {controlplane,etcd,coredns,operator-*}/go.{mod,sum} etcd/main.go \
     coredns/main.go pause/go.mod pause/main.go | sha256sum | cut -c1-12)
 # --- helm (begin) ---
-# Helm (kube/helm: helm.sh/helm/v3's cmd/helm, which slinkyml/dev/helm.py drives) has a cache entry of its own,
+# Helm (kube/helm: helm.sh/helm/v3's cmd/helm, which slinkyml/dev/kubernetes/helm.py drives) has a cache entry of its own,
 # helm-VERSION_GO_HASH, so that adding or changing it never rebuilds the parts above: their key hashes this
 # file less these helm blocks, byte for byte the file as it was before Helm was added (the line above
 # stays as it was; this one replaces its value).
+# Comment lines (# and //) are left out of both keys: a comment never rebuilds anything.
 sources_hash=$(cd "$here" && { sed '/^# --- helm (begin) ---$/,/^# --- helm (end) ---$/d' build.sh; \
     cat crds.txt {controlplane,etcd,coredns,operator-*}/go.{mod,sum} etcd/main.go coredns/main.go pause/go.mod \
-    pause/main.go; } | sha256sum | cut -c1-12)
+    pause/main.go; } | grep -Ev '^[[:space:]]*(#|//)' | sha256sum | cut -c1-12)
 helm_version=$(pinned helm helm.sh/helm/v3)
 helm_hash=$(cd "$here" && { sed -n '/^# --- helm (begin) ---$/,/^# --- helm (end) ---$/p' build.sh; \
-    cat helm/go.mod helm/go.sum; } | sha256sum | cut -c1-12)
+    cat helm/go.mod helm/go.sum; } | grep -Ev '^[[:space:]]*(#|//)' | sha256sum | cut -c1-12)
 helm_dest="$cache_root/helm-${helm_version}_${go_version}_${helm_hash}"
 
 build_helm() {  # Helm into its cache entry unless it is complete; prints the bin folder

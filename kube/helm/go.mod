@@ -1,5 +1,5 @@
 // Helm, built from its Go module by kube/build.sh into a cache entry of its own (helm-VERSION_...), so that
-// it never changes the key of the Kubernetes parts. slinkyml/dev/helm.py installs the slurm-operator's
+// it never changes the key of the Kubernetes parts. slinkyml/dev/kubernetes/helm.py installs the slurm-operator's
 // charts with it into a `dev kube` plane.
 module slinkyml/kube/helm
 
