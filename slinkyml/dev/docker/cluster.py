@@ -18,6 +18,7 @@ started.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pwd
@@ -54,7 +55,6 @@ from slinkyml.dev.docker.config import (
 from slinkyml.dev.docker.engine import Engine, answers
 from slinkyml.dev.images import slurm_images
 from slinkyml.errors import SlinkyError
-from slinkyml.process import port_open
 from slinkyml.secretfile import write_secret
 from slinkyml.slurm import Slurm, records
 from slinkyml.slurm.roots import CLIENTS
@@ -160,8 +160,10 @@ class DockerCluster:
             for node in s.node_names:
                 self._run("slurmd", network, client, node=node, shared=True, ready=lambda: True)
             self._wait_nodes()
+            # seccomp off as in a pod (Kubernetes' default, Unconfined): slurmrestd unshares namespaces at
+            # start, which Docker's default profile refuses ("Unable to unshare System V namespace")
             self._run("slurmrestd", network, client, port=(RESTD_PORT, s.restd_port),
-                      ready=lambda: port_open("127.0.0.1", s.restd_port))
+                      security_opt=["seccomp=unconfined"], ready=lambda: _http_answers(s.restd_port))
         except BaseException:
             if not self.keep_running:
                 self.down()
@@ -232,20 +234,7 @@ class DockerCluster:
 
     # -- steps -----------------------------------------------------------------------
     def _load_images(self, client: docker.DockerClient) -> None:
-        """The images of every role, loaded from the archive root builds from the Debian root once."""
-        wanted = {slurm_images.image_name(c, RELEASE) for c in set(IMAGE_OF.values())}
-        have = {tag for image in client.images.list() for tag in image.tags}
-        if wanted <= have:
-            return
-        if os.geteuid() != 0:
-            raise SlinkyError(f"the Slurm {RELEASE} images are not in the Docker engine, and building them needs "
-                              "root (a Debian root and apt): run `sudo slinkyml dev up --docker` once")
-        archive, _digests = slurm_images.build(RELEASE, IMAGES_DIR, docker=True)
-        with open(archive, "rb") as data:
-            client.images.load(data)
-        missing = wanted - {tag for image in client.images.list() for tag in image.tags}
-        if missing:
-            raise SlinkyError(f"{archive}: docker load left out {', '.join(sorted(missing))}")
+        ensure_images(client)
 
     def _write_files(self, docker_host: str, engine_started: bool) -> str:
         """The state dir's files; the database password."""
@@ -295,7 +284,7 @@ class DockerCluster:
 
     def _run(self, role: str, network: Network, client: docker.DockerClient, *, ready: Callable[[], bool],
              node: str | None = None, shared: bool = False, env: dict[str, str] | None = None,
-             port: tuple[int, int] | None = None) -> None:
+             port: tuple[int, int] | None = None, security_opt: list[str] | None = None) -> None:
         """Start one container (testcontainers' DockerContainer) unless it runs; wait until ``ready``."""
         s = self.spec
         name = s.container(node or role)
@@ -311,14 +300,15 @@ class DockerCluster:
                      .with_name(name)
                      .with_volume_mapping(s.munge_volume, MUNGE_SOCKET_DIR, "rw")
                      .with_envs(SLINKYML_USERS=_users(s), **(env or {}))
-                     # a daemon that exits is started again, as Kubernetes restarts a pod's container
                      # the network with the container's fixed address (testcontainers' with_network takes no
-                     # address), every other container's in /etc/hosts
+                     # address), every other container's in /etc/hosts; a daemon that exits is started again, as
+                     # Kubernetes restarts a pod's container
                      .with_kwargs(hostname=host, labels={LABEL: s.label, f"{LABEL}.role": role},
                                   network=network.name, networking_config={network.name: endpoint},
                                   extra_hosts=s.hosts,
                                   restart_policy={"Name": "on-failure", "MaximumRetryCount": 5},
-                                  entrypoint=["bash", "-c", START_SCRIPT, "start.sh"]))
+                                  entrypoint=["bash", "-c", START_SCRIPT, "start.sh"],
+                                  **({"security_opt": security_opt} if security_opt else {})))
         container.with_command([role, *([node] if node else [])])
         for file in ("slurm.conf", "slurmdbd.conf", "cgroup.conf", "jwt_hs256.key", "munge.key"):
             container.with_copy_into_container(s.etc / file, f"/mnt/slurm/{file}", 0o600)
@@ -387,6 +377,24 @@ class DockerCluster:
         raise DockerClusterError(f"slurmd nodes not ready after {timeout:g} s: {states}")
 
 
+def ensure_images(client: docker.DockerClient) -> None:
+    """The images of every role in the engine: loaded (``docker load``) from the archive built from the
+    Debian root once, by root (the root and its apt need it); a user finds them there."""
+    wanted = {slurm_images.image_name(c, RELEASE) for c in set(IMAGE_OF.values())}
+    have = {tag for image in client.images.list() for tag in image.tags}
+    if wanted <= have:
+        return
+    if os.geteuid() != 0:
+        raise SlinkyError(f"the Slurm {RELEASE} images are not in the Docker engine, and building them needs "
+                          "root (a Debian root and apt): run `sudo slinkyml dev up --docker` once")
+    archive, _digests = slurm_images.build(RELEASE, IMAGES_DIR, docker=True)
+    with open(archive, "rb") as data:
+        client.images.load(data)
+    missing = wanted - {tag for image in client.images.list() for tag in image.tags}
+    if missing:
+        raise SlinkyError(f"{archive}: docker load left out {', '.join(sorted(missing))}")
+
+
 def _users(spec: DockerClusterSpec) -> str:
     """``name:uid:gid`` of the host user running ``up`` and of the accounts' users that exist on the host."""
     found = []
@@ -410,6 +418,19 @@ def _mounts(spec: DockerClusterSpec) -> list[tuple[str, str]]:
             continue
         mounts.append((path, "ro"))
     return mounts
+
+
+def _http_answers(port: int) -> bool:
+    """Whether an HTTP server answers on 127.0.0.1:``port`` (the published port's proxy listens before
+    slurmrestd does: an open port says nothing)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/openapi/v3")
+        return conn.getresponse().status > 0
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
 
 
 def _write(path: Path, text: str, mode: int) -> None:

@@ -48,7 +48,9 @@ def default_shares() -> tuple[str, ...]:
     temporary folder (where jobs' files are written and read back)."""
     import tempfile  # lazy: its imports cost every command that never builds a spec
 
-    return tuple(sorted({os.path.realpath(os.path.expanduser("~")), os.path.realpath(tempfile.gettempdir())}))
+    found = {os.path.realpath(os.path.expanduser("~")), os.path.realpath(tempfile.gettempdir())}
+    # a folder that is not there is left out: Docker would make it, as root, to mount it
+    return tuple(sorted(f for f in found if os.path.isdir(f)))
 
 
 @dataclass(frozen=True)
