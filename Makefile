@@ -77,8 +77,10 @@ kube:
 	@bash kube/build.sh >/dev/null
 
 # the demo runs on the local Slurm cluster only: it needs no Kubernetes build
+# `make demo DEV=docker`: on the cluster as Docker containers (docs/docker-cluster.md) instead
+DEV ?= netns
 demo: setup
-	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo
+	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo $(if $(filter docker,$(DEV)),--docker,)
 
 # the Kubernetes half: builds its parts from Go modules (a line per part), the control plane with a kubelet
 # node, the real slurm-operator reconciling manifests/cpu-small

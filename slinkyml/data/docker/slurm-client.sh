@@ -2,7 +2,7 @@
 # A Slurm command of the Docker cluster, run from the host: this file is linked as sbatch, srun, squeue...
 # in the cluster's state dir (bin/, first on PATH after `eval $(slinkyml dev env --docker)`), and runs the
 # command of its name in the cluster's login container (docker exec) as the calling user, in the same folder
-# (the shared folders are mounted at their own paths) and with the caller's Slurm variables. The host's own
+# (the shared folders are mounted at their own paths) and with the caller's environment. The host's own
 # Slurm cannot serve: its 22.05 clients do not speak 26.05's protocol, and slurmd must reach srun.
 set -euo pipefail
 
@@ -21,13 +21,17 @@ for share in "${shares[@]}"; do
 	fi
 done
 
+# the caller's environment, as sbatch hands it to a job (--export=ALL), less what belongs to this host
+# alone: its loader's settings, its names for itself, Docker's and Slurm's own paths; PATH without this folder
 args=(exec -i -u "$(id -u):$(id -g)" -w "${workdir}")
 while IFS= read -r name; do
 	case "${name}" in
-	SLURM_CONF) ;; # the container's own /etc/slurm/slurm.conf
-	SLURM_* | SBATCH_* | SALLOC_* | SRUN_* | SQUEUE_* | SACCT_* | SINFO_* | SCONTROL_* | SACCTMGR_* | SPANK_* | TZ)
-		args+=(-e "${name}")
-		;;
+	SLURM_CONF | LD_* | HOSTNAME | PWD | OLDPWD | SHLVL | _ | DOCKER_* | TERM | DISPLAY | PATH) ;;
+	*) args+=(-e "${name}") ;;
 	esac
 done < <(compgen -e)
+path=":${PATH}:"
+path="${path//:${here}:/:}"
+path="${path#:}"
+args+=(-e "PATH=${path%:}")
 exec docker "${args[@]}" "${LOGIN}" "$(basename "$0")" "$@"

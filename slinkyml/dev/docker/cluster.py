@@ -26,6 +26,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,26 +145,31 @@ class DockerCluster:
             password = self._write_files(host, started)
             network = self._network(client)
             self._munge_volume(client)
-            self._run("munge", network, client, ready=lambda: self._exec_ok(
-                "munge", ["test", "-S", f"{MUNGE_SOCKET_DIR}/munge.socket.2"]))
-            # ready when slurmdbd's own query answers over TCP as its user (a first slurmdbd that came sooner
-            # failed it: "5027 Number of columns in result (=1) set exceeds maximum allowed")
-            self._run("mariadb", network, client, env={"MARIADB_PASSWORD": password}, ready=lambda: self._exec_ok(
-                "mariadb", ["mariadb", "-h", "127.0.0.1", "-uslurm", f"-p{password}", "-e",
-                            "select @var := concat('')"]))
-            self._run("login", network, client, shared=True, ready=lambda: True)
+            # containers that do not wait on each other start side by side (each start is seconds of
+            # Docker's work on a loaded machine): munge, MariaDB and login; then the slurmd nodes and slurmrestd
+            _together([
+                lambda: self._run("munge", network, client, ready=lambda: self._exec_ok(
+                    "munge", ["test", "-S", f"{MUNGE_SOCKET_DIR}/munge.socket.2"])),
+                # ready when slurmdbd's own first query answers over TCP as its user (a slurmdbd that came
+                # sooner failed it: "5027 Number of columns in result (=1) set exceeds maximum allowed")
+                lambda: self._run("mariadb", network, client, env={"MARIADB_PASSWORD": password},
+                                  ready=lambda: self._exec_ok("mariadb", [
+                                      "mariadb", "-h", "127.0.0.1", "-uslurm", f"-p{password}", "-e",
+                                      "select @var := concat('')"])),
+                lambda: self._run("login", network, client, shared=True, ready=lambda: True)])
             self._run("slurmdbd", network, client, ready=lambda: self._exec_ok(
                 "login", ["sacctmgr", "-n", "-P", "list", "cluster"]))
             self._ensure_accounts()
             self._run("slurmctld", network, client, ready=lambda: "is UP" in self._exec(
                 "login", ["scontrol", "ping"])[1])
-            for node in s.node_names:
-                self._run("slurmd", network, client, node=node, shared=True, ready=lambda: True)
+            # seccomp off for slurmrestd as in a pod (Kubernetes' default, Unconfined): it unshares namespaces
+            # at start, which Docker's default profile refuses ("Unable to unshare System V namespace")
+            _together([
+                *(lambda node=node: self._run("slurmd", network, client, node=node, shared=True, ready=lambda: True)
+                  for node in s.node_names),
+                lambda: self._run("slurmrestd", network, client, port=(RESTD_PORT, s.restd_port),
+                                  security_opt=["seccomp=unconfined"], ready=lambda: _http_answers(s.restd_port))])
             self._wait_nodes()
-            # seccomp off as in a pod (Kubernetes' default, Unconfined): slurmrestd unshares namespaces at
-            # start, which Docker's default profile refuses ("Unable to unshare System V namespace")
-            self._run("slurmrestd", network, client, port=(RESTD_PORT, s.restd_port),
-                      security_opt=["seccomp=unconfined"], ready=lambda: _http_answers(s.restd_port))
         except BaseException:
             if not self.keep_running:
                 self.down()
@@ -375,6 +381,14 @@ class DockerCluster:
                 return
             time.sleep(0.3)
         raise DockerClusterError(f"slurmd nodes not ready after {timeout:g} s: {states}")
+
+
+def _together(steps: list[Callable[[], None]]) -> None:
+    """Run the steps side by side; the first one's error is raised once all have ended."""
+    with ThreadPoolExecutor(max_workers=min(8, len(steps))) as pool:
+        futures = [pool.submit(step) for step in steps]
+    for future in futures:
+        future.result()
 
 
 def ensure_images(client: docker.DockerClient) -> None:

@@ -127,6 +127,23 @@ class DockerClusterSpec:
         """The value of :data:`LABEL` on everything this cluster makes in Docker: its state dir."""
         return str(self.state_dir)
 
+    # -- the netns cluster's names for the same things (tests and callers read either spec) --------
+    @property
+    def slurmctld_port(self) -> int:
+        return SLURMCTLD_PORT
+
+    @property
+    def slurmd_port(self) -> int:
+        return SLURMD_PORT
+
+    @property
+    def slurmdbd_port(self) -> int:
+        return SLURMDBD_PORT
+
+    @property
+    def slurmrestd_port(self) -> int:
+        return self.restd_port
+
     # -- paths -----------------------------------------------------------------------
     @property
     def etc(self) -> Path:
