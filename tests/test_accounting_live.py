@@ -164,6 +164,7 @@ def test_fair_tree_recomputation_equals_sshare(workload):
 
 
 @pytest.mark.usefixtures("exclusive_cluster")  # restarts the cluster with another slurm.conf
+@pytest.mark.netns_only("restarts the daemons with an extra slurm.conf line")
 def test_classic_recomputation_equals_sshare(workload, local_cluster):
     """Switch the shared cluster to PriorityFlags=NO_FAIR_TREE (``up`` with the extra line
     rewrites slurm.conf and restarts slurmctld/slurmd/slurmrestd: 22.05 picks the algorithm only
