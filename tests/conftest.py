@@ -75,7 +75,13 @@ def _docker_cluster():
     its bin/ first on PATH), as for a user who typed ``eval $(slinkyml dev env --docker)``."""
     from slinkyml.dev.docker.cluster import DockerCluster
 
-    cluster = DockerCluster(keep_running=True).up()
+    cluster = DockerCluster(keep_running=True)
+    if os.geteuid() == 0:  # tests submit as the accounts' users: they exist before `up` and may use the engine
+        for user in cluster.spec.users:
+            if subprocess.run(["id", user], capture_output=True).returncode != 0:
+                subprocess.run(["useradd", "--create-home", "--user-group", user], check=True)
+            subprocess.run(["usermod", "-aG", "docker", user], check=True)
+    cluster.up()
     os.environ["SLURM_CONF"] = str(cluster.spec.slurm_conf)
     os.environ["PATH"] = f"{cluster.spec.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     return cluster

@@ -183,7 +183,7 @@ def test_a_user_submits_an_array_and_a_requeue_and_reads_usage(user_cluster):
     assert usage.returncode == 0, usage.stderr
     rows, _end = json.JSONDecoder().raw_decode(usage.stdout)
     mine = [r for r in rows if r.get("user") == USER]
-    assert mine and mine[0]["account"] == "ml" and mine[0]["jobs"] >= 5, rows
+    assert mine and mine[0]["account"] == "ml" and mine[0]["jobs"] >= 2 and mine[0]["cpu_hours"] > 0, rows
 
 
 def test_down_leaves_nothing_and_stops_the_engine_it_started(engine_cluster, user_cluster):

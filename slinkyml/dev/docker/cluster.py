@@ -23,6 +23,7 @@ import json
 import os
 import pwd
 import secrets
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -134,6 +135,9 @@ class DockerCluster:
     def up(self) -> DockerCluster:
         """Start whatever is not running; idempotent. On failure remove what was made and raise."""
         s = self.spec
+        for share in s.shares:  # Docker would make a missing one, as root, to mount it
+            if not os.path.isdir(share):
+                raise SlinkyError(f"SLINKYML_DOCKER_SHARES: {share} is not a folder on this machine")
         host, started = self.engine.ensure()
         if self.saved.get("engine_started") and self.engine.running_here():
             started = True  # an earlier `up` started it: `down` stops it
@@ -200,8 +204,6 @@ class DockerCluster:
         return removed
 
     def reset(self) -> None:
-        import shutil  # lazy: reset only
-
         self.down()
         shutil.rmtree(self.spec.state_dir, ignore_errors=True)
 
