@@ -169,7 +169,11 @@ class DockerCluster:
             # seccomp off for slurmrestd as in a pod (Kubernetes' default, Unconfined): it unshares namespaces
             # at start, which Docker's default profile refuses ("Unable to unshare System V namespace")
             _together([
-                *(lambda node=node: self._run("slurmd", network, client, node=node, shared=True, ready=lambda: True)
+                # CAP_SYS_PTRACE: slurmstepd's accounting reads /proc/PID/io of a job's processes, which
+                # another user's are without it (a job not root's had no MaxRSS); Slinky's slurmd pods run
+                # privileged
+                *(lambda node=node: self._run("slurmd", network, client, node=node, shared=True,
+                                              cap_add=["SYS_PTRACE"], ready=lambda: True)
                   for node in s.node_names),
                 lambda: self._run("slurmrestd", network, client, port=(RESTD_PORT, s.restd_port),
                                   security_opt=["seccomp=unconfined"], ready=lambda: _http_answers(s.restd_port))])
@@ -292,7 +296,8 @@ class DockerCluster:
 
     def _run(self, role: str, network: Network, client: docker.DockerClient, *, ready: Callable[[], bool],
              node: str | None = None, shared: bool = False, env: dict[str, str] | None = None,
-             port: tuple[int, int] | None = None, security_opt: list[str] | None = None) -> None:
+             port: tuple[int, int] | None = None, security_opt: list[str] | None = None,
+             cap_add: list[str] | None = None) -> None:
         """Start one container (testcontainers' DockerContainer) unless it runs; wait until ``ready``."""
         s = self.spec
         name = s.container(node or role)
@@ -316,7 +321,8 @@ class DockerCluster:
                                   extra_hosts=s.hosts,
                                   restart_policy={"Name": "on-failure", "MaximumRetryCount": 5},
                                   entrypoint=["bash", "-c", START_SCRIPT, "start.sh"],
-                                  **({"security_opt": security_opt} if security_opt else {})))
+                                  **({"security_opt": security_opt} if security_opt else {}),
+                                  **({"cap_add": cap_add} if cap_add else {})))
         container.with_command([role, *([node] if node else [])])
         for file in ("slurm.conf", "slurmdbd.conf", "cgroup.conf", "jwt_hs256.key", "munge.key"):
             container.with_copy_into_container(s.etc / file, f"/mnt/slurm/{file}", 0o600)
