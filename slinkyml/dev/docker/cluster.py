@@ -144,6 +144,7 @@ class DockerCluster:
         os.environ["DOCKER_HOST"] = host  # testcontainers' client reads it
         testcontainers_config.ryuk_disabled = True  # the reaper's image needs a registry
         client = self.client(host)
+        self._check_unchanged(client)  # before the `try`: a refusal leaves the running cluster alone
         try:
             self._load_images(client)
             password = self._write_files(host, started)
@@ -247,6 +248,16 @@ class DockerCluster:
     # -- steps -----------------------------------------------------------------------
     def _load_images(self, client: docker.DockerClient) -> None:
         ensure_images(client)
+
+    def _check_unchanged(self, client: docker.DockerClient) -> None:
+        """A running cluster keeps the files its containers were made with: other settings (nodes, CPUs,
+        memory) take a ``down`` first, said in one line rather than half applied."""
+        s = self.spec
+        if not s.slurm_conf.exists() or s.slurm_conf.read_text() == render_slurm_conf(s):
+            return
+        if client.containers.list(all=True, filters={"label": f"{LABEL}={s.label}"}):
+            raise SlinkyError(f"{s.state_dir}: the Docker cluster runs with other settings (nodes, CPUs, memory): "
+                              "`slinkyml dev down --docker` first")
 
     def _write_files(self, docker_host: str, engine_started: bool) -> str:
         """The state dir's files; the database password."""
