@@ -148,6 +148,12 @@ def test_a_user_submits_an_array_and_a_requeue_and_reads_usage(user_cluster):
     status = _cli("dev", "status", "--docker", "--json", env=env, user=USER)
     assert status.returncode == 0, status.stderr
     assert set(json.loads(status.stdout)["nodes"].values()) == {"idle"}
+    # other settings on a running cluster: refused in one line, the cluster left as it was
+    refused = _cli("dev", "up", "--docker", "--nodes", "3", env=env, user=USER)
+    assert refused.returncode == 2 and "`slinkyml dev down --docker` first" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    status = _cli("dev", "status", "--docker", "--json", env=env, user=USER)
+    assert status.returncode == 0 and len(json.loads(status.stdout)["nodes"]) == 2
 
     job = run("sbatch --parsable --wrap 'hostname; id -un' -o plain-%j.out").strip()
     array = run("sbatch --parsable --array=1-3 -o arr-%A_%a.out --wrap 'echo task $SLURM_ARRAY_TASK_ID'").strip()

@@ -154,6 +154,11 @@ class DockerClusterSpec:
         return self.etc / "slurm.conf"
 
     @property
+    def slurm_conf_in_jobs(self) -> str:
+        """The slurm.conf a job's tasks see (``SLURM_CONF``): the containers' copy."""
+        return "/etc/slurm/slurm.conf"
+
+    @property
     def bin_dir(self) -> Path:
         return self.state_dir / "bin"
 
