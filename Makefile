@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SLINKYML := $(VENV)/bin/slinkyml
 APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb-server mariadb-client \
                 libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time \
-                containerd runc containernetworking-plugins busybox-static iptables procps
+                containerd runc containernetworking-plugins busybox-static iptables procps docker.io
 PYTEST_ARGS ?=
 # a long step prints a line every 30 s (the machine's python3: it runs before the venv exists)
 TICK := python3 slinkyml/dev/slurm/progress.py
@@ -61,7 +61,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	DS_BUILD_OPS=0 $(TICK) "installing DeepSpeed" -- $(PY) -m pip install -q --disable-pip-version-check \
 	    --no-build-isolation -c constraints.txt 'deepspeed>=0.16'
 	$(TICK) "installing slinkyml and its extras" -- \
-	    $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots]'
+	    $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,train,k8s,plots,docker]'
 	@# DeepSpeed's CPU accelerator JIT-builds its shared-memory comm op in every rank's init_distributed;
 	@# built here once (~/.cache/torch_extensions), not inside a job's time limit (a cold build took
 	@# 6.5 min on 2 loaded cores, and a rank killed mid-build leaves torch's lock file behind).
@@ -77,8 +77,10 @@ kube:
 	@bash kube/build.sh >/dev/null
 
 # the demo runs on the local Slurm cluster only: it needs no Kubernetes build
+# `make demo DEV=docker`: on the cluster as Docker containers (docs/docker-cluster.md) instead
+DEV ?= netns
 demo: setup
-	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo
+	$(call ON_CLUSTER,$(SLURM_VERSION)) $(SLINKYML) demo $(if $(filter docker,$(DEV)),--docker,)
 
 # the Kubernetes half: builds its parts from Go modules (a line per part), the control plane with a kubelet
 # node, the real slurm-operator reconciling manifests/cpu-small

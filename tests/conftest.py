@@ -60,11 +60,39 @@ def local_cluster():
     Brought up once per session and left running afterwards (a second `up` is a no-op, ~0.1 s), so
     concurrent test sessions never pull it from under each other. `make test` starts it before pytest.
     """
+    if os.environ.get("SLINKYML_TEST_CLUSTER") == "docker":
+        return _docker_cluster()
     from slinkyml.dev import LocalCluster
 
     cluster = LocalCluster(keep_running=True)
     cluster.up()
     return cluster
+
+
+def _docker_cluster():
+    """``SLINKYML_TEST_CLUSTER=docker``: the session's cluster is the Docker one (``dev up --docker``, its state
+    dir ``$SLINKYML_DOCKER_STATE_DIR``), and this process's Slurm commands are its (``dev env``: SLURM_CONF and
+    its bin/ first on PATH), as for a user who typed ``eval $(slinkyml dev env --docker)``."""
+    from slinkyml.dev.docker.cluster import DockerCluster
+
+    cluster = DockerCluster(keep_running=True)
+    if os.geteuid() == 0:  # tests submit as the accounts' users: they exist before `up` and may use the engine
+        for user in cluster.spec.users:
+            if subprocess.run(["id", user], capture_output=True).returncode != 0:
+                subprocess.run(["useradd", "--create-home", "--user-group", user], check=True)
+            subprocess.run(["usermod", "-aG", "docker", user], check=True)
+    cluster.up()
+    os.environ["SLURM_CONF"] = str(cluster.spec.slurm_conf)
+    os.environ["PATH"] = f"{cluster.spec.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    return cluster
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.netns_only("why")``: skipped on the Docker cluster, with the reason."""
+    marker = item.get_closest_marker("netns_only")
+    if marker is not None and os.environ.get("SLINKYML_TEST_CLUSTER") == "docker":
+        pytest.skip(f"netns cluster only ({marker.args[0] if marker.args else 'its daemons on the host'}): "
+                    "SLINKYML_TEST_CLUSTER=docker")
 
 
 @pytest.fixture

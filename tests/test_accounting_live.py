@@ -164,6 +164,7 @@ def test_fair_tree_recomputation_equals_sshare(workload):
 
 
 @pytest.mark.usefixtures("exclusive_cluster")  # restarts the cluster with another slurm.conf
+@pytest.mark.netns_only("restarts the daemons with an extra slurm.conf line")
 def test_classic_recomputation_equals_sshare(workload, local_cluster):
     """Switch the shared cluster to PriorityFlags=NO_FAIR_TREE (``up`` with the extra line
     rewrites slurm.conf and restarts slurmctld/slurmd/slurmrestd: 22.05 picks the algorithm only
@@ -305,6 +306,7 @@ def _conf_copy(local_cluster, tmp_path, key: str, value: str) -> Path:
     ("AccountingStoragePort", "1", "slurmdbd is not reachable"),
     ("AccountingStorageType", "accounting_storage/none", "accounting is disabled"),
 ])
+@pytest.mark.netns_only("a changed slurm.conf on the host, which the login container's commands never read")
 def test_accounting_unavailable_is_one_line(local_cluster, cli, tmp_path, monkeypatch, key, value,
                                             expect):
     conf = _conf_copy(local_cluster, tmp_path, key, value)

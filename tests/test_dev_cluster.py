@@ -317,6 +317,7 @@ def test_dns_from_a_node_fails_at_once_instead_of_waiting_out_the_resolver(local
 
 @pytest.mark.slurm2605
 @pytest.mark.slurm
+@pytest.mark.netns_only("commands as alice, who is not in group docker")
 def test_sbatch_job_appears_in_sacct_as_another_user(slurm, shared_tmp):
     job = slurm.sbatch("#!/bin/bash\n#SBATCH -N2 -o out-%j.txt\nsrun hostname\n", ["-J", "acct-check"],
                        as_user="alice", cwd=shared_tmp)
@@ -399,6 +400,7 @@ def test_slurmrestd_over_tcp_needs_a_valid_jwt(local_cluster, slurm):
 
 @pytest.mark.slurm2605
 @pytest.mark.slurm
+@pytest.mark.netns_only("the daemons' PIDs on the host")
 def test_up_is_idempotent_and_fast_when_running(local_cluster):
     before = {d.name: d.pid for d in local_cluster.status()["daemons"]}
     LocalCluster(local_cluster.spec.state_dir, nodes=local_cluster.spec.nodes).up()
@@ -408,6 +410,7 @@ def test_up_is_idempotent_and_fast_when_running(local_cluster):
 
 @pytest.mark.slurm2605
 @pytest.mark.slurm
+@pytest.mark.netns_only("its state dir's key files and logs")
 def test_secrets_stay_private(local_cluster):
     spec = local_cluster.spec
     for path in (spec.slurmdbd_conf, spec.jwt_key, spec.etc / "db_password", spec.etc / "munge" / "munge.key"):

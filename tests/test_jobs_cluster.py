@@ -212,7 +212,9 @@ def test_restapi_submit_carries_the_job_options(slurm, local_cluster, shared_tmp
     assert len({t["host"] for t in tasks}) == 2
     for t in tasks:
         assert t["cwd"] == str(shared_tmp)
-        assert t["env"]["SLURM_CONF"] == str(local_cluster.spec.slurm_conf)  # from the request's environment
+        # from the request's environment; a Docker cluster's tasks see the containers' own slurm.conf
+        assert t["env"]["SLURM_CONF"] == str(getattr(local_cluster.spec, "slurm_conf_in_jobs",
+                                                     local_cluster.spec.slurm_conf))
         assert t["env"]["PATH"] == os.environ["PATH"] and t["env"]["LANG"] == "C.UTF-8"
         assert t["env"]["SPEC_VAR"] == "from the spec" and t["env"]["SLURM_JOB_NUM_NODES"] == "2"
     logs = shared_tmp / "logs"

@@ -17,9 +17,10 @@ LAYERS = ["base", "slurm", "plan", "train", "cluster", "jobs", "dispatch", "acco
 #: developer runs) sits above it, so only ``demo/`` and ``cli/`` may start it
 PRODUCT = LAYERS[:LAYERS.index("dev")]
 #: ``dev/``'s rooms, bottom up: the local Slurm cluster, the images (built from its Slurm roots), the local
-#: Kubernetes cluster (its node runs those images); ``dev/__init__.py`` (``from slinkyml.dev import
-#: LocalCluster``) re-exports the Slurm room's names and sits above all three
-DEV_ROOMS = ["slurm", "images", "kubernetes"]
+#: Kubernetes cluster (its node runs those images), the Docker cluster (its containers run them too);
+#: ``dev/__init__.py`` (``from slinkyml.dev import LocalCluster``) re-exports the Slurm room's names and sits
+#: above all four
+DEV_ROOMS = ["slurm", "images", "kubernetes", "docker"]
 
 
 def _layer(parts: tuple[str, ...]) -> str:
@@ -108,11 +109,14 @@ def test_an_import_of_dev_from_a_product_layer_is_reported() -> None:
 
 
 def test_the_dev_rooms_import_only_downward() -> None:
-    """Within ``dev/``: the Kubernetes room may use the images and the Slurm room (its node's network
-    helpers), the images the Slurm room (a release's root); the Slurm room neither, and no room the
+    """Within ``dev/``: the Docker room may use the images and the Slurm room (its accounts and settings), the
+    Kubernetes room the images and the Slurm room (its node's network helpers), the images the Slurm room
+    (a release's root); the Slurm room neither, and no room the
     package front (``from slinkyml.dev import LocalCluster``), which re-exports the Slurm room."""
-    slurm, images, kubernetes = (PACKAGE / "dev" / room / "x.py" for room in DEV_ROOMS)
-    down = {kubernetes: ["from slinkyml.dev.images.images import Entry\n",
+    slurm, images, kubernetes, docker = (PACKAGE / "dev" / room / "x.py" for room in DEV_ROOMS)
+    down = {docker: ["from slinkyml.dev.images import slurm_images\n",
+                     "from slinkyml.dev.slurm.config import DEFAULT_ACCOUNTS\n"],
+            kubernetes: ["from slinkyml.dev.images.images import Entry\n",
                          "from slinkyml.dev.slurm.network import _ip\n", "from ..slurm import network\n"],
             images: ["from slinkyml.dev.slurm import roots\n", "from .images import Entry\n"],
             slurm: ["from slinkyml.dev.slurm.config import DevClusterSpec\n", "from . import ownership\n"],
@@ -121,7 +125,8 @@ def test_the_dev_rooms_import_only_downward() -> None:
                   "from slinkyml.dev import LocalCluster\n"],
           images: ["from slinkyml.dev.kubernetes.kubenode import NodeSettings\n",
                    "from slinkyml.dev import LocalCluster\n"],
-          kubernetes: ["from slinkyml.dev import DevClusterSpec\n", "from slinkyml.demo import kubernetes\n"]}
+          kubernetes: ["from slinkyml.dev import DevClusterSpec\n", "from slinkyml.demo import kubernetes\n",
+                       "from slinkyml.dev.docker.cluster import DockerCluster\n"]}
     assert all(not _upward(where, source) for where, sources in down.items() for source in sources)
     for where, sources in up.items():
         for source in sources:
@@ -143,6 +148,7 @@ def test_the_layers_are_those_of_architecture_md() -> None:
 #: string constants equal to a job state's name that are not a job state: (file, name) → why
 _NOT_JOB_STATES = {
     ("dev/slurm/config.py", "UNKNOWN"): "a node's State= in slurm.conf",
+    ("dev/docker/config.py", "UNKNOWN"): "a node's State= in slurm.conf",
     ("train/loop.py", "FAILED"): "a word of the trainer's check line",
     ("demo/training.py", "FAILED"): "a word of the demo's check line",
     ("cli/jobs.py", "SUBMITTED"): "the submission time's column header of `jobs list`",

@@ -34,7 +34,8 @@ SUBCOMMAND_MODULES = {
 
 #: Optional modules -> the extra that installs them (a command needing one says how to get it).
 EXTRAS = {"kubernetes": "k8s", "kubernetes_validate": "k8s", "cel": "k8s", "cryptography": "k8s", "matplotlib": "plots",
-          "torch": "train", "deepspeed": "train", "pyslurm": "pyslurm"}
+          "torch": "train", "deepspeed": "train", "pyslurm": "pyslurm", "docker": "docker",
+          "testcontainers": "docker"}
 
 
 class _VersionAction(argparse.Action):

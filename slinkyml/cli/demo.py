@@ -17,6 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the Kubernetes half instead (make demo-kube): builds the Kubernetes parts from Go modules, "
                    "brings up the control plane with a kubelet node, applies manifests/cpu-small and shows what "
                    "the real slurm-operator makes of it")
+    p.add_argument("--docker", action="store_true",
+                   help="on the Docker cluster (`dev up --docker`, docs/docker-cluster.md) instead of the netns one")
     p.set_defaults(handler=_run)
 
 
@@ -31,4 +33,4 @@ def _run(args: argparse.Namespace) -> int:
         from slinkyml.demo import main
     except ImportError as exc:  # a part of the product missing from this install
         raise SlinkyError(f"demo step unavailable: {exc}") from None
-    return main(args.nodes, args.workdir)
+    return main(args.nodes, args.workdir, docker=args.docker)

@@ -18,8 +18,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser, nodes: int | None, nodes_help: str) -> None:
         p.add_argument("--state-dir", help="all state lives here (default: $SLINKYML_STATE_DIR, "
-                       "/var/lib/slinkyml/dev for root, else ~/.local/state/slinkyml/dev)")
+                       "/var/lib/slinkyml/dev for root, else ~/.local/state/slinkyml/dev; with --docker "
+                       "$SLINKYML_DOCKER_STATE_DIR, .../dev-docker)")
         p.add_argument("--nodes", type=int, default=nodes, help=nodes_help)
+        p.add_argument("--docker", action="store_true",
+                       help="the cluster as Docker containers (Slurm 26.05, the pods' images) through "
+                       "testcontainers: no root or network namespaces, only a Docker engine (docs/docker-cluster.md); "
+                       "implied for a state dir a Docker cluster's `up` made")
 
     up = sub.add_parser("up", help="start the cluster (idempotent)")
     common(up, 4, "number of compute nodes (default 4)")
@@ -76,6 +81,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _readdress(args: argparse.Namespace) -> int:
+    if _docker(args):
+        raise SlinkyError("dev node readdress: the netns cluster's only (a Docker cluster's node keeps its address)")
     old, new = _cluster(args).readdress(args.node, args.address)
     print(f"node {args.node}: {old} → {new} (slurm.conf, /etc/hosts, slurmctld); a new slurmd registered from "
           f"{new}; what ran on the node ended with its old slurmd")
@@ -205,14 +212,62 @@ def _kube_status(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace, **options):
+    if _docker(args):
+        from slinkyml.dev.docker.cluster import DockerCluster
+
+        return DockerCluster(args.state_dir, nodes=args.nodes)
     from slinkyml.dev import LocalCluster
 
     return LocalCluster(args.state_dir, nodes=args.nodes, **options)
 
 
+def _docker(args: argparse.Namespace) -> bool:
+    """``--docker``, or a state dir given that a Docker cluster's ``up`` made."""
+    from pathlib import Path
+
+    from slinkyml.dev.docker.config import MARKER
+
+    return bool(args.docker) or bool(args.state_dir and (Path(args.state_dir) / MARKER).is_file())
+
+
+def _docker_only(args: argparse.Namespace) -> None:
+    """The netns cluster's options a Docker cluster does not take: one line, before anything starts."""
+    given = [flag for flag, value in (("--slurmctld-port", args.slurmctld_port), ("--slurmdbd-port", args.slurmdbd_port),
+                                      ("--mariadb-port", args.mariadb_port), ("--subnet", args.subnet),
+                                      ("--bridge", args.bridge), ("--node-prefix", args.node_prefix),
+                                      ("--spank-plugin", args.spank_plugin), ("--emulated-nodes", args.emulated_nodes),
+                                      ("--preempt-grace", args.preempt_grace)) if value]
+    if args.slurm_version not in (None, "26.05"):
+        given.append(f"--slurm-version {args.slurm_version}")
+    if given:
+        raise SlinkyError(f"--docker: {', '.join(given)} not taken (the Docker cluster runs Slurm 26.05 from the "
+                          "pods' images; its network, bridge and port: $SLINKYML_DOCKER_SUBNET, _BRIDGE, _RESTD_PORT)")
+
+
+def _up_docker(args: argparse.Namespace) -> int:
+    import time
+
+    from slinkyml.dev.docker.cluster import DockerCluster
+
+    _docker_only(args)
+    start = time.monotonic()
+    cluster = DockerCluster(args.state_dir, nodes=args.nodes, cpus_per_node=args.cpus_per_node,
+                            memory_mb_per_node=args.memory_mb, restd_port=args.slurmrestd_port).up()
+    spec = cluster.spec
+    print(f"local Slurm {cluster.version} cluster '{spec.cluster_name}' up in Docker in "
+          f"{time.monotonic() - start:.1f} s: {spec.nodes} nodes ({', '.join(spec.node_names)}), "
+          f"containers {spec.name}-*, state in {spec.state_dir}")
+    print(f"  eval $(slinkyml dev env --state-dir {spec.state_dir})")
+    print(f"  slurmrestd: {spec.restd_url} (JWT); commands run in {spec.container('login')}; shared folders: "
+          f"{', '.join(spec.shares)}")
+    return 0
+
+
 def _up(args: argparse.Namespace) -> int:
     import time
 
+    if _docker(args):
+        return _up_docker(args)
     start = time.monotonic()
     shape = {}
     if args.emulated_nodes:
@@ -262,13 +317,15 @@ def _reset(args: argparse.Namespace) -> int:
 def _env(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     print(f"export SLURM_CONF={cluster.spec.slurm_conf}")
-    if cluster.spec.slurm_version != "system":  # its release's sbatch, srun... before the machine's
+    if getattr(cluster.spec, "slurm_version", None) != "system":  # its release's sbatch, srun... before the machine's
         print(f'export PATH={cluster.spec.bin_dir}:"$PATH"')
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     status = _cluster(args).status()
+    if "containers" in status:  # the Docker cluster's
+        return _status_docker(args, status)
     if args.json:
         out = dict(status)
         out["daemons"] = {d.name: d.pid for d in status["daemons"]}
@@ -277,6 +334,19 @@ def _status(args: argparse.Namespace) -> int:
         print(f"Slurm {status['version']}, state in {status['state_dir']}")
         for d in status["daemons"]:
             print(f"  {d.name:<16} {'running, pid ' + str(d.pid) if d.running else 'stopped'}")
+        for node, state in status["nodes"].items():
+            print(f"  node {node:<11} {state}")
+    return 0 if status["running"] else 1
+
+
+def _status_docker(args: argparse.Namespace, status: dict) -> int:
+    if args.json:
+        print(json.dumps({**status, "containers": {c.name: c.state for c in status["containers"]}}, indent=2))
+    else:
+        engine = " (engine started by this cluster)" if status["engine_started_here"] else ""
+        print(f"Slurm {status['version']} in Docker at {status['docker_host']}{engine}, state in {status['state_dir']}")
+        for c in status["containers"]:
+            print(f"  {c.name:<28} {c.state}")
         for node, state in status["nodes"].items():
             print(f"  node {node:<11} {state}")
     return 0 if status["running"] else 1

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from slinkyml.accounting import fairshare_report, usage_report
 from slinkyml.accounting.render import text_table
@@ -38,14 +39,19 @@ def _step(title: str, action: Callable[[], str]) -> None:
     print(f"   ({time.monotonic() - started:.1f} s)", flush=True)
 
 
-def main(nodes: int = 4, workdir: str | None = None) -> int:
+def main(nodes: int = 4, workdir: str | None = None, docker: bool = False) -> int:
     work = Path(workdir or tempfile.mkdtemp(prefix="slinkyml-demo-", dir="/tmp"))
     try:
         work.mkdir(parents=True, exist_ok=True)
         os.chmod(work, 0o777)
     except OSError as exc:
         raise SlinkyError(f"--workdir {str(work)[:200]}: cannot create: {exc.strerror or exc}") from None
-    cluster = LocalCluster(nodes=nodes, keep_running=True)
+    cluster: Any = LocalCluster(nodes=nodes, keep_running=True)
+    if docker:
+        # lazy: the docker extra (testcontainers), only for this cluster
+        from slinkyml.dev.docker.cluster import DockerCluster
+
+        cluster = DockerCluster(nodes=nodes, keep_running=True)
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 60))
 
     _step("Render and validate the example Slinky cluster (manifests/cpu-small)", cluster_example)
@@ -54,10 +60,14 @@ def main(nodes: int = 4, workdir: str | None = None) -> int:
         start = time.monotonic()
         cluster.up()
         s = cluster.spec
+        if docker:  # every step's Slurm commands (submitit's too) are the cluster's: its `dev env`
+            os.environ["SLURM_CONF"] = str(s.slurm_conf)
+            os.environ["PATH"] = f"{s.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
         return (f"Slurm {cluster.version}, {s.nodes} nodes {', '.join(s.node_names)} "
                 f"in {time.monotonic() - start:.1f} s; SLURM_CONF={s.slurm_conf}")
 
-    _step("Bring up the local Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, slurmd ×N, slurmrestd)", up)
+    where = " as Docker containers" if docker else ""
+    _step(f"Bring up the local Slurm cluster{where} (munge, MariaDB, slurmdbd, slurmctld, slurmd ×N, slurmrestd)", up)
     slurm = cluster.slurm
 
     def two_nodes() -> str:
@@ -69,7 +79,8 @@ def main(nodes: int = 4, workdir: str | None = None) -> int:
     _step("A 2-node torchrun training job submitted with sbatch", lambda: run_demo_training(slurm, work))
     _step("A Python function on 2 nodes × 2 tasks via submitit (all-reduce)", lambda: demo_allreduce(folder=work / "submitit"))
     _step("Accounting: sacct, usage and fair-share from slurmdbd", lambda: demo_summary(slurm, since))
-    print(f"\nDemo finished. Work files in {work}; the cluster keeps running (`slinkyml dev down` stops it).")
+    down = "slinkyml dev down --docker" if docker else "slinkyml dev down"
+    print(f"\nDemo finished. Work files in {work}; the cluster keeps running (`{down}` stops it).")
     return 0
 
 

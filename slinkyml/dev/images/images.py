@@ -180,9 +180,12 @@ def _layer(tmp: Path, write: Any) -> tuple[Path, str, int]:
     return Path(name), "sha256:" + hashing.sha.hexdigest(), hashing.size
 
 
-def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path) -> dict[str, str]:
+def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path, docker: bool = False) -> dict[str, str]:
     """Write the images as one OCI image layout in a tar archive at ``out`` (atomically); return each
-    image's manifest digest, its identity in containerd. A base tree several images share is one blob."""
+    image's manifest digest, its identity in containerd. A base tree several images share is one blob.
+
+    ``docker``: also ``manifest.json``, the index ``docker load`` reads (Docker's engine before 25 reads only
+    that one, not ``index.json``), naming the same blobs: one archive for both importers."""
     specs = [specs] if isinstance(specs, ImageSpec) else list(specs)
     out.parent.mkdir(parents=True, exist_ok=True)
     digests: dict[str, str] = {}
@@ -191,6 +194,8 @@ def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path) -> dict[str
         blobs: dict[str, tuple[Path | bytes, int]] = {}  # digest -> file or data, size
         bases: dict[BaseTree, tuple[str, int]] = {}
         manifests = []
+        #: config digest -> (layer digests, names): the entries of Docker's manifest.json
+        docker_images: dict[str, tuple[list[str], list[str]]] = {}
         for spec in specs:
             layers: list[tuple[str, int]] = []
             if spec.base is not None:
@@ -222,6 +227,7 @@ def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path) -> dict[str
             manifests.append(_descriptor(MANIFEST_MEDIA_TYPE, manifest_digest, len(manifest_data),
                                          **{CONTAINERD_NAME_ANNOTATION: spec.name, REF_NAME_ANNOTATION: spec.tag}))
             digests[spec.name] = manifest_digest
+            docker_images.setdefault(config_digest, ([d for d, _ in layers], []))[1].append(spec.name)
         index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests}
         partial = tmp / "image.tar"
         with tarfile.open(partial, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -230,6 +236,10 @@ def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path) -> dict[str
 
             add("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
             add("index.json", json.dumps(index, sort_keys=True).encode())
+            if docker:
+                add("manifest.json", json.dumps([
+                    {"Config": _blob_path(config), "RepoTags": names, "Layers": [_blob_path(d) for d in layers]}
+                    for config, (layers, names) in docker_images.items()], sort_keys=True).encode())
             tar.addfile(_tarinfo("blobs", tarfile.DIRTYPE, 0o755))
             tar.addfile(_tarinfo("blobs/sha256", tarfile.DIRTYPE, 0o755))
             for digest, (content, size) in blobs.items():
@@ -241,6 +251,10 @@ def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path) -> dict[str
                         tar.addfile(info, blob)
         os.replace(partial, out)
     return digests
+
+
+def _blob_path(digest: str) -> str:
+    return f"blobs/sha256/{digest.removeprefix('sha256:')}"
 
 
 def busybox_entries(busybox: Path, applets: Iterable[str]) -> Iterator[Entry]:

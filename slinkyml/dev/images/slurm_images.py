@@ -189,21 +189,23 @@ def image_specs(root: Path, release: str, relinked_at: Path | None = None) -> li
     return specs
 
 
-def build(release: str, out_dir: Path) -> tuple[Path, dict[str, str]]:
-    """The images' archive (written once per root and entrypoint version) and each image's digest."""
+def build(release: str, out_dir: Path, docker: bool = False) -> tuple[Path, dict[str, str]]:
+    """The images' archive (written once per root and entrypoint version) and each image's digest;
+    ``docker``: an archive ``docker load`` also reads (``images.write_oci_archive``), named apart."""
     root, relinked_at = image_root(release)
     key = hashlib.sha256()
     for f in (root / IMAGE_ROOT_MARKER, root / "etc" / "passwd", root / "etc" / "group",
               *sorted(DATA_DIR.glob("*.sh")), Path(__file__), Path(__file__).with_name("images.py")):
         key.update(f.read_bytes())
-    archive = out_dir / f"slurm-{release}-{key.hexdigest()[:12]}.tar"
+    kind = "slurm-docker" if docker else "slurm"
+    archive = out_dir / f"{kind}-{release}-{key.hexdigest()[:12]}.tar"
     digests_file = archive.with_suffix(".json")
     try:
         return archive, json.loads(digests_file.read_text())
     except (OSError, ValueError):
         pass
-    for old in out_dir.glob(f"slurm-{release}-*"):
+    for old in out_dir.glob(f"{kind}-{release}-*"):
         old.unlink()
-    digests = write_oci_archive(image_specs(root, release, relinked_at), archive)
+    digests = write_oci_archive(image_specs(root, release, relinked_at), archive, docker=docker)
     digests_file.write_text(json.dumps(digests) + "\n")
     return archive, digests
