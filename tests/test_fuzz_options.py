@@ -10,7 +10,7 @@ temporary folder; ``$SLURM_CONF`` is a real slurm.conf of a cluster that is not 
 refuse at once), so Slurm-reading commands take the real "Slurm unreachable" path (exit 3) with
 ``$SLINKYML_SLURM_RETRIES=0``; there is no kubeconfig and no slurmrestd. Three actions are not run,
 because they act on the machine rather than on their options: starting or stopping a local cluster
-(``dev up|down|reset``, ``dev kube up|down|reset``, ``demo``), starting ``sbatch check``'s throw-away slurmctld, and serving
+(``dev up|down|reset`` with or without ``--docker``, ``dev kube up|down|reset``, ``demo``), starting ``sbatch check``'s throw-away slurmctld, and serving
 ``report --serve`` for ever; each is replaced by a marker raised once the command has read and checked
 all its options (the spec built), which ends the example as accepted. A command in neither list
 (``RUN_WHOLE``, ``NOT_RUN``) — a new one, or ``dev node readdress`` — is parsed only: safe by default.
@@ -187,10 +187,13 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for var in ("SLURM_JWT", "SLINKYML_RESTAPI_URL", "SLURMRESTD_URL", "SLINKYML_SLURMRESTD_SOCKET",
                 "SLINKYML_BACKEND", "SLINKYML_DEV_PORT_BASE", "SLINKYML_DEV_BRIDGE", "SLINKYML_DEV_NODE_PREFIX",
-                "SLINKYML_DEV_SUBNET", "SLINKYML_DEV_MARIADB_PORT", "SLINKYML_DEV_SLURM_VERSION", "KUBERNETES_SERVICE_HOST"):
+                "SLINKYML_DEV_SUBNET", "SLINKYML_DEV_MARIADB_PORT", "SLINKYML_DEV_SLURM_VERSION", "KUBERNETES_SERVICE_HOST",
+                "SLINKYML_DOCKER_NAME", "SLINKYML_DOCKER_SUBNET", "SLINKYML_DOCKER_BRIDGE", "SLINKYML_DOCKER_RESTD_PORT",
+                "SLINKYML_DOCKER_SHARES", "SLINKYML_TEST_CLUSTER"):
         monkeypatch.delenv(var, raising=False)
     env = {"SLURM_CONF": str(tmp_path / "slurm.conf"), "SLINKYML_STATE_DIR": str(tmp_path / "state"),
            "SLINKYML_KUBE_STATE_DIR": str(tmp_path / "kube-state"),
+           "SLINKYML_DOCKER_STATE_DIR": str(tmp_path / "docker-state"),
            "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "xdg"),
            "KUBECONFIG": str(tmp_path / "no-kubeconfig"), "SLINKYML_CONFIG": str(tmp_path / "no-config.yaml"),
            "SLINKYML_RECORDS_DIR": str(tmp_path / "records"), "SLINKYML_SLURM_RETRIES": "0"}
@@ -203,12 +206,14 @@ def sandbox(tmp_path, monkeypatch):
     from slinkyml.accounting import serve
     from slinkyml.demo import kubernetes as kube_demo
     from slinkyml.dev import LocalCluster
+    from slinkyml.dev.docker.cluster import DockerCluster
     from slinkyml.dev.kubernetes.kube import KubeControlPlane
     from slinkyml.slurm.throwaway import ThrowawaySlurmctld
 
     for name in ("up", "down", "reset"):
         monkeypatch.setattr(LocalCluster, name, reached)
         monkeypatch.setattr(KubeControlPlane, name, reached)
+        monkeypatch.setattr(DockerCluster, name, reached)  # `dev up --docker`, `demo --docker`
     monkeypatch.setattr(ThrowawaySlurmctld, "start", reached)
     monkeypatch.setattr(kube_demo, "build", reached)  # `demo --kubernetes` builds before it brings a plane up
     monkeypatch.setattr(serve.DashboardServer, "serve_forever", reached)
