@@ -244,20 +244,60 @@ def _store_status(args: argparse.Namespace) -> int:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from slinkyml.accounting import cost, plots, usage
+    from slinkyml.accounting import usage_rows
 
     start, end = _window(args)
     by = [b.strip() for b in args.by.split(",") if b.strip()]
-    unknown = [b for b in by if b not in usage.GROUPS]
+    unknown = [b for b in by if b not in usage_rows.GROUPS]
     if unknown or not by or len(set(by)) != len(by):
         problem = (f"unknown grouping {unknown[0][:40]!r}" if unknown else "nothing to group by" if not by
                    else "a grouping given twice")
-        raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage.GROUPS)})")
-    table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
-    report = usage.usage(table.jobs, start, end, by=by)
+        raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage_rows.GROUPS)})")
+    text = None
+    if args.backend == "cli" and not args.png and getattr(args, "no_cache", False):
+        # plain Python for what sacct returns (no pandas: most of a small report's run was importing it);
+        # text the plain reader declines takes the pandas path below, unparsed again there but not refetched
+        from slinkyml.accounting import sacct_rows
+        from slinkyml.accounting.sacct_fields import sacct_text
+        from slinkyml.slurm.runner import Slurm
+
+        text = sacct_text(Slurm(), start, end, users=args.user, accounts=args.account)
+        try:
+            records = sacct_rows.parse(text)
+        except sacct_rows.Declined:
+            pass
+        else:
+            return _usage_plain(args, records.jobs, start, end, by)
+    return _usage_frames(args, start, end, by, text)
+
+
+def _usage_plain(args: argparse.Namespace, jobs: list, start, end, by: list[str], now=None) -> int:
+    """The usage table from plain records (``usage_rows``), printed as the pandas path prints it
+    (``now``: the end of running jobs, default the clock's)."""
+    from slinkyml.accounting import usage_rows
+    from slinkyml.accounting.prices import load_prices
+
+    table, prices = usage_rows.report(jobs, start, end, by, load_prices, now=now)
+    notes = usage_rows.unpriced(jobs, prices) if prices is not None else []
+    notes += [note] if (note := usage_rows.sreport_window_note(start, end)) else []
+    return _emit(args, table, f"Usage {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC", "\n".join(notes))
+
+
+def _usage_frames(args: argparse.Namespace, start, end, by: list[str], text: str | None, now=None) -> int:
+    """The usage table from the transform's frames (the store, other backends, --png; ``text``: sacct's
+    answer already fetched; ``now`` as for :func:`_usage_plain`)."""
+    from slinkyml.accounting import cost, plots, usage
+
+    if text is not None:
+        from slinkyml.accounting.sacct_arrow import parse_sacct
+
+        table = parse_sacct(text)
+    else:
+        table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
+    report = usage.usage(table.jobs, start, end, by=by, now=now)
     prices = cost.load_prices() if len(report) else {}  # once: the costs and the note on unpriced partitions
     if len(report):
-        seconds = usage.overlap_seconds(table.jobs, start, end)
+        seconds = usage.overlap_seconds(table.jobs, start, end, now=now)
         report = report.merge(cost.cost(table.jobs, by=by, prices=prices, seconds=seconds), on=by, how="left")
     if args.png:
         series = usage.usage_over_time(table.jobs, start, end, by="account",

@@ -3,20 +3,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pandas as pd
 
 from slinkyml.accounting import fairshare, sharetree
-from slinkyml.accounting.sacct import SacctTable, sacct_args
+from slinkyml.accounting.sacct import SacctTable
 from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.accounting.sacct_fields import sacct_text, slurm_time
 from slinkyml.slurm import records
 from slinkyml.slurm.runner import Slurm
-
-
-def slurm_time(value: datetime) -> str:
-    """A datetime → sacct/sreport syntax, in UTC (the runner sets TZ=UTC)."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 class CliBackend:
@@ -27,9 +23,7 @@ class CliBackend:
 
     def jobs(self, start: datetime, end: datetime, *, users=None, accounts=None,
              job_ids=None) -> SacctTable:
-        args = sacct_args(slurm_time(start), slurm_time(end), users=users, accounts=accounts,
-                          job_ids=job_ids)
-        return parse_sacct(self.slurm.run("sacct", args, timeout=300).stdout)
+        return parse_sacct(sacct_text(self.slurm, start, end, users=users, accounts=accounts, job_ids=job_ids))
 
     def shares(self) -> pd.DataFrame:
         return fairshare.share_frame(records.sshare(self.slurm))
