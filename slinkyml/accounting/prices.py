@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from slinkyml import DATA_DIR
+from slinkyml import DATA_DIR, specload
 from slinkyml.errors import SpecError
 from slinkyml.instances import load_instance_types
 
@@ -30,15 +30,19 @@ class PartitionPrice:
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, PartitionPrice]:
-    import yaml  # lazy: PyYAML only when the data file is first read
-
-    data = yaml.safe_load(DATA_FILE.read_text()) or {}
+    """Each partition's price: the packaged file, a user file (``path`` or ``$SLINKYML_PRICES``) merged
+    over. Read through specload's cache of parsed data files (no PyYAML import once a file was seen)."""
+    data = specload.load_data_file(DATA_FILE) or {}
     user = path or os.environ.get("SLINKYML_PRICES")
     parts = dict(data.get("partitions") or {})
     if user:
         try:
-            extra = yaml.safe_load(Path(user).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            extra = specload.load_data_file(Path(user)) or {}
+        except OSError as exc:
+            raise SpecError(str(user), f"cannot read price file: {exc}") from None
+        except Exception as exc:
+            if not isinstance(exc, specload.yaml_error()):
+                raise
             raise SpecError(str(user), f"cannot read price file: {exc}") from None
         for name, entry in (extra.get("partitions") or {}).items():
             parts[name] = {**parts.get(name, {}), **(entry or {})}
