@@ -457,20 +457,57 @@ def _agreement(done, compared: list[str], algo: str, theirs: str) -> str:
 
 
 def _efficiency(args: argparse.Namespace) -> int:
+    from slinkyml.accounting.timeparse import parse_when
+
+    start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
+    if end <= start:  # worded as the reports' loaders word it (this command's message before)
+        raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since {start:%Y-%m-%dT%H:%M:%S}")
+    text = None
+    # straight from sacct (--no-cache, or named jobs, which never go through the store): plain Python for
+    # the runs of what sacct returns (no pandas or DuckDB, most of a small report's run); text the plain
+    # reader declines takes the frames' path, unparsed again there but not refetched
+    if args.backend == "cli" and not args.png and not args.summary and (args.job or getattr(args, "no_cache", False)):
+        from slinkyml.accounting import sacct_rows
+        from slinkyml.accounting.sacct_fields import sacct_text
+        from slinkyml.slurm.runner import Slurm
+
+        text = sacct_text(Slurm(), start, end, users=args.user, accounts=args.account, job_ids=args.job)
+        try:
+            records = sacct_rows.parse(text)
+        except sacct_rows.Declined:
+            pass
+        else:
+            return _efficiency_plain(args, records.jobs, records.steps)
+    return _efficiency_frames(args, start, end, text)
+
+
+def _efficiency_plain(args: argparse.Namespace, jobs: list, steps: list) -> int:
+    """The runs of plain records (``efficiency_rows``), printed as the frames' path prints them."""
+    from slinkyml.accounting import efficiency_rows
+
+    return _emit(args, efficiency_rows.table(jobs, steps), "Efficiency per run")
+
+
+def _efficiency_frames(args: argparse.Namespace, start, end, text: str | None) -> int:
+    """The runs from the transform's frames (the store, other backends, --png, --summary; ``text``:
+    sacct's answer already fetched)."""
     from slinkyml.accounting import efficiency, load_runs, plots
 
-    start, end = _window(args)
-    runs = load_runs(start, end, users=args.user, accounts=args.account, job_ids=args.job, backend=args.backend,
-                     **_store_read(args))
+    if text is not None:
+        from slinkyml.accounting.sacct_arrow import parse_sacct
+
+        table = parse_sacct(text)
+        runs = efficiency.runs(table.jobs, table.steps)
+    else:
+        runs = load_runs(start, end, users=args.user, accounts=args.account, job_ids=args.job,
+                         backend=args.backend, **_store_read(args))
     if args.png:
         plots.efficiency_hist_png(runs, args.png)
     if args.summary:
         return _emit(args, efficiency.summary(runs), "Efficiency per user")
-    cols = ["job", "job_id", "array_job_id", "array_task_id", "name", "user", "account",
-            "segments", "state", "cpu_efficiency", "mem_efficiency", "time_efficiency",
-            "mem_used_bytes", "req_mem_bytes", "gpu_util_pct", "gpu_hours", "lost_gpu_hours",
-            "lost_cpu_hours", "wait_eligible_s", "wait_start_s"]
-    return _emit(args, runs.reindex(columns=cols), "Efficiency per run")
+    from slinkyml.accounting.efficiency_rows import COLUMNS
+
+    return _emit(args, runs.reindex(columns=list(COLUMNS)), "Efficiency per run")
 
 
 def _report(args: argparse.Namespace) -> int:
