@@ -151,7 +151,12 @@ def runs(jobs: Sequence[Record], steps: Sequence[Record]) -> list[Record]:
 
 
 def table(jobs: Sequence[Record], steps: Sequence[Record]) -> Rows:
-    """What ``slinkyml efficiency`` prints of the runs."""
-    data = [[run[c] for c in COLUMNS] for run in runs(jobs, steps)]
+    """What ``slinkyml efficiency`` prints of the runs of these records."""
+    return printed(runs(jobs, steps))
+
+
+def printed(found: Sequence[Record]) -> Rows:
+    """What ``slinkyml efficiency`` prints of these runs (:func:`runs`', or the store's ``runs_rows``)."""
+    data = [[run[c] for c in COLUMNS] for run in found]
     numeric = frozenset(COLUMNS) - _TEXT if data else frozenset()  # an empty frame's columns are objects
     return Rows(list(COLUMNS), data, numeric)

@@ -31,6 +31,10 @@ COLUMNS = (
     "req_node", "req_billing", "req_gpus", "req_gpu_type", "total_cpu_s", "cpu_time_s", "max_rss_bytes",
     "mem_used_bytes", "gpu_util_pct", "segment", "parent_key", "key",
 )
+#: the columns that hold floats (NaN where missing)
+FLOATS = frozenset({"elapsed_s", "timelimit_s", "alloc_cpus", "nnodes", "req_mem_bytes", "alloc_cpu", "alloc_mem_bytes",
+                    "alloc_node", "alloc_billing", "alloc_gpus", "req_cpu", "req_node", "req_billing", "req_gpus",
+                    "total_cpu_s", "cpu_time_s", "max_rss_bytes", "mem_used_bytes", "gpu_util_pct"})
 _TEXTS = (("name", "JobName"), ("user", "User"), ("account", "Account"), ("partition", "Partition"),
           ("qos", "QOS"), ("nodelist", "NodeList"), ("reservation", "Reservation"), ("cluster", "Cluster"))
 _TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})")

@@ -16,9 +16,7 @@ from slinkyml.accounting.usage_rows import sreport_window_note  # noqa: F401 - t
 from slinkyml.errors import SlinkyError
 
 GROUPS = usage_rows.GROUPS
-#: the job columns usage and its cost read (a store read of only these is a fraction of the whole)
-COLUMNS = ("user", "account", "partition", "alloc_gpu_type", "start", "end", "elapsed_s", "alloc_cpu",
-           "alloc_cpus", "alloc_gpus", "alloc_billing", "alloc_node", "nnodes", "state")
+COLUMNS = usage_rows.COLUMNS
 _COLUMN = {"gpu_type": "alloc_gpu_type"}
 
 

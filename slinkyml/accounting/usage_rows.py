@@ -21,6 +21,9 @@ from slinkyml.accounting.prices import PartitionPrice
 from slinkyml.accounting.rows import Rows
 
 GROUPS = ("user", "account", "partition", "gpu_type")
+#: the job columns usage and its cost read (a store read of only these is a fraction of the whole)
+COLUMNS = ("user", "account", "partition", "alloc_gpu_type", "start", "end", "elapsed_s", "alloc_cpu",
+           "alloc_cpus", "alloc_gpus", "alloc_billing", "alloc_node", "nnodes", "state")
 _COLUMN = {"gpu_type": "alloc_gpu_type"}
 #: the columns of the table, after the groups
 REPORTED = ("jobs", "cpu_hours", "gpu_hours", "billing_hours", "cost_usd")

@@ -268,7 +268,29 @@ def _usage(args: argparse.Namespace) -> int:
             pass
         else:
             return _usage_plain(args, records.jobs, start, end, by)
+    elif args.backend == "cli" and not args.png:
+        jobs = _store_rows(args, start, lambda kept: kept.table_rows(
+            start, end, columns=usage_rows.COLUMNS, users=args.user, accounts=args.account))
+        if jobs is not None:
+            return _usage_plain(args, jobs, start, end, by)
     return _usage_frames(args, start, end, by, text)
+
+
+def _store_rows(args: argparse.Namespace, start, read):
+    """``read(store)`` after the store's plain sync (unless fresh for --max-age): a report's records
+    without pandas. None (the frames' way then) for a store not made yet or sacct text only the frames
+    read (nothing was written then)."""
+    from slinkyml.accounting import sacct_rows
+
+    kept = _store(args)
+    if not kept.exists():
+        return None
+    try:
+        if not kept.fresh(start, args.max_age):
+            kept.sync(since=start, plain=True)
+    except sacct_rows.Declined:
+        return None
+    return read(kept)
 
 
 def _usage_plain(args: argparse.Namespace, jobs: list, start, end, by: list[str], now=None) -> int:
@@ -478,6 +500,12 @@ def _efficiency(args: argparse.Namespace) -> int:
             pass
         else:
             return _efficiency_plain(args, records.jobs, records.steps)
+    elif args.backend == "cli" and not args.png and not args.summary:
+        found = _store_rows(args, start, lambda kept: kept.runs_rows(start, end, users=args.user, accounts=args.account))
+        if found is not None:
+            from slinkyml.accounting import efficiency_rows
+
+            return _emit(args, efficiency_rows.printed(found), "Efficiency per run")
     return _efficiency_frames(args, start, end, text)
 
 
