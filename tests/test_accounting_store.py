@@ -360,19 +360,14 @@ def _changed(text: str) -> str:
 def test_the_plain_sync_writes_the_rows_the_frames_write(tmp_path, name):
     """A store synced through plain records (a small cluster's reports) holds, row for row and byte for
     byte (a missing number NULL, steps' statistics, places), what a sync through the frames writes, over a
-    change between syncs (records replaced, unfinished ones fetched again); a new store is declined."""
-    from slinkyml.accounting import sacct_rows
-
+    change between syncs (records replaced, unfinished ones fetched again), from a new store on."""
     text = (DATA / name).read_text()
     now = datetime(2026, 12, 1, tzinfo=UTC)
     stores = {}
     for way in ("frames", "plain"):
         backend = Recorded(_changed(text))
         store = AccountingStore(tmp_path / f"{way}.duckdb", backend)
-        if way == "plain":
-            with pytest.raises(sacct_rows.Declined):
-                store.sync(START, now=now, plain=True)
-        store.sync(START, now=now)  # a new store: its tables from the frames' schema
+        store.sync(START, now=now, plain=way == "plain")  # a new store
         backend.text = text
         store.sync(START, now=now, plain=way == "plain")
         store.sync(START, now=now, plain=way == "plain")  # nothing new: replaced by the same rows
@@ -411,3 +406,40 @@ def test_plain_reads_are_the_frames_reads(tmp_path, capsys):
             assert printed == capsys.readouterr().out
     with pytest.raises(ValueError):
         store.table_rows(START, END, columns=["key"])
+
+
+def test_the_stores_tables_have_the_types_duckdb_gives_the_frames(tmp_path):
+    """The store's tables are made without pandas (a small cluster's first report): their columns and
+    types are those DuckDB gives an Arrow table of the transform's frames."""
+    import duckdb
+
+    from slinkyml.accounting import store as store_mod
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(""))
+    store.sync(START, plain=True)
+    with duckdb.connect(str(store.path), read_only=True) as con:
+        made = [row[:2] for row in con.execute("DESCRIBE steps").fetchall()]
+        stats = [row[:2] for row in con.execute("DESCRIBE jobs").fetchall()][len(made):]
+    with duckdb.connect() as con:
+        con.register("empty", store_mod._schema().empty_table())
+        want = [row[:2] for row in con.execute("DESCRIBE SELECT *, 0::BIGINT AS _seq FROM empty").fetchall()]
+    assert made == want
+    assert stats == [(c, "DOUBLE") for c in store_mod.STEP_STATS]
+
+
+def test_large_answers_take_the_frames_way(tmp_path, monkeypatch):
+    """Past sacct_rows.LIMIT records the plain way declines (Arrow and pandas are then faster): in the
+    sync before anything is written, and in the reads."""
+    from slinkyml.accounting import sacct_rows
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START, plain=True)
+    monkeypatch.setattr(sacct_rows, "LIMIT", 3)
+    before = _contents(store.path)
+    with pytest.raises(sacct_rows.Declined):
+        store.sync(START, plain=True)
+    assert _contents(store.path) == before
+    with pytest.raises(sacct_rows.Declined):
+        store.table_rows(START, END, columns=["user"])
+    with pytest.raises(sacct_rows.Declined):
+        store.runs_rows(START, END)

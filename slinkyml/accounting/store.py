@@ -27,9 +27,9 @@ often than syncs write, and DuckDB read a window 1.7-2.4x faster (projection and
 pushdown); its transactions make each sync's replace-and-insert atomic without a manifest of our own.
 Concurrent syncs are serialised by a file lock; readers take it shared.
 
-Two ways in and out: the transform's frames (pandas, Arrow), and plain records (``sacct_rows``) for a
-store that exists, which a small cluster's reports take: their sync inserts sacct's few records and their
-reads fetch rows, so ``slinkyml usage`` and ``efficiency`` import DuckDB but not pandas, pyarrow or numpy
+Two ways in and out: the transform's frames (pandas, Arrow), and plain records (``sacct_rows``, up to its
+``LIMIT``), which a small cluster's reports take: their sync inserts sacct's few records and their reads
+fetch rows, so ``slinkyml usage`` and ``efficiency`` import DuckDB but not pandas, pyarrow or numpy
 (those are imported where the frames are made, with a note). Both write the same rows
 (tests/test_accounting_store.py compares the tables after each).
 """
@@ -73,6 +73,10 @@ _ORDER = "_seq"
 #: columns a read of steps takes whatever a report asks for: what their per-window keys are made of
 _KEYS = frozenset({"cluster", "job_id", "db_index", "submit", "step", "segment", "key", "parent_key"})
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+#: the stored columns' DuckDB types that are not VARCHAR (the frames' Int64, UInt64, UTC times, float64)
+_TYPES = {**dict.fromkeys(("job_id", "array_job_id", "array_task_id", "het_job_id", "het_offset", "segment"), "BIGINT"),
+          "db_index": "UBIGINT", **dict.fromkeys(("submit", "eligible", "start", "end"), "TIMESTAMPTZ"),
+          **dict.fromkeys(sacct_rows.FLOATS, "DOUBLE")}
 #: sacct's own order (22.05, recorded and live): by submit time; within a second, plain jobs by id
 #: before array tasks by array id and task id; steps keep their place under their record. Reports sum
 #: floats in row order, so the same order gives the same last bits.
@@ -279,9 +283,8 @@ class AccountingStore:
     def sync(self, since: datetime | None = None, *, rebuild: bool = False,
              now: datetime | None = None, plain: bool = False) -> SyncStats:
         """Bring the store up to date and make it cover ``since`` onwards (fetching the gap). ``plain``:
-        through plain records, for a store that exists and the CLI backend (a new store's tables are
-        made from the frames' schema); :class:`sacct_rows.Declined` before anything is written when
-        sacct's text needs the frames."""
+        through plain records (a backend with ``sacct_text``: the CLI's); :class:`sacct_rows.Declined`
+        before anything is written when sacct's text needs the frames."""
         t0 = time.perf_counter()
         with self._lock(exclusive=True):
             if rebuild:
@@ -301,8 +304,6 @@ class AccountingStore:
                 if since is None:
                     since = covered or began - timedelta(days=30)
                 since = _ts(since)
-                if plain and fresh:
-                    raise sacct_rows.Declined("a new store: its tables are made from the frames' schema")
                 fetched: list[Any] = []
                 kind = []
                 if covered is None or watermark is None:
@@ -335,12 +336,13 @@ class AccountingStore:
                          watermark_held=behind, stored_jobs=jobs, stored_steps=steps)
 
     def _create(self, con: duckdb.DuckDBPyConnection) -> None:
-        empty = _schema().empty_table()
-        con.register("_empty", empty)
-        stats = "".join(f", NULL::DOUBLE AS {c}" for c in STEP_STATS)
-        con.execute(f"CREATE TABLE jobs AS SELECT *, 0::BIGINT AS {_ORDER}{stats} FROM _empty")
-        con.execute(f"CREATE TABLE steps AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
-        con.unregister("_empty")
+        """The tables: the transform's columns in DuckDB's types for them (as DuckDB types an Arrow table
+        of the frames: tests/test_accounting_store.py compares), plus each row's place and, for jobs,
+        their steps' statistics."""
+        columns = ", ".join(f'"{name}" {_TYPES.get(name, "VARCHAR")}' for name in sacct_rows.COLUMNS)
+        stats = "".join(f", {c} DOUBLE" for c in STEP_STATS)
+        con.execute(f"CREATE TABLE jobs ({columns}, {_ORDER} BIGINT{stats})")
+        con.execute(f"CREATE TABLE steps ({columns}, {_ORDER} BIGINT)")
         con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         con.execute("INSERT INTO meta VALUES ('format', ?)", [str(FORMAT)])
 
@@ -483,7 +485,8 @@ class AccountingStore:
         a million records never pass through pandas."""
         from slinkyml.accounting import efficiency  # lazy: pandas, the frames' way only
 
-        answer = self._runs(start, end, users, accounts, partitions, lambda result: result.to_arrow_table())
+        answer = self._runs(start, end, users, accounts, partitions,
+                            lambda con, sql, params: con.sql(sql, params=params).to_arrow_table())
         if not answer.num_rows:
             import pandas as pd
 
@@ -495,9 +498,10 @@ class AccountingStore:
         """:meth:`runs` as plain rows (column → value; a missing one None), from the same SQL."""
         result: list[dict[str, Any]] = []
 
-        def rows(answer: duckdb.DuckDBPyRelation) -> None:
-            names = answer.columns
-            result.extend(dict(zip(names, row, strict=True)) for row in answer.fetchall())
+        def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> None:
+            answer = con.execute(sql, params)
+            names = [column[0] for column in answer.description or ()]
+            result.extend(dict(zip(names, row, strict=True)) for row in _few(answer))
 
         self._runs(start, end, users, accounts, None, rows)
         return result
@@ -513,7 +517,7 @@ class AccountingStore:
             con = self._connect(read_only=True)
             try:
                 self._meta(con)
-                return take(con.sql(runs_sql(source, order, ["db_index", _ORDER]), params=params))
+                return take(con, runs_sql(source, order, ["db_index", _ORDER]), params)
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -532,8 +536,8 @@ class AccountingStore:
             try:
                 self._meta(con)
                 select = ", ".join(f'"{c}"' for c in wanted)
-                found = con.execute(f"SELECT {select} FROM jobs WHERE {' AND '.join(where)} "
-                                    f"ORDER BY {_SACCT_ORDER}, {_ORDER}", params).fetchall()
+                found = _few(con.execute(f"SELECT {select} FROM jobs WHERE {' AND '.join(where)} "
+                                         f"ORDER BY {_SACCT_ORDER}, {_ORDER}", params))
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -568,6 +572,15 @@ def _same_record(a: str, b: str) -> str:
     missing one), as plain equalities of non-null values."""
     return " AND ".join(f"coalesce({a}.{c}, {fill}) = coalesce({b}.{c}, {fill})"
                         for c, fill in (("cluster", "''"), ("job_id", "-1"), ("db_index", "0")))
+
+
+def _few(answer: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """An answer's rows as Python tuples, up to ``sacct_rows.LIMIT`` (:class:`sacct_rows.Declined` past it:
+    Arrow and pandas are then faster than Python objects)."""
+    found = answer.fetchmany(sacct_rows.LIMIT + 1)
+    if len(found) > sacct_rows.LIMIT:
+        raise sacct_rows.Declined(f"more than {sacct_rows.LIMIT} rows")
+    return found
 
 
 def _last_answers(parts: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -278,19 +278,17 @@ def _usage(args: argparse.Namespace) -> int:
 
 def _store_rows(args: argparse.Namespace, start, read):
     """``read(store)`` after the store's plain sync (unless fresh for --max-age): a report's records
-    without pandas. None (the frames' way then) for a store not made yet or sacct text only the frames
-    read (nothing was written then)."""
+    without pandas. None (the frames' way then) for sacct text only the frames read (nothing was
+    written then) or more than ``sacct_rows.LIMIT`` records."""
     from slinkyml.accounting import sacct_rows
 
     kept = _store(args)
-    if not kept.exists():
-        return None
     try:
         if not kept.fresh(start, args.max_age):
             kept.sync(since=start, plain=True)
-    except sacct_rows.Declined:
+        return read(kept)
+    except sacct_rows.Declined:  # a large answer or window: the frames' way is faster
         return None
-    return read(kept)
 
 
 def _usage_plain(args: argparse.Namespace, jobs: list, start, end, by: list[str], now=None) -> int:
