@@ -19,10 +19,11 @@ from slinkyml.cli import accounting as cli
 pytestmark = pytest.mark.offline
 
 
-def _requeued(n: int, seed: int) -> str:
+def _requeued(n: int, seed: int, gpu_always: bool = False) -> str:
     """Job ids run up to four times (segments by submit time, a DBIndex each; some ties in submit),
     each segment with steps (MaxRSS, TRES memory, GPU utilisation, some missing), states lost or not,
-    pending segments without a start, arrays."""
+    pending segments without a start, arrays; ``gpu_always``: every step with a GPU utilisation (no NaN:
+    pandas then sums the steps' in group order by reduceat)."""
     rng = random.Random(seed)
     lines = []
     base = datetime(2026, 11, 29, 12, tzinfo=UTC)
@@ -61,7 +62,8 @@ def _requeued(n: int, seed: int) -> str:
                           "Partition": "", "QOS": "", "Account": "ml" if step == "0" else "",
                           "MaxRSS": rng.choice(["", str(rng.randrange(1, 10**9))]),
                           "TRESUsageInTot": rng.choice(["", f"cpu=00:00:01,mem={rng.randrange(1, 10**6)}K"]),
-                          "TRESUsageInAve": rng.choice(["", f"gres/gpuutil={rng.randrange(0, 100)},mem=1",
+                          "TRESUsageInAve": rng.choice(["" if not gpu_always else "gres/gpuutil=1.5",
+                                                        f"gres/gpuutil={rng.randrange(0, 100)},mem=1",
                                                         f"gres/gpuutil={rng.random() * 100!r}"])})
                 lines.append(SEP.join(s[name] for name in FIELDS))
         submit += timedelta(seconds=rng.randrange(0, 2))
@@ -70,7 +72,8 @@ def _requeued(n: int, seed: int) -> str:
 
 CASES = {**{name: TEXTS[name] for name in ("sacct_2205", "sacct_efficiency_2205", "common_case", "crafted",
                                            "odd_rows", "synthetic", "empty")},
-         "requeued": lambda: _requeued(150, 11), "requeued2": lambda: _requeued(60, 5)}
+         "requeued": lambda: _requeued(150, 11), "requeued2": lambda: _requeued(60, 5),
+         "gpu_always": lambda: _requeued(12, 3, gpu_always=True)}
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -28,9 +28,10 @@ def _well_formed(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if line.count(SEP) == len(FIELDS) - 1) + "\n"
 
 
-def _synthetic(n: int, seed: int) -> str:
+def _synthetic(n: int, seed: int, one: bool = False) -> str:
     """Records of a few users, accounts and partitions with odd lengths and CPU counts (sums that
-    differ in the last bits when added naively), some running, some without a start."""
+    differ in the last bits when added naively), some running, some without a start; ``one``: one user,
+    account and partition (rows already in group order: pandas sums them by reduceat, not Kahan)."""
     rng = random.Random(seed)
     lines = []
     base = datetime(2026, 11, 29, 12, tzinfo=UTC)
@@ -46,8 +47,9 @@ def _synthetic(n: int, seed: int) -> str:
         fields = dict.fromkeys(FIELDS, "")
         fields.update({
             "JobID": str(1000 + i), "JobIDRaw": str(1000 + i), "DBIndex": str(5000 + i), "JobName": f"j{i}",
-            "User": rng.choice(["alice", "bob", "carol", "zoë", ""]), "Account": rng.choice(["ml", "bio", "physics"]),
-            "Partition": rng.choice(["debug", "gpu", "cpu", "nowhere", ""]), "QOS": "normal",
+            "User": "root" if one else rng.choice(["alice", "bob", "carol", "zoë", ""]),
+            "Account": "root" if one else rng.choice(["ml", "bio", "physics"]),
+            "Partition": "debug" if one else rng.choice(["debug", "gpu", "cpu", "nowhere", ""]), "QOS": "normal",
             "State": "PENDING" if pending else "RUNNING" if running else rng.choice(["COMPLETED", "FAILED", "TIMEOUT"]),
             "ExitCode": "0:0", "Submit": f"{submit:%Y-%m-%dT%H:%M:%S}", "Eligible": f"{submit:%Y-%m-%dT%H:%M:%S}",
             "Start": "Unknown" if pending else f"{start:%Y-%m-%dT%H:%M:%S}",
@@ -67,6 +69,7 @@ TEXTS = {
     "crafted": lambda: _well_formed((DATA / "sacct_crafted_gpu_het.txt").read_text()),
     "odd_rows": lambda: _well_formed(_odd_rows()),
     "synthetic": lambda: _synthetic(400, 7),
+    "one_group": lambda: _synthetic(300, 8, one=True),
     "empty": lambda: "",
 }
 WINDOWS = {
@@ -95,6 +98,30 @@ def test_plain_usage_prints_what_the_frames_print(capsys, name, window, fmt):
         plain = _printed(capsys, lambda a, by=by: cli._usage_plain(a, jobs, start, end, by, now=NOW), fmt)
         frames = _printed(capsys, lambda a, by=by: cli._usage_frames(a, start, end, by, text, now=NOW), fmt)
         assert plain == frames, (name, window, by)
+
+
+def test_group_sums_are_pandas_group_sums():
+    """Groups of awkward floats summed as pandas sums them: by reduceat (first value + numpy's pairwise sum)
+    when the rows are in group order without NaN, by Kahan otherwise (infinities and NaN too); a missing
+    key is a group of its own, sorted last."""
+    rng = random.Random(5)
+    awkward = [1e16, 1.0, -1e16, 0.1, 1 / 3, 7e-12, math.pi, 0.0]
+    for trial in range(300):
+        n = rng.randrange(1, 700)
+        values = [rng.choice(awkward) * rng.random() for _ in range(n)]
+        if trial % 5 == 0:
+            values[rng.randrange(n)] = rng.choice([math.nan, math.inf])
+        keys = [(rng.choice(["a", "b", "c", None]),) for _ in range(n)]
+        if trial % 2:
+            keys.sort(key=usage_rows._missing_last)  # in group order: reduceat unless a NaN is there
+        frame = pd.DataFrame({"k": pd.array([k[0] for k in keys], dtype="string"), "v": values})
+        for min_count in (0, 1):
+            want = frame.groupby("k", dropna=False)["v"].sum(min_count=min_count)
+            got = usage_rows.group_sums(keys, [values], min_count=min_count)
+            assert sorted(got, key=usage_rows._missing_last) == [(None if k is pd.NA else k,) for k in want.index]
+            for key, total in want.items():
+                mine = got[(None if key is pd.NA else key,)][0]
+                assert mine == total or (math.isnan(mine) and math.isnan(total)), (trial, key, mine, total)
 
 
 def test_kahan_sums_are_pandas_group_sums():

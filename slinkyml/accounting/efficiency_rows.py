@@ -5,8 +5,8 @@ pandas, pyarrow, numpy or DuckDB, whose imports were most of a small report's ru
 The rules are the SQL's, read in Python: a missing number (NaN in the frames, NULL in DuckDB) is None;
 ``last``/``first`` take the last/first record with a value, in segment order; a sum over one record is
 its value or 0, over several the values in segment order added one after the other (DuckDB's
-``list_sum``), missing ones skipped; the steps' GPU utilisation per record is pandas' compensated
-group sum (``efficiency.step_stats``). tests/test_efficiency_rows.py compares the printed tables of both.
+``list_sum``), missing ones skipped; the steps' GPU utilisation per record is pandas' group sum
+(``usage_rows.group_sums``, as ``efficiency.step_stats``). tests/test_efficiency_rows.py compares the printed tables of both.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from slinkyml.accounting.rows import Rows
-from slinkyml.accounting.usage_rows import _Kahan
+from slinkyml.accounting.usage_rows import group_sums
 from slinkyml.slurm.states import LOST_STATES
 
 #: what ``slinkyml efficiency`` prints, in order
@@ -109,19 +109,24 @@ def _several(how: str, values: list[Any]) -> Any:
 
 def _step_stats(jobs: Sequence[Record], steps: Sequence[Record]) -> list[Record]:
     """Each record with ``efficiency.STEP_STATS`` of its steps (None and 0 without steps)."""
-    per: dict[str, tuple[list[float], list[float], _Kahan]] = {}
+    per: dict[str, tuple[list[float], list[float]]] = {}
     for step in steps:
-        rss, mem, util = per.setdefault(step["parent_key"], ([], [], _Kahan()))
+        rss, mem = per.setdefault(step["parent_key"], ([], []))
         for kept, value in ((rss, step["max_rss_bytes"]), (mem, step["mem_used_bytes"])):
             if not math.isnan(value):
                 kept.append(value)
-        util.add(step["gpu_util_pct"])
+    util = [step["gpu_util_pct"] for step in steps]
+    sums = group_sums([(step["parent_key"],) for step in steps], [util])
+    counts: dict[str, int] = {}
+    for step, value in zip(steps, util, strict=True):
+        counts[step["parent_key"]] = counts.get(step["parent_key"], 0) + (not math.isnan(value))
     out = []
     for job in jobs:
-        rss, mem, util = per.get(job["key"], ([], [], _Kahan()))
+        rss, mem = per.get(job["key"], ([], []))
         out.append({**{k: _value(v) for k, v in job.items()}, "step_max_rss_bytes": max(rss) if rss else None,
                     "step_mem_used_bytes": max(mem) if mem else None,
-                    "step_gpu_util_sum": util.result(), "step_gpu_util_count": float(util.count)})
+                    "step_gpu_util_sum": sums.get((job["key"],), [0.0])[0],
+                    "step_gpu_util_count": float(counts.get(job["key"], 0))})
     return out
 
 

@@ -2,10 +2,12 @@
 ``usage.usage`` merged with ``cost.cost`` gives, to the last bit, without pandas or numpy (whose
 imports were most of a small report's run time).
 
-To the last bit: the rows are taken in the frames' order and each group's float columns are summed
-with the compensated (Kahan) sum pandas' ``groupby(...).sum()`` runs (``group_sum``: a compensation
-that turns NaN, as after an infinity, is reset to 0); the costs' sums skip NaN and are NaN for a group
-without a price (``min_count=1``); the arithmetic of each row follows ``usage.overlap_seconds`` and
+To the last bit: the rows are taken in the frames' order and each group's float columns are summed as
+pandas 3's ``groupby(...).sum()`` sums them: when the rows are already in group order and no value is
+NaN, by ``np.add.reduceat`` (each group's first value plus numpy's pairwise sum of the rest,
+:func:`_pairwise`); otherwise by the compensated (Kahan) sum of its Cython ``group_sum`` (a compensation
+that is not finite, as after an infinity, is reset to 0), skipping NaN. The costs' sums are NaN for a
+group without a price (``min_count=1``); the arithmetic of each row follows ``usage.overlap_seconds`` and
 ``cost.job_costs`` operation by operation. tests/test_usage_rows.py compares the printed JSON, CSV and
 text tables of both paths.
 """
@@ -68,12 +70,62 @@ class _Kahan:
         y = value - self.compensation
         t = self.total + y
         self.compensation = t - self.total - y
-        if math.isnan(self.compensation):
+        if not math.isfinite(self.compensation):  # pandas' GH#53606/GH#60303: an infinity's NaN
             self.compensation = 0.0
         self.total = t
 
     def result(self, min_count: int = 0) -> float:
         return math.nan if self.count < min_count else self.total
+
+
+def _pairwise(values: Sequence[float]) -> float:
+    """numpy's pairwise summation of float64 (``pairwise_sum``: eight accumulators in blocks of up to
+    128 values, halves above), which ``np.add.reduceat`` adds to each segment's first value."""
+    n = len(values)
+    if n < 8:
+        total = 0.0
+        for value in values:
+            total += value
+        return total
+    if n <= 128:
+        r = list(values[:8])
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += values[i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for value in values[i:]:
+            total += value
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise(values[:half]) + _pairwise(values[half:])
+
+
+def _missing_last(key: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A group key's place among pandas' sorted groups (a missing value after every other)."""
+    return tuple((value is None, "" if value is None else value) for value in key)
+
+
+def group_sums(keys: Sequence[tuple[Any, ...]], columns: Sequence[Sequence[float]], min_count: int = 0
+               ) -> dict[tuple[Any, ...], list[float]]:
+    """Each group's sum of each column, as ``DataFrame.groupby(keys, sort=True).sum(min_count=...)``
+    computes it (see the module's note: reduceat for rows in group order without NaN, else Kahan)."""
+    if not keys:
+        return {}
+    places = [_missing_last(key) for key in keys]
+    in_order = all(a <= b for a, b in zip(places, places[1:], strict=False))
+    if in_order and not any(math.isnan(v) for column in columns for v in column):
+        starts = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
+        return {keys[a]: [column[a] + _pairwise(column[a + 1:b]) for column in columns]
+                for a, b in zip(starts, [*starts[1:], len(keys)], strict=True)}
+    sums: dict[tuple[Any, ...], list[_Kahan]] = {}
+    for i, key in enumerate(keys):
+        kahans = sums.setdefault(key, [_Kahan() for _ in columns])
+        for kahan, column in zip(kahans, columns, strict=True):
+            kahan.add(column[i])
+    return {key: [k.result(min_count) for k in kahans] for key, kahans in sums.items()}
 
 
 def overlap_seconds(jobs: Sequence[dict[str, Any]], start: datetime, end: datetime,
@@ -133,32 +185,26 @@ def report(jobs: Sequence[dict[str, Any]], start: datetime, end: datetime, by: S
     price file and the instance presets are not read for an empty window)."""
     by = list(by)
     seconds = overlap_seconds(jobs, start, end, now)
-    sums: dict[tuple[str, ...], tuple[list[_Kahan], list[int]]] = {}
-    for job, held in zip(jobs, seconds, strict=True):
-        key = tuple(job[_COLUMN.get(name, name)] or "" for name in by)
-        kahans, count = sums.setdefault(key, ([_Kahan(), _Kahan(), _Kahan()], [0]))
-        kahans[0].add(held * _or(job["alloc_cpu"], job["alloc_cpus"]))
-        kahans[1].add(held * _or(job["alloc_gpus"]))
-        kahans[2].add(held * _or(job["alloc_billing"], job["alloc_cpu"]))
-        count[0] += held > 0
-    kept = sorted(key for key, (_, count) in sums.items() if count[0] > 0)
+    keys = [tuple(job[_COLUMN.get(name, name)] or "" for name in by) for job in jobs]
+    cpu = [held * _or(job["alloc_cpu"], job["alloc_cpus"]) for job, held in zip(jobs, seconds, strict=True)]
+    gpu = [held * _or(job["alloc_gpus"]) for job, held in zip(jobs, seconds, strict=True)]
+    billing = [held * _or(job["alloc_billing"], job["alloc_cpu"]) for job, held in zip(jobs, seconds, strict=True)]
+    counts: dict[tuple[str, ...], int] = {}
+    for key, held in zip(keys, seconds, strict=True):
+        counts[key] = counts.get(key, 0) + (held > 0)
+    kept = sorted(key for key, count in counts.items() if count > 0)
     columns = by + list(REPORTED[:4])
     numeric = frozenset(REPORTED)
     if not kept:
         return Rows(columns, [], numeric), None
+    sums = group_sums(keys, [cpu, gpu, billing])
     prices = load_prices()
-    costs: dict[tuple[str | None, ...], _Kahan] = {}
-    for job, held in zip(jobs, seconds, strict=True):
-        # cost groups are the records' own values: a missing one is its own group, which no usage
-        # group ("" for missing) matches, as in pandas' merge
-        key = tuple(job[_COLUMN.get(name, name)] for name in by)
-        costs.setdefault(key, _Kahan()).add(_job_cost(job, held, prices))
-    data = []
-    for key in kept:
-        kahans, count = sums[key]
-        cost = costs.get(key)
-        data.append([*key, count[0], *(k.result() / 3600.0 for k in kahans),
-                     cost.result(min_count=1) if cost else math.nan])
+    # cost groups are the records' own values: a missing one is its own group, which no usage group
+    # ("" for missing) matches, as in pandas' merge
+    costs = group_sums([tuple(job[_COLUMN.get(name, name)] for name in by) for job in jobs],
+                       [[_job_cost(job, held, prices) for job, held in zip(jobs, seconds, strict=True)]], min_count=1)
+    data = [[*key, counts[key], *(total / 3600.0 for total in sums[key]), costs.get(key, [math.nan])[0]]
+            for key in kept]
     return Rows(columns + ["cost_usd"], data, numeric), prices
 
 
