@@ -406,6 +406,13 @@ def test_plain_reads_are_the_frames_reads(tmp_path, capsys):
             assert printed == capsys.readouterr().out
     with pytest.raises(ValueError):
         store.table_rows(START, END, columns=["key"])
+    # a report's read on the sync's own connection (one connection to the file) reads the same
+    import json
+
+    for read in (lambda con: store.table_rows(START, END, columns=usage_rows.COLUMNS, con=con),
+                 lambda con: store.runs_rows(START, END, con=con)):
+        stats = store.sync(START, plain=True, then=read)
+        assert json.dumps(stats.read, default=str) == json.dumps(read(None), default=str) and stats.read
 
 
 def test_the_stores_tables_have_the_types_duckdb_gives_the_frames(tmp_path):

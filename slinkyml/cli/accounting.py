@@ -269,24 +269,24 @@ def _usage(args: argparse.Namespace) -> int:
         else:
             return _usage_plain(args, records.jobs, start, end, by)
     elif args.backend == "cli" and not args.png:
-        jobs = _store_rows(args, start, lambda kept: kept.table_rows(
-            start, end, columns=usage_rows.COLUMNS, users=args.user, accounts=args.account))
+        jobs = _store_rows(args, start, lambda kept, con: kept.table_rows(
+            start, end, columns=usage_rows.COLUMNS, users=args.user, accounts=args.account, con=con))
         if jobs is not None:
             return _usage_plain(args, jobs, start, end, by)
     return _usage_frames(args, start, end, by, text)
 
 
 def _store_rows(args: argparse.Namespace, start, read):
-    """``read(store)`` after the store's plain sync (unless fresh for --max-age): a report's records
-    without pandas. None (the frames' way then) for sacct text only the frames read (nothing was
+    """``read(store, connection)`` on the sync's own connection after the store's plain sync (unless fresh
+    for --max-age: then ``read(store, None)``): a report's records without pandas. None (the frames' way then) for sacct text only the frames read (nothing was
     written then) or more than ``sacct_rows.LIMIT`` records."""
     from slinkyml.accounting import sacct_rows
 
     kept = _store(args)
     try:
-        if not kept.fresh(start, args.max_age):
-            kept.sync(since=start, plain=True)
-        return read(kept)
+        if kept.fresh(start, args.max_age):
+            return read(kept, None)
+        return kept.sync(since=start, plain=True, then=lambda con: read(kept, con)).read  # one connection
     except sacct_rows.Declined:  # a large answer or window: the frames' way is faster
         return None
 
@@ -499,7 +499,8 @@ def _efficiency(args: argparse.Namespace) -> int:
         else:
             return _efficiency_plain(args, records.jobs, records.steps)
     elif args.backend == "cli" and not args.png and not args.summary:
-        found = _store_rows(args, start, lambda kept: kept.runs_rows(start, end, users=args.user, accounts=args.account))
+        found = _store_rows(args, start, lambda kept, con: kept.runs_rows(start, end, users=args.user,
+                                                                          accounts=args.account, con=con))
         if found is not None:
             from slinkyml.accounting import efficiency_rows
 
