@@ -4,7 +4,7 @@ beside the Slurm tool a user would run instead, in ABBA pairs (``benchmarks/driv
     .venv/bin/python benchmarks/reports.py [--pairs 10] [--since 1d] [--against REF] [--only NAME ...]
 
 ``usage --json`` (through the store, and ``--no-cache`` from sacct) vs ``sreport cluster utilization``;
-``efficiency --json`` vs ``sacct`` of the window; ``fairshare --json`` and ``fairshare --explain`` (of
+``efficiency --json`` (store, and ``--no-cache``) vs ``sacct`` of the window; ``fairshare --json`` and ``fairshare --explain`` (of
 ``$SLINKYML_BENCH_USER``, default root) vs ``sshare -a``; ``jobs list --json``
 vs ``squeue``. ``--against REF`` adds a third side, the slinkyml of that git revision (extracted and
 byte-compiled like this tree), so a change's before and after come from one run (rounds ABC, CBA, ...).
@@ -43,6 +43,8 @@ def cases(since: str) -> dict[str, tuple[list[str], list[str]]]:
                                     ["sreport", "-n", "cluster", "utilization"]),
         "efficiency --json": (["efficiency", "--json", *window],
                               ["sacct", "-a", "-P", "-S", f"now-{since.rstrip('d')}days"]),
+        "efficiency --json --no-cache": (["efficiency", "--json", "--no-cache", *window],
+                                         ["sacct", "-a", "-P", "-S", f"now-{since.rstrip('d')}days"]),
         "fairshare --json": (["fairshare", "--json"], ["sshare", "-a", "-P"]),
         "fairshare --explain": (["fairshare", "--explain", os.environ.get("SLINKYML_BENCH_USER", "root")],
                                 ["sshare", "-a", "-P"]),

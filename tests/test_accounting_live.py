@@ -325,3 +325,24 @@ def test_bad_input_names_the_flag(cli):
     assert code == 2 and "--by" in err
     code, _, err = cli("fairshare", "--explain", "nobody-here")
     assert code == 2 and "--user" in err or "nobody-here" in err
+
+
+def test_small_cluster_reports_import_no_table_library(local_cluster, imported_by, tmp_path):
+    """`usage` and `efficiency` on a small cluster, through the store (a new one, then again) and with
+    --no-cache: plain records (sacct_rows, the store's plain sync and reads), so no pandas, numpy or pyarrow
+    (most of their run time before), and no DuckDB without the store."""
+    store = tmp_path / "store"
+
+    def code(*argvs: list[str]) -> str:
+        calls = "".join(f"    assert main({argv!r}) == 0\n" for argv in argvs)
+        return ("import contextlib, io, os, sys; from slinkyml.cli import main\n"
+                f"os.environ['SLINKYML_ACCOUNTING_STORE'] = {str(store)!r}\n"
+                "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+                + calls)
+
+    heavy = ("pandas", "numpy", "pyarrow")
+    assert imported_by(code(["usage", "--json"]), heavy) == [] and store.is_dir()  # a new store
+    assert imported_by(code(["usage", "--json"], ["efficiency", "--json"], ["usage", "--csv", "--by", "partition"]),
+                       heavy) == []
+    assert imported_by(code(["usage", "--json", "--no-cache"], ["efficiency", "--json", "--no-cache"]),
+                       (*heavy, "duckdb")) == []

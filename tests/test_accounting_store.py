@@ -36,8 +36,11 @@ class Recorded:
         self.calls: list[tuple[datetime, datetime, list[str] | None]] = []
 
     def jobs(self, start, end, *, users=None, accounts=None, job_ids=None) -> sacct.SacctTable:
+        return parse_sacct(self.sacct_text(start, end, job_ids=job_ids))
+
+    def sacct_text(self, start, end, *, users=None, accounts=None, job_ids=None) -> str:
         self.calls.append((start, end, job_ids))
-        return parse_sacct(self.text)
+        return self.text
 
 
 def _sorted(df: pd.DataFrame) -> pd.DataFrame:
@@ -331,3 +334,119 @@ def test_the_report_from_its_columns_and_the_stores_runs_is_the_full_ones(tmp_pa
         b.generated = a.generated
         assert dashboard.render_html(a) == dashboard.render_html(b)
     assert 0 < len(store.runs(START, END, partitions=[partition])) < len(store.runs(START, END))  # debug, not short
+
+
+def _contents(path: Path) -> dict[str, list[tuple]]:
+    """Every row of the store's tables (NaN and NULL told apart), in a fixed order."""
+    import duckdb
+
+    with duckdb.connect(str(path), read_only=True) as con:
+        out = {}
+        for name in ("jobs", "steps"):
+            rows = con.execute(f"SELECT * FROM {name} ORDER BY job_id, db_index, _seq").fetchall()
+            out[name] = [tuple("NaN" if isinstance(v, float) and v != v else v for v in row) for row in rows]
+        out["meta"] = con.execute("SELECT key, value FROM meta WHERE key <> 'last_sync' ORDER BY key").fetchall()
+    return out
+
+
+def _changed(text: str) -> str:
+    """The recorded text with a running job (no end, no steps yet) and one record gone: what a later
+    sync fetches again and replaces."""
+    running = text.replace("\x1fCOMPLETED\x1f", "\x1fRUNNING\x1f", 1)
+    return _lines(running, lambda f: not f[0].startswith("42.") and not f[0].startswith("44"))
+
+
+@pytest.mark.parametrize("name", ["sacct_2205.txt", "sacct_efficiency_2205.txt"])
+def test_the_plain_sync_writes_the_rows_the_frames_write(tmp_path, name):
+    """A store synced through plain records (a small cluster's reports) holds, row for row and byte for
+    byte (a missing number NULL, steps' statistics, places), what a sync through the frames writes, over a
+    change between syncs (records replaced, unfinished ones fetched again), from a new store on."""
+    text = (DATA / name).read_text()
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    stores = {}
+    for way in ("frames", "plain"):
+        backend = Recorded(_changed(text))
+        store = AccountingStore(tmp_path / f"{way}.duckdb", backend)
+        store.sync(START, now=now, plain=way == "plain")  # a new store
+        backend.text = text
+        store.sync(START, now=now, plain=way == "plain")
+        store.sync(START, now=now, plain=way == "plain")  # nothing new: replaced by the same rows
+        stores[way] = store
+    assert _contents(stores["plain"].path) == _contents(stores["frames"].path)
+    assert len(_contents(stores["plain"].path)["steps"]) > 0
+
+
+def test_plain_reads_are_the_frames_reads(tmp_path, capsys):
+    """usage's plain read (records of its columns, a missing number NaN) is the frames' read value for
+    value, and the runs' plain rows print what the runs' frame prints."""
+    import argparse
+    import math
+
+    from slinkyml.accounting import efficiency_rows, usage_rows
+    from slinkyml.cli import accounting as cli
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START)
+    for users in (None, ["alice"]):
+        plain = store.table_rows(START, END, columns=usage_rows.COLUMNS, users=users)
+        frame = store.table(START, END, columns=usage_rows.COLUMNS, users=users).jobs
+        assert len(plain) == len(frame) > 0 and list(plain[0]) == list(frame.columns)
+        for row, want in zip(plain, frame.to_dict("records"), strict=True):
+            for column, value in want.items():
+                same = (value is pd.NA or value is pd.NaT or value is None) and row[column] is None or \
+                    isinstance(value, float) and math.isnan(value) and math.isnan(row[column]) or \
+                    row[column] == value
+                assert same, (column, row[column], value)
+        for fmt in ("json", "csv", "text"):
+            args = argparse.Namespace(json=fmt == "json", csv=fmt == "csv", png=None)
+            cli._emit(args, efficiency_rows.printed(store.runs_rows(START, END, users=users)), "Efficiency per run")
+            printed = capsys.readouterr().out
+            cli._emit(args, store.runs(START, END, users=users).reindex(columns=list(efficiency_rows.COLUMNS)),
+                      "Efficiency per run")
+            assert printed == capsys.readouterr().out
+    with pytest.raises(ValueError):
+        store.table_rows(START, END, columns=["key"])
+    # a report's read on the sync's own connection (one connection to the file) reads the same
+    import json
+
+    for read in (lambda con: store.table_rows(START, END, columns=usage_rows.COLUMNS, con=con),
+                 lambda con: store.runs_rows(START, END, con=con)):
+        stats = store.sync(START, plain=True, then=read)
+        assert json.dumps(stats.read, default=str) == json.dumps(read(None), default=str) and stats.read
+
+
+def test_the_stores_tables_have_the_types_duckdb_gives_the_frames(tmp_path):
+    """The store's tables are made without pandas (a small cluster's first report): their columns and
+    types are those DuckDB gives an Arrow table of the transform's frames."""
+    import duckdb
+
+    from slinkyml.accounting import store as store_mod
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(""))
+    store.sync(START, plain=True)
+    with duckdb.connect(str(store.path), read_only=True) as con:
+        made = [row[:2] for row in con.execute("DESCRIBE steps").fetchall()]
+        stats = [row[:2] for row in con.execute("DESCRIBE jobs").fetchall()][len(made):]
+    with duckdb.connect() as con:
+        con.register("empty", store_mod._schema().empty_table())
+        want = [row[:2] for row in con.execute("DESCRIBE SELECT *, 0::BIGINT AS _seq FROM empty").fetchall()]
+    assert made == want
+    assert stats == [(c, "DOUBLE") for c in store_mod.STEP_STATS]
+
+
+def test_large_answers_take_the_frames_way(tmp_path, monkeypatch):
+    """Past sacct_rows.LIMIT records the plain way declines (Arrow and pandas are then faster): in the
+    sync before anything is written, and in the reads."""
+    from slinkyml.accounting import sacct_rows
+
+    store = AccountingStore(tmp_path / "s.duckdb", Recorded(RECORDED))
+    store.sync(START, plain=True)
+    monkeypatch.setattr(sacct_rows, "LIMIT", 3)
+    before = _contents(store.path)
+    with pytest.raises(sacct_rows.Declined):
+        store.sync(START, plain=True)
+    assert _contents(store.path) == before
+    with pytest.raises(sacct_rows.Declined):
+        store.table_rows(START, END, columns=["user"])
+    with pytest.raises(sacct_rows.Declined):
+        store.runs_rows(START, END)

@@ -5,64 +5,10 @@ Prices: the instance presets mapped per partition by ``data/prices.yaml``, a use
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from slinkyml import DATA_DIR
-from slinkyml.errors import SpecError
-from slinkyml.instances import load_instance_types
-
-DATA_FILE = DATA_DIR / "prices.yaml"
-
-
-@dataclass(frozen=True)
-class PartitionPrice:
-    partition: str
-    instance_type: str | None
-    price_per_hour_usd: float  # NaN when nobody set one: such jobs cost NaN, not a guess
-    vcpus: int
-    gpus: int
-
-    @property
-    def priced(self) -> bool:
-        return self.price_per_hour_usd == self.price_per_hour_usd
-
-
-def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, PartitionPrice]:
-    import yaml  # lazy: PyYAML only when the data file is first read
-
-    data = yaml.safe_load(DATA_FILE.read_text()) or {}
-    user = path or os.environ.get("SLINKYML_PRICES")
-    parts = dict(data.get("partitions") or {})
-    if user:
-        try:
-            extra = yaml.safe_load(Path(user).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise SpecError(str(user), f"cannot read price file: {exc}") from None
-        for name, entry in (extra.get("partitions") or {}).items():
-            parts[name] = {**parts.get(name, {}), **(entry or {})}
-    types = load_instance_types()
-    out = {}
-    for name, entry in parts.items():
-        where = f"partitions.{name}"
-        itype = entry.get("instance_type")
-        preset = types.get(itype) if itype else None
-        if itype and preset is None:
-            raise SpecError(f"{where}.instance_type", f"unknown instance type {itype!r}")
-        price = entry.get("price_per_hour_usd", preset.price_per_hour_usd if preset else None)
-        if price is None and not itype:
-            raise SpecError(where, "needs instance_type or price_per_hour_usd")
-        valid = price is None or (isinstance(price, (int, float)) and not isinstance(price, bool) and price >= 0)
-        if not valid:
-            raise SpecError(f"{where}.price_per_hour_usd", f"must be a number ≥ 0, got {price!r}")
-        out[name] = PartitionPrice(name, itype, float("nan") if price is None else float(price),
-                                   int(entry.get("vcpus", preset.vcpus if preset else 1)),
-                                   int(entry.get("gpus", preset.accelerator_count if preset else 0)))
-    return out
+from slinkyml.accounting.prices import DATA_FILE, PartitionPrice, load_prices  # noqa: F401 - this module's names
 
 
 def unpriced(jobs: pd.DataFrame, prices: dict[str, PartitionPrice]) -> list[str]:
@@ -92,6 +38,8 @@ def job_costs(jobs: pd.DataFrame, prices: dict[str, PartitionPrice], seconds=Non
     gpu_frac = np.where(gpus > 0, jobs["alloc_gpus"].fillna(0).to_numpy() / np.maximum(gpus, 1), 0.0)
     instances = np.maximum(cpu_frac, gpu_frac)
     out = jobs[["user", "account", "partition"]].copy()
+    if "alloc_gpu_type" in jobs:  # usage --by gpu_type groups its costs too
+        out["gpu_type"] = jobs["alloc_gpu_type"]
     out["cost_usd"] = instances * seconds / 3600.0 * price
     return out
 

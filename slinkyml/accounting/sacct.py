@@ -14,18 +14,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+# the fields, arguments and per-value rules live in the pandas-free sacct_fields (re-exported here)
+from slinkyml.accounting.sacct_fields import FIELDS, job_id_parts, sacct_args  # noqa: F401
+from slinkyml.accounting.sacct_fields import PER_CPU as _PER_CPU  # noqa: F401
+from slinkyml.accounting.sacct_fields import PER_NODE as _PER_NODE
+from slinkyml.accounting.sacct_fields import TIMES as _TIMES  # noqa: F401
+from slinkyml.accounting.sacct_fields import req_mem as _req_mem  # noqa: F401
+from slinkyml.accounting.sacct_fields import req_mem_scale as _req_mem_scale  # noqa: F401
+from slinkyml.accounting.sacct_fields import timelimit_seconds as _timelimit_seconds  # noqa: F401
 from slinkyml.accounting.tres import parse_size, split_tres, usage_tres
-from slinkyml.slurm import records
 from slinkyml.slurm.records import SEP  # noqa: F401 - the delimiter of sacct text, for its readers
-
-#: sacct fields, in the order requested (``--format``); all exist on 22.05 and 24.11.
-FIELDS = (
-    "JobID", "JobIDRaw", "DBIndex", "JobName", "User", "Account", "Partition", "QOS", "State",
-    "ExitCode", "Submit", "Eligible", "Start", "End", "ElapsedRaw", "TimelimitRaw", "AllocCPUS",
-    "NNodes", "NodeList", "ReqMem", "ReqTRES", "AllocTRES", "TotalCPU", "CPUTimeRAW", "MaxRSS",
-    "TRESUsageInAve", "Reservation", "Cluster", "TRESUsageInTot",
-)
-_TIMES = ("Submit", "Eligible", "Start", "End")
 
 
 @dataclass
@@ -40,37 +38,6 @@ class SacctTable:
     @property
     def all(self) -> pd.DataFrame:
         return pd.concat([self.jobs, self.steps], ignore_index=True)
-
-
-def sacct_args(start: str, end: str, *, users: list[str] | None = None,
-               accounts: list[str] | None = None, job_ids: list[int] | None = None,
-               duplicates: bool = True) -> list[str]:
-    """sacct arguments for :data:`FIELDS` over [start, end] (sacct's own time syntax)."""
-    args = records.sacct_args(FIELDS, ["--noconvert", "-S", start, "-E", end])
-    if duplicates:
-        args.append("--duplicates")  # requeued runs: every segment, not only the last
-    if job_ids:
-        args += ["--jobs", ",".join(map(str, job_ids))]
-    elif users:
-        args += ["--user", ",".join(users)]
-    else:
-        args.append("--allusers")
-    if accounts:
-        args += ["--accounts", ",".join(accounts)]
-    return args
-
-
-def job_id_parts(head: str) -> tuple[int | None, int | None, int | None]:
-    """(base, array task, het offset) of a JobID head such as ``7_3``, ``10+1`` or ``7_[4-9]``."""
-    base, underscore, rest = head.partition("_")
-    if underscore:
-        task, plus, het = rest.partition("+")
-    else:
-        task = None
-        base, plus, het = head.partition("+")
-    return (int(base) if base.isdigit() else None,
-            int(task) if task and task.isdigit() else None,
-            int(het) if plus and het.isdigit() else None)
 
 
 def _inherit_from_job(df: pd.DataFrame) -> None:
@@ -128,33 +95,6 @@ def _gpuutil(text: str) -> float:
         return float(value)
     except ValueError:
         return usage_tres(text).get("gres/gpuutil", math.nan)
-
-
-def _timelimit_seconds(text) -> float:
-    if text is None or text is pd.NA or text in ("", "UNLIMITED", "Partition_Limit", "INVALID"):
-        return math.nan
-    try:
-        return float(text) * 60.0  # TimelimitRaw is in minutes
-    except ValueError:
-        return math.nan
-
-
-def _req_mem(text) -> float:
-    """ReqMem's number in bytes: ``900M`` (since 21.08 the job's total request) or, before,
-    ``300Mc`` (per CPU) / ``900Mn`` (per node) — see :func:`req_mem_total`."""
-    if text is None or text is pd.NA or not text:
-        return math.nan
-    text = str(text).rstrip("cn")
-    return parse_size(text, "M")
-
-
-_PER_CPU, _PER_NODE = 2.0, 3.0
-
-
-def _req_mem_scale(text) -> float:
-    """ReqMem's unit: 1 = the job's total, :data:`_PER_CPU` (``c``), :data:`_PER_NODE` (``n``)."""
-    text = "" if text is None or text is pd.NA else str(text)
-    return _PER_CPU if text.endswith("c") else _PER_NODE if text.endswith("n") else 1.0
 
 
 def req_mem_total(values: np.ndarray, scales: np.ndarray, cpus: np.ndarray,

@@ -16,7 +16,7 @@ before the end and ``time_end`` is 0 or at/after the start, as_mysql_jobacct_pro
 
 Records are keyed by (cluster, job id, DBIndex, step): a record fetched again replaces its rows (a
 job's steps travel with it), so nothing is counted twice. What efficiency needs of a record's steps
-(``efficiency.STEP_STATS``: largest step memory, GPU utilisation sum and count) is kept per record at
+(``STEP_STATS``: largest step memory, GPU utilisation sum and count) is kept per record at
 ingest, so efficiency and the dashboard read one row per record instead of its three or four steps.
 A report reads the records its window selects with the same predicate as slurmdbd, and the per-window
 key columns (``segment``) are recomputed as the one transform computes them for what sacct would have
@@ -26,6 +26,12 @@ DuckDB rather than Parquet files by measurement (benchmarks/store_format.py): re
 often than syncs write, and DuckDB read a window 1.7-2.4x faster (projection and predicate
 pushdown); its transactions make each sync's replace-and-insert atomic without a manifest of our own.
 Concurrent syncs are serialised by a file lock; readers take it shared.
+
+Two ways in and out: the transform's frames (pandas, Arrow), and plain records (``sacct_rows``, up to its
+``LIMIT``), which a small cluster's reports take: their sync inserts sacct's few records and their reads
+fetch rows, so ``slinkyml usage`` and ``efficiency`` import DuckDB but not pandas, pyarrow or numpy
+(those are imported where the frames are made, with a note). Both write the same rows
+(tests/test_accounting_store.py compares the tables after each).
 """
 
 from __future__ import annotations
@@ -33,24 +39,29 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import math
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
-import pyarrow as pa
 
-from slinkyml.accounting import efficiency, sacct
-from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.accounting import sacct_rows
+from slinkyml.accounting.efficiency_sql import STEP_STATS, runs_sql
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm import records
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from slinkyml.accounting.sacct import SacctTable
 
 #: bumped when the stored columns change; an older store is rebuilt on request (formats 2 and 3, before
 #: the step statistics were columns of each record, are upgraded in place by the next sync)
@@ -62,6 +73,10 @@ _ORDER = "_seq"
 #: columns a read of steps takes whatever a report asks for: what their per-window keys are made of
 _KEYS = frozenset({"cluster", "job_id", "db_index", "submit", "step", "segment", "key", "parent_key"})
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+#: the stored columns' DuckDB types that are not VARCHAR (the frames' Int64, UInt64, UTC times, float64)
+_TYPES = {**dict.fromkeys(("job_id", "array_job_id", "array_task_id", "het_job_id", "het_offset", "segment"), "BIGINT"),
+          "db_index": "UBIGINT", **dict.fromkeys(("submit", "eligible", "start", "end"), "TIMESTAMPTZ"),
+          **dict.fromkeys(sacct_rows.FLOATS, "DOUBLE")}
 #: sacct's own order (22.05, recorded and live): by submit time; within a second, plain jobs by id
 #: before array tasks by array id and task id; steps keep their place under their record. Reports sum
 #: floats in row order, so the same order gives the same last bits.
@@ -86,17 +101,22 @@ class SyncStats:
     watermark_held: bool
     stored_jobs: int
     stored_steps: int
+    read: Any = None  # what ``sync(then=...)`` read from the synced store
 
 
 @lru_cache(maxsize=1)
 def _empty() -> pd.DataFrame:
     """The one transform's frame, empty: its columns and dtypes."""
+    from slinkyml.accounting.sacct_arrow import parse_sacct  # lazy: pandas, for the frames' way only
+
     return parse_sacct("").jobs
 
 
 @lru_cache(maxsize=1)
 def _schema() -> pa.Schema:
     """The Arrow schema of the one transform's frames (pandas dtypes in its metadata)."""
+    import pyarrow as pa  # lazy: the frames' way only
+
     return pa.Schema.from_pandas(_empty(), preserve_index=False)
 
 
@@ -194,10 +214,10 @@ class AccountingStore:
         if meta.get("format") in _UPGRADABLE and upgrade:  # the same records: their step statistics beside them
             con.execute("BEGIN TRANSACTION")
             con.execute("DROP TABLE IF EXISTS step_stats")  # format 3 kept them in a table of their own
-            for column in efficiency.STEP_STATS:
+            for column in STEP_STATS:
                 default = " DEFAULT 0" if column.endswith(("_sum", "_count")) else ""
                 con.execute(f"ALTER TABLE jobs ADD COLUMN {column} DOUBLE{default}")
-            assign = ", ".join(f"{c} = st.{c}" for c in efficiency.STEP_STATS)
+            assign = ", ".join(f"{c} = st.{c}" for c in STEP_STATS)
             con.execute(f"UPDATE jobs SET {assign} FROM ({_STEP_STATS_SQL.format(steps='steps')}) st "
                         f"WHERE {_same_record('jobs', 'st')}")
             con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [str(FORMAT)])
@@ -236,7 +256,12 @@ class AccountingStore:
                 "bytes": sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.is_file())}
 
     # -- sync -------------------------------------------------------------------------------------------
-    def _fetch(self, start: datetime, end: datetime, job_ids: Sequence[str] | None = None) -> sacct.SacctTable:
+    def _fetch(self, start: datetime, end: datetime, job_ids: Sequence[str] | None = None, *,
+               plain: bool = False) -> SacctTable | sacct_rows.Records:
+        """The backend's records for the window (or ``job_ids``); ``plain``: sacct's text read as plain
+        records (:class:`sacct_rows.Declined` for text only the frames read)."""
+        if plain:
+            return sacct_rows.parse(self.backend.sacct_text(start, end, job_ids=list(job_ids) if job_ids else None))
         return self.backend.jobs(start, end, job_ids=list(job_ids) if job_ids else None)
 
     def _dbd_behind(self) -> bool:
@@ -257,8 +282,13 @@ class AccountingStore:
         return True
 
     def sync(self, since: datetime | None = None, *, rebuild: bool = False,
-             now: datetime | None = None) -> SyncStats:
-        """Bring the store up to date and make it cover ``since`` onwards (fetching the gap)."""
+             now: datetime | None = None, plain: bool = False,
+             then: Callable[[duckdb.DuckDBPyConnection], Any] | None = None) -> SyncStats:
+        """Bring the store up to date and make it cover ``since`` onwards (fetching the gap). ``plain``:
+        through plain records (a backend with ``sacct_text``: the CLI's); :class:`sacct_rows.Declined`
+        before anything is written when sacct's text needs the frames. ``then``: a read on the same
+        connection right after the write (``table_rows``/``runs_rows`` with ``con=``; a second
+        connection to the file costs a report ~40 ms), its answer in the stats' ``read``."""
         t0 = time.perf_counter()
         with self._lock(exclusive=True):
             if rebuild:
@@ -278,28 +308,29 @@ class AccountingStore:
                 if since is None:
                     since = covered or began - timedelta(days=30)
                 since = _ts(since)
-                fetched: list[sacct.SacctTable] = []
+                fetched: list[Any] = []
                 kind = []
                 if covered is None or watermark is None:
-                    fetched.append(self._fetch(since, began))
+                    fetched.append(self._fetch(since, began, plain=plain))
                     kind.append("rebuild" if rebuild else "cold")
                     covered = since
                 else:
                     if since < covered:  # an earlier window: the records that ended before the store began
-                        fetched.append(self._fetch(since, covered))
+                        fetched.append(self._fetch(since, covered, plain=plain))
                         kind.append("backfill")
                         covered = since
-                    fetched.append(self._fetch(watermark, began))
+                    fetched.append(self._fetch(watermark, began, plain=plain))
                     kind.append("incremental")
                 refetch = self._unfinished_missing(con, fetched)
                 if refetch:
-                    fetched.append(self._fetch(_EPOCH, began, refetch))
+                    fetched.append(self._fetch(_EPOCH, began, refetch, plain=plain))
                 # behind: records of jobs that ended earlier are still to come, so the next sync looks
                 # back as far as this one did (a new store: to the start of what it covers)
                 new_watermark = (watermark or covered) if behind else began - self.margin
                 if watermark is not None and new_watermark < watermark:
                     new_watermark = watermark
                 jobs, steps = self._write(con, fetched, covered, new_watermark, began)
+                read = then(con) if then is not None else None
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
@@ -307,19 +338,20 @@ class AccountingStore:
         return SyncStats(kind="+".join(kind), fetched_jobs=sum(len(t.jobs) for t in fetched),
                          fetched_steps=sum(len(t.steps) for t in fetched), refetched_ids=len(refetch),
                          seconds=time.perf_counter() - t0, watermark=new_watermark,
-                         watermark_held=behind, stored_jobs=jobs, stored_steps=steps)
+                         watermark_held=behind, stored_jobs=jobs, stored_steps=steps, read=read)
 
     def _create(self, con: duckdb.DuckDBPyConnection) -> None:
-        empty = _schema().empty_table()
-        con.register("_empty", empty)
-        stats = "".join(f", NULL::DOUBLE AS {c}" for c in efficiency.STEP_STATS)
-        con.execute(f"CREATE TABLE jobs AS SELECT *, 0::BIGINT AS {_ORDER}{stats} FROM _empty")
-        con.execute(f"CREATE TABLE steps AS SELECT *, 0::BIGINT AS {_ORDER} FROM _empty")
-        con.unregister("_empty")
+        """The tables: the transform's columns in DuckDB's types for them (as DuckDB types an Arrow table
+        of the frames: tests/test_accounting_store.py compares), plus each row's place and, for jobs,
+        their steps' statistics."""
+        columns = ", ".join(f'"{name}" {_TYPES.get(name, "VARCHAR")}' for name in sacct_rows.COLUMNS)
+        stats = "".join(f", {c} DOUBLE" for c in STEP_STATS)
+        con.execute(f"CREATE TABLE jobs ({columns}, {_ORDER} BIGINT{stats})")
+        con.execute(f"CREATE TABLE steps ({columns}, {_ORDER} BIGINT)")
         con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         con.execute("INSERT INTO meta VALUES ('format', ?)", [str(FORMAT)])
 
-    def _unfinished_missing(self, con: duckdb.DuckDBPyConnection, fetched: list[sacct.SacctTable]) -> list[str]:
+    def _unfinished_missing(self, con: duckdb.DuckDBPyConnection, fetched: list[Any]) -> list[str]:
         """Job ids of stored records without an end that this sync's answers did not return."""
         rows = con.execute("SELECT DISTINCT job_id, db_index FROM jobs WHERE \"end\" IS NULL AND job_id IS NOT NULL"
                            ).fetchall()
@@ -327,51 +359,39 @@ class AccountingStore:
             return []
         seen: set[tuple[int, int]] = set()
         for table in fetched:
+            if isinstance(table, sacct_rows.Records):
+                seen.update((job["job_id"], job["db_index"] or 0) for job in table.jobs)
+                continue
             ids = table.jobs["job_id"].to_numpy(dtype="int64", na_value=-1)
             dbi = table.jobs["db_index"].to_numpy(dtype="uint64", na_value=0)
             seen.update(zip(ids.tolist(), dbi.tolist(), strict=True))
         return sorted({str(job) for job, dbi in rows if (job, dbi or 0) not in seen}, key=int)
 
-    def _write(self, con: duckdb.DuckDBPyConnection, fetched: list[sacct.SacctTable], covered: datetime,
+    def _write(self, con: duckdb.DuckDBPyConnection, fetched: list[Any], covered: datetime,
                watermark: datetime, began: datetime) -> tuple[int, int]:
         """Replace the fetched records' rows and insert them, in one transaction (later answers win)."""
-        jobs_parts, steps_parts = [], []
-        for table in fetched:
-            if len(table.jobs):
-                jobs_parts.append(table.jobs)
-            if len(table.steps):
-                steps_parts.append(table.steps)
-        schema = _schema()
+        plain = any(isinstance(table, sacct_rows.Records) for table in fetched)
         con.execute("BEGIN TRANSACTION")
         try:
-            if jobs_parts:
-                new_jobs = pd.concat(jobs_parts, ignore_index=True)
-                # one row per record: the last answer's
-                new_jobs = new_jobs.iloc[::-1].drop_duplicates(["cluster", "job_id", "db_index"]).iloc[::-1]
-                jobs_arrow = pa.Table.from_pandas(new_jobs, preserve_index=False).cast(schema)
-                jobs_arrow = jobs_arrow.append_column(_ORDER, pa.array(range(len(new_jobs)), pa.int64()))
-                con.register("_new_jobs", jobs_arrow)
+            if any(len(table.jobs) for table in fetched):
+                (_stage_rows if plain else _stage_frames)(con, fetched)
                 con.execute("CREATE TEMP TABLE _keys AS SELECT DISTINCT cluster, job_id, db_index FROM _new_jobs")
                 stored = con.execute("SELECT count(*) FROM jobs").fetchall()[0][0]
                 for name in ("jobs", "steps") if stored else ():  # new: none to replace
                     con.execute(f"DELETE FROM {name} USING _keys k WHERE {_same_record(name, 'k')}")
-                steps_arrow = schema.empty_table()
-                if steps_parts:
-                    new_steps = pd.concat(steps_parts, ignore_index=True)
-                    new_steps = new_steps.iloc[::-1].drop_duplicates(["cluster", "job_id", "db_index", "step"]).iloc[::-1]
-                    steps_arrow = pa.Table.from_pandas(new_steps, preserve_index=False).cast(schema)
-                steps_arrow = steps_arrow.append_column(_ORDER, pa.array(range(steps_arrow.num_rows), pa.int64()))
-                con.register("_new_steps", steps_arrow)
                 # only steps of records this sync fetched (their rows were just replaced)
                 fetched_steps = f"(SELECT s.* FROM _new_steps s SEMI JOIN _keys k ON {_same_record('s', 'k')})"
                 stats = ", ".join(f"coalesce(st.{c}, 0)" if c.endswith(("_sum", "_count")) else f"st.{c}"
-                                  for c in efficiency.STEP_STATS)
+                                  for c in STEP_STATS)
                 con.execute(f"INSERT INTO jobs SELECT j.*, {stats} FROM _new_jobs j LEFT JOIN "
                             f"({_STEP_STATS_SQL.format(steps=fetched_steps)}) st ON {_same_record('j', 'st')}")
                 con.execute(f"INSERT INTO steps SELECT * FROM {fetched_steps}")
-                con.unregister("_new_steps")
                 con.execute("DROP TABLE _keys")
-                con.unregister("_new_jobs")
+                for name in ("_new_steps", "_new_jobs"):
+                    if plain:
+                        con.execute(f"DROP TABLE {name}")
+                    else:
+                        con.unregister(name)
             count = con.execute("SELECT value FROM meta WHERE key = 'syncs'").fetchone()
             for key, value in (("covered_since", covered.isoformat()), ("watermark", watermark.isoformat()),
                                ("last_sync", began.isoformat()), ("syncs", str(int(count[0]) + 1 if count else 1))):
@@ -406,12 +426,16 @@ class AccountingStore:
     def table(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
               accounts: Sequence[str] | None = None, with_steps: bool = True,
               columns: Sequence[str] | None = None, step_columns: Sequence[str] | None = None,
-              step_stats: bool = False) -> sacct.SacctTable:
+              step_stats: bool = False) -> SacctTable:
         """The records sacct would return for [start, end) (``-S start -E end --duplicates``, all users
         or ``users``/``accounts``), as the one transform's frames. ``columns``/``step_columns`` limit the
         columns read for a report that needs few (the keys always come); ``columns`` alone leaves the
-        steps out. ``step_stats``: no steps, each record with its ``efficiency.STEP_STATS`` instead
+        steps out. ``step_stats``: no steps, each record with its ``STEP_STATS`` instead
         (what efficiency and the dashboard need of steps; ``columns`` then also reads the keys)."""
+        import pyarrow as pa  # lazy: the frames' way only (see the module's note)
+
+        from slinkyml.accounting.sacct import SacctTable
+
         where, params = _selection(start, end, users, accounts)
         schema = _schema()
 
@@ -426,7 +450,7 @@ class AccountingStore:
         read_steps = with_steps and not step_stats and (columns is None or step_columns is not None)
         stats = ""
         if step_stats:  # the store's per-record statistics, kept beside each record
-            stats = "".join(f", {c}" for c in efficiency.STEP_STATS)
+            stats = "".join(f", {c}" for c in STEP_STATS)
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
             try:
@@ -452,38 +476,91 @@ class AccountingStore:
                 con.close()
         jobs = _frame(jobs_arrow, pa.schema([schema.field(c) for c in job_columns], metadata=schema.metadata))
         if step_stats:
-            for name in efficiency.STEP_STATS:
+            for name in STEP_STATS:
                 jobs[name] = jobs_arrow.column(name).to_numpy().astype("float64")
         steps = _frame(steps_arrow, pa.schema([schema.field(c) for c in steps_columns], metadata=schema.metadata)) \
             if steps_arrow is not None else jobs.iloc[0:0].copy()
         _window_keys(jobs, steps)
-        return sacct.SacctTable(jobs=jobs, steps=steps)
+        return SacctTable(jobs=jobs, steps=steps)
 
     def runs(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
              accounts: Sequence[str] | None = None, partitions: Sequence[str] | None = None) -> pd.DataFrame:
         """``efficiency.runs`` of what :meth:`table` returns for the window (records of ``partitions``
         only, when given), computed where the records lie with the same SQL as for a frame from sacct:
         a million records never pass through pandas."""
+        from slinkyml.accounting import efficiency  # lazy: pandas, the frames' way only
+
+        answer = self._runs(start, end, users, accounts, partitions,
+                            lambda con, sql, params: con.sql(sql, params=params).to_arrow_table())
+        if not answer.num_rows:
+            import pandas as pd
+
+            return efficiency.runs(pd.DataFrame(), pd.DataFrame())
+        return efficiency.runs_frame(answer, _empty().dtypes)
+
+    def runs_rows(self, start: datetime, end: datetime, *, users: Sequence[str] | None = None,
+                  accounts: Sequence[str] | None = None,
+                  con: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
+        """:meth:`runs` as plain rows (column → value; a missing one None), from the same SQL (on ``con``,
+        a sync's open connection, when given)."""
+        result: list[dict[str, Any]] = []
+
+        def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> None:
+            answer = con.execute(sql, params)
+            names = [column[0] for column in answer.description or ()]
+            result.extend(dict(zip(names, row, strict=True)) for row in _few(answer))
+
+        self._runs(start, end, users, accounts, None, rows, con)
+        return result
+
+    def _runs(self, start: datetime, end: datetime, users: Sequence[str] | None, accounts: Sequence[str] | None,
+              partitions: Sequence[str] | None, take: Any, con: duckdb.DuckDBPyConnection | None = None) -> Any:
         where, params = _selection(start, end, users, accounts, partitions)
         # a job id's records in the window's segment order (the transform numbers them by submit time,
         # then DBIndex), ties as sacct prints them
         order = f"submit NULLS LAST, db_index NULLS LAST, {_SACCT_ORDER}, {_ORDER}"
         source = f"(SELECT * FROM jobs WHERE {' AND '.join(where)})"
+        with self._reading(con) as reader:
+            return take(reader, runs_sql(source, order, ["db_index", _ORDER]), params)
+
+    @contextlib.contextmanager
+    def _reading(self, con: duckdb.DuckDBPyConnection | None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """``con`` (a sync's, under its lock), else a read-only connection under a shared lock."""
+        if con is not None:
+            try:
+                yield con
+            except duckdb.Error as exc:
+                raise self._unreadable(exc) from exc
+            return
         with self._lock(exclusive=False):
             con = self._connect(read_only=True)
             try:
                 self._meta(con)
-                answer = con.sql(efficiency.runs_sql(source, order, ["db_index", _ORDER]), params=params).to_arrow_table()
+                yield con
             except duckdb.Error as exc:
                 raise self._unreadable(exc) from exc
             finally:
                 con.close()
-        if not answer.num_rows:
-            return efficiency.runs(pd.DataFrame(), pd.DataFrame())
-        return efficiency.runs_frame(answer, _empty().dtypes)
+
+    def table_rows(self, start: datetime, end: datetime, *, columns: Sequence[str],
+                   users: Sequence[str] | None = None, accounts: Sequence[str] | None = None,
+                   con: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
+        """:meth:`table`'s jobs for a projection without keys (usage's ``columns``) as plain records, as
+        ``sacct_rows`` gives them (a missing number NaN), in the same order (on ``con`` when given)."""
+        if _KEYS.intersection(columns) - {"job_id"}:
+            raise ValueError("table_rows: a projection without keys (the window's segments are not renumbered)")
+        where, params = _selection(start, end, users, accounts)
+        wanted = [c for c in sacct_rows.COLUMNS if c in {*columns, "job_id"}]
+        select = ", ".join(f'"{c}"' for c in wanted)
+        with self._reading(con) as reader:
+            found = _few(reader.execute(f"SELECT {select} FROM jobs WHERE {' AND '.join(where)} "
+                                        f"ORDER BY {_SACCT_ORDER}, {_ORDER}", params))
+        numbers = [c in sacct_rows.FLOATS for c in wanted]
+        return [{c: math.nan if v is None and number else v for c, v, number in zip(wanted, row, numbers, strict=True)}
+                for row in found]
 
 
-#: per record (cluster, job id, DBIndex): efficiency.STEP_STATS of its steps, as efficiency.step_stats
+#: per record (cluster, job id, DBIndex): STEP_STATS of its steps, as efficiency.step_stats
 #: computes them (max skips missing values; a record without GPU figures has sum 0 and count 0)
 _STEP_STATS_SQL = ("SELECT cluster, job_id, db_index, max(max_rss_bytes) AS step_max_rss_bytes, "
                    "max(mem_used_bytes) AS step_mem_used_bytes, coalesce(sum(gpu_util_pct), 0) AS step_gpu_util_sum, "
@@ -510,10 +587,67 @@ def _same_record(a: str, b: str) -> str:
                         for c, fill in (("cluster", "''"), ("job_id", "-1"), ("db_index", "0")))
 
 
+def _few(answer: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """An answer's rows as Python tuples, up to ``sacct_rows.LIMIT`` (:class:`sacct_rows.Declined` past it:
+    Arrow and pandas are then faster than Python objects)."""
+    found = answer.fetchmany(sacct_rows.LIMIT + 1)
+    if len(found) > sacct_rows.LIMIT:
+        raise sacct_rows.Declined(f"more than {sacct_rows.LIMIT} rows")
+    return found
+
+
+def _last_answers(parts: list[list[dict[str, Any]]], key: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One row per ``key``: the last answer's, in the order of the last answers (as the frames' way
+    drops duplicates, keeping the last)."""
+    seen: set[tuple[Any, ...]] = set()
+    kept = []
+    for row in reversed([row for part in parts for row in part]):
+        k = tuple(row[c] for c in key)
+        if k not in seen:
+            seen.add(k)
+            kept.append(row)
+    return kept[::-1]
+
+
+def _stage_rows(con: duckdb.DuckDBPyConnection, fetched: list[sacct_rows.Records]) -> None:
+    """Temporary tables ``_new_jobs``/``_new_steps`` of plain records (the store's columns and their
+    place), a missing number NULL as the frames' Arrow tables give it."""
+    record = ("cluster", "job_id", "db_index")
+    for name, rows in (("_new_jobs", _last_answers([t.jobs for t in fetched], record)),
+                       ("_new_steps", _last_answers([t.steps for t in fetched], (*record, "step")))):
+        con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM steps LIMIT 0")
+        width = len(sacct_rows.COLUMNS) + 1
+        for first in range(0, len(rows), 200):  # a few hundred parameters a statement
+            chunk = rows[first:first + 200]
+            values = [None if isinstance(v, float) and math.isnan(v) else v
+                      for i, row in enumerate(chunk, first) for v in (*(row[c] for c in sacct_rows.COLUMNS), i)]
+            one = "(" + ", ".join("?" * width) + ")"
+            con.execute(f"INSERT INTO {name} VALUES {', '.join([one] * len(chunk))}", values)
+
+
+def _stage_frames(con: duckdb.DuckDBPyConnection, fetched: list[SacctTable]) -> None:
+    """``_new_jobs``/``_new_steps`` registered from the frames (as Arrow tables of the store's schema)."""
+    import pandas as pd  # lazy: the frames' way only (see the module's note)
+    import pyarrow as pa
+
+    schema = _schema()
+    tables = {}
+    for name, part, key in (("_new_jobs", "jobs", ["cluster", "job_id", "db_index"]),
+                            ("_new_steps", "steps", ["cluster", "job_id", "db_index", "step"])):
+        frames = [getattr(t, part) for t in fetched if len(getattr(t, part))]
+        arrow = schema.empty_table()
+        if frames:
+            new = pd.concat(frames, ignore_index=True)
+            new = new.iloc[::-1].drop_duplicates(key).iloc[::-1]  # one row per record: the last answer's
+            arrow = pa.Table.from_pandas(new, preserve_index=False).cast(schema)
+        tables[name] = arrow.append_column(_ORDER, pa.array(range(arrow.num_rows), pa.int64()))
+        con.register(name, tables[name])
+
+
 def _frame(table: pa.Table, schema: pa.Schema) -> pd.DataFrame:
     """DuckDB's answer as the transform's frame: its types (DuckDB gives its own zone and string
     types back) and pandas dtypes (from the schema's pandas metadata)."""
-    table = table.select(schema.names).cast(schema)
+    table = table.select(schema.names).cast(schema)  # pyarrow is loaded: the table is one
     frame = table.to_pandas()
     if list(frame.columns) != schema.names:  # a projection: metadata lists every column
         frame = frame[schema.names]
@@ -524,6 +658,10 @@ def _window_keys(jobs: pd.DataFrame, steps: pd.DataFrame) -> None:
     """``segment``/``parent_key``/``key`` as the transform computes them over this window's records:
     only job ids whose stored keys can differ (several runs in the window, or a run numbered past 0
     when its earlier runs are outside it) are recomputed, by the transform's own function."""
+    import pandas as pd  # lazy: the frames' way only (see the module's note)
+
+    from slinkyml.accounting import sacct
+
     if jobs.empty or "key" not in jobs.columns:  # a projection without keys: nothing to renumber
         return
     ids = jobs["job_id"]

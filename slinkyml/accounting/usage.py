@@ -11,12 +11,12 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
+from slinkyml.accounting import usage_rows
+from slinkyml.accounting.usage_rows import sreport_window_note  # noqa: F401 - this module's name
 from slinkyml.errors import SlinkyError
 
-GROUPS = ("user", "account", "partition", "gpu_type")
-#: the job columns usage and its cost read (a store read of only these is a fraction of the whole)
-COLUMNS = ("user", "account", "partition", "alloc_gpu_type", "start", "end", "elapsed_s", "alloc_cpu",
-           "alloc_cpus", "alloc_gpus", "alloc_billing", "alloc_node", "nnodes", "state")
+GROUPS = usage_rows.GROUPS
+COLUMNS = usage_rows.COLUMNS
 _COLUMN = {"gpu_type": "alloc_gpu_type"}
 
 
@@ -94,29 +94,9 @@ def usage_over_time(jobs: pd.DataFrame, start: datetime, end: datetime, *, freq:
 
 
 def sreport_window(start: datetime, end: datetime) -> tuple[pd.Timestamp, pd.Timestamp]:
-    """The window sreport actually reports for ``start``/``end`` (``slurmdb_report_set_start_end_
-    time``): each edge rounded to the *nearest* hour (seconds ≥ 30 round the minute up, minutes
-    ≥ 30 the hour), and at least one hour long. Hours of sreport's time zone; slinkyml runs it in
-    UTC."""
-    def nearest(value) -> pd.Timestamp:
-        ts = _ts(value)
-        minute = ts.minute + (1 if ts.second >= 30 else 0)
-        hour = ts.floor("h")
-        return hour + pd.Timedelta(hours=1) if minute >= 30 else hour
-
-    lo, hi = nearest(start), nearest(end)
-    return lo, max(hi, lo + pd.Timedelta(hours=1))
-
-
-def sreport_window_note(start: datetime, end: datetime) -> str | None:
-    """A line for windows sreport would not report as given (None when it would)."""
-    lo, hi = sreport_window(start, end)
-    if lo == _ts(start) and hi == _ts(end):
-        return None
-    return (f"note: {_ts(start):%Y-%m-%d %H:%M:%S}–{_ts(end):%Y-%m-%d %H:%M:%S} UTC is not whole "
-            f"hours; these numbers are for exactly that window, while sreport would report "
-            f"{lo:%Y-%m-%d %H:%M}–{hi:%Y-%m-%d %H:%M} (it rounds each edge to the nearest hour, "
-            "at least one hour long): compare with sreport on whole-hour windows only")
+    """The window sreport actually reports for ``start``/``end`` (``usage_rows.sreport_window``)."""
+    lo, hi = usage_rows.sreport_window(_ts(start).to_pydatetime(), _ts(end).to_pydatetime())
+    return pd.Timestamp(lo), pd.Timestamp(hi)
 
 
 def reconcile_sreport(ours: pd.DataFrame, sreport: pd.DataFrame, parents: dict[str, str | None],

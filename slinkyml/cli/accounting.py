@@ -244,20 +244,80 @@ def _store_status(args: argparse.Namespace) -> int:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from slinkyml.accounting import cost, plots, usage
+    from slinkyml.accounting import usage_rows
 
     start, end = _window(args)
     by = [b.strip() for b in args.by.split(",") if b.strip()]
-    unknown = [b for b in by if b not in usage.GROUPS]
+    unknown = [b for b in by if b not in usage_rows.GROUPS]
     if unknown or not by or len(set(by)) != len(by):
         problem = (f"unknown grouping {unknown[0][:40]!r}" if unknown else "nothing to group by" if not by
                    else "a grouping given twice")
-        raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage.GROUPS)})")
-    table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
-    report = usage.usage(table.jobs, start, end, by=by)
+        raise SlinkyError(f"--by {args.by[:60]!r}: {problem} (a comma list of {', '.join(usage_rows.GROUPS)})")
+    text = None
+    if args.backend == "cli" and not args.png and getattr(args, "no_cache", False):
+        # plain Python for what sacct returns (no pandas: most of a small report's run was importing it);
+        # text the plain reader declines takes the pandas path below, unparsed again there but not refetched
+        from slinkyml.accounting import sacct_rows
+        from slinkyml.accounting.sacct_fields import sacct_text
+        from slinkyml.slurm.runner import Slurm
+
+        text = sacct_text(Slurm(), start, end, users=args.user, accounts=args.account)
+        try:
+            records = sacct_rows.parse(text)
+        except sacct_rows.Declined:
+            pass
+        else:
+            return _usage_plain(args, records.jobs, start, end, by)
+    elif args.backend == "cli" and not args.png:
+        jobs = _store_rows(args, start, lambda kept, con: kept.table_rows(
+            start, end, columns=usage_rows.COLUMNS, users=args.user, accounts=args.account, con=con))
+        if jobs is not None:
+            return _usage_plain(args, jobs, start, end, by)
+    return _usage_frames(args, start, end, by, text)
+
+
+def _store_rows(args: argparse.Namespace, start, read):
+    """``read(store, connection)`` on the sync's own connection after the store's plain sync (unless fresh
+    for --max-age: then ``read(store, None)``): a report's records without pandas. None (the frames' way then) for sacct text only the frames read (nothing was
+    written then) or more than ``sacct_rows.LIMIT`` records."""
+    from slinkyml.accounting import sacct_rows
+
+    kept = _store(args)
+    try:
+        if kept.fresh(start, args.max_age):
+            return read(kept, None)
+        return kept.sync(since=start, plain=True, then=lambda con: read(kept, con)).read  # one connection
+    except sacct_rows.Declined:  # a large answer or window: the frames' way is faster
+        return None
+
+
+def _usage_plain(args: argparse.Namespace, jobs: list, start, end, by: list[str], now=None) -> int:
+    """The usage table from plain records (``usage_rows``), printed as the pandas path prints it
+    (``now``: the end of running jobs, default the clock's)."""
+    from slinkyml.accounting import usage_rows
+    from slinkyml.accounting.prices import load_prices
+
+    table, prices = usage_rows.report(jobs, start, end, by, load_prices, now=now)
+    notes = usage_rows.unpriced(jobs, prices) if prices is not None else []
+    notes += [note] if (note := usage_rows.sreport_window_note(start, end)) else []
+    return _emit(args, table, f"Usage {start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC", "\n".join(notes))
+
+
+def _usage_frames(args: argparse.Namespace, start, end, by: list[str], text: str | None, now=None) -> int:
+    """The usage table from the transform's frames (the store, other backends, --png; ``text``: sacct's
+    answer already fetched; ``now`` as for :func:`_usage_plain`)."""
+    from slinkyml.accounting import cost, plots, usage
+
+    if text is not None:
+        from slinkyml.accounting.sacct_arrow import parse_sacct
+
+        table = parse_sacct(text)
+    else:
+        table = _load(args, start, end, columns=None if args.png else usage.COLUMNS)
+    report = usage.usage(table.jobs, start, end, by=by, now=now)
     prices = cost.load_prices() if len(report) else {}  # once: the costs and the note on unpriced partitions
     if len(report):
-        seconds = usage.overlap_seconds(table.jobs, start, end)
+        seconds = usage.overlap_seconds(table.jobs, start, end, now=now)
         report = report.merge(cost.cost(table.jobs, by=by, prices=prices, seconds=seconds), on=by, how="left")
     if args.png:
         series = usage.usage_over_time(table.jobs, start, end, by="account",
@@ -417,20 +477,64 @@ def _agreement(done, compared: list[str], algo: str, theirs: str) -> str:
 
 
 def _efficiency(args: argparse.Namespace) -> int:
+    from slinkyml.accounting.timeparse import parse_when
+
+    start, end = parse_when(args.since, "--since"), parse_when(args.until, "--until")
+    if end <= start:  # worded as the reports' loaders word it (this command's message before)
+        raise SlinkyError(f"--until: {end:%Y-%m-%dT%H:%M:%S} is not after --since {start:%Y-%m-%dT%H:%M:%S}")
+    text = None
+    # straight from sacct (--no-cache, or named jobs, which never go through the store): plain Python for
+    # the runs of what sacct returns (no pandas or DuckDB, most of a small report's run); text the plain
+    # reader declines takes the frames' path, unparsed again there but not refetched
+    if args.backend == "cli" and not args.png and not args.summary and (args.job or getattr(args, "no_cache", False)):
+        from slinkyml.accounting import sacct_rows
+        from slinkyml.accounting.sacct_fields import sacct_text
+        from slinkyml.slurm.runner import Slurm
+
+        text = sacct_text(Slurm(), start, end, users=args.user, accounts=args.account, job_ids=args.job)
+        try:
+            records = sacct_rows.parse(text)
+        except sacct_rows.Declined:
+            pass
+        else:
+            return _efficiency_plain(args, records.jobs, records.steps)
+    elif args.backend == "cli" and not args.png and not args.summary:
+        found = _store_rows(args, start, lambda kept, con: kept.runs_rows(start, end, users=args.user,
+                                                                          accounts=args.account, con=con))
+        if found is not None:
+            from slinkyml.accounting import efficiency_rows
+
+            return _emit(args, efficiency_rows.printed(found), "Efficiency per run")
+    return _efficiency_frames(args, start, end, text)
+
+
+def _efficiency_plain(args: argparse.Namespace, jobs: list, steps: list) -> int:
+    """The runs of plain records (``efficiency_rows``), printed as the frames' path prints them."""
+    from slinkyml.accounting import efficiency_rows
+
+    return _emit(args, efficiency_rows.table(jobs, steps), "Efficiency per run")
+
+
+def _efficiency_frames(args: argparse.Namespace, start, end, text: str | None) -> int:
+    """The runs from the transform's frames (the store, other backends, --png, --summary; ``text``:
+    sacct's answer already fetched)."""
     from slinkyml.accounting import efficiency, load_runs, plots
 
-    start, end = _window(args)
-    runs = load_runs(start, end, users=args.user, accounts=args.account, job_ids=args.job, backend=args.backend,
-                     **_store_read(args))
+    if text is not None:
+        from slinkyml.accounting.sacct_arrow import parse_sacct
+
+        table = parse_sacct(text)
+        runs = efficiency.runs(table.jobs, table.steps)
+    else:
+        runs = load_runs(start, end, users=args.user, accounts=args.account, job_ids=args.job,
+                         backend=args.backend, **_store_read(args))
     if args.png:
         plots.efficiency_hist_png(runs, args.png)
     if args.summary:
         return _emit(args, efficiency.summary(runs), "Efficiency per user")
-    cols = ["job", "job_id", "array_job_id", "array_task_id", "name", "user", "account",
-            "segments", "state", "cpu_efficiency", "mem_efficiency", "time_efficiency",
-            "mem_used_bytes", "req_mem_bytes", "gpu_util_pct", "gpu_hours", "lost_gpu_hours",
-            "lost_cpu_hours", "wait_eligible_s", "wait_start_s"]
-    return _emit(args, runs.reindex(columns=cols), "Efficiency per run")
+    from slinkyml.accounting.efficiency_rows import COLUMNS
+
+    return _emit(args, runs.reindex(columns=list(COLUMNS)), "Efficiency per run")
 
 
 def _report(args: argparse.Namespace) -> int:

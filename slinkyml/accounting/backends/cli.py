@@ -1,22 +1,23 @@
 """The default backend: ``sacct``/``sshare``/``sreport``/``sacctmgr`` through :class:`Slurm`;
-``--parsable2 --noconvert`` gives exact units and unambiguous fields on every release."""
+``--parsable2 --noconvert`` gives exact units and unambiguous fields on every release.
+
+pandas and the frames' transform load in the methods that return frames: the store's plain read
+(``slinkyml usage`` and ``efficiency`` on a small cluster) takes this backend for its Slurm and place only."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from slinkyml.accounting import fairshare, sharetree
-from slinkyml.accounting.sacct import SacctTable, sacct_args
-from slinkyml.accounting.sacct_arrow import parse_sacct
+from slinkyml.accounting import sharetree
+from slinkyml.accounting.sacct_fields import sacct_text, slurm_time
 from slinkyml.slurm import records
 from slinkyml.slurm.runner import Slurm
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def slurm_time(value: datetime) -> str:
-    """A datetime → sacct/sreport syntax, in UTC (the runner sets TZ=UTC)."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    from slinkyml.accounting.sacct import SacctTable
 
 
 class CliBackend:
@@ -27,16 +28,26 @@ class CliBackend:
 
     def jobs(self, start: datetime, end: datetime, *, users=None, accounts=None,
              job_ids=None) -> SacctTable:
-        args = sacct_args(slurm_time(start), slurm_time(end), users=users, accounts=accounts,
-                          job_ids=job_ids)
-        return parse_sacct(self.slurm.run("sacct", args, timeout=300).stdout)
+        from slinkyml.accounting.sacct_arrow import parse_sacct  # lazy: pandas (see the module's note)
+
+        return parse_sacct(self.sacct_text(start, end, users=users, accounts=accounts, job_ids=job_ids))
+
+    def sacct_text(self, start: datetime, end: datetime, *, users=None, accounts=None, job_ids=None) -> str:
+        """sacct's answer as text (what :meth:`jobs` parses; the store's plain sync reads it itself)."""
+        return sacct_text(self.slurm, start, end, users=users, accounts=accounts, job_ids=job_ids)
 
     def shares(self) -> pd.DataFrame:
+        from slinkyml.accounting import fairshare  # lazy: pandas (see the module's note)
+
         return fairshare.share_frame(records.sshare(self.slurm))
 
     def shares_snapshot(self, attempts: int = 5) -> tuple[pd.DataFrame, dict[str, float]]:
         """sshare plus the finer raw usage of ``scontrol show assoc_mgr``, from one priority
         calculation (:func:`sharetree.snapshot`)."""
+        import pandas as pd  # lazy: see the module's note
+
+        from slinkyml.accounting import fairshare
+
         rows, usage = sharetree.snapshot(self.slurm, attempts)
         return pd.DataFrame(rows, columns=fairshare.SHARE_COLUMNS), usage
 
@@ -67,6 +78,8 @@ class CliBackend:
 def parse_sreport_account_user(text: str) -> pd.DataFrame:
     """``Cluster|Account|Login|Proper Name|Used|Energy`` rows → DataFrame (user None for the
     account totals, which include sub-accounts)."""
+    import pandas as pd  # lazy: see the module's note
+
     rows = [dict(cluster=row["Cluster"], account=row["Account"], user=row["Login"] or None, used=int(row["Used"]))
             for row in records.sreport_account_user(text) if row["Used"].strip().isdigit()]
     return pd.DataFrame(rows, columns=["cluster", "account", "user", "used"])
