@@ -105,6 +105,29 @@ def exclusive_cluster(local_cluster):
 
 @pytest.fixture(scope="session")
 @needs("kube")
+def go_module():
+    """``go_module("path@version")``: that module's folder in the Go module cache, as `make kube` (kube/build.sh)
+    fills it: the Kubernetes, operator, Karpenter and mariadb-operator modules whose files our vendored data
+    must equal. In the kube tier, which runs after those builds (on a cold machine the offline tier runs
+    before them); a module missing there fails the test: the build that should have fetched it did not."""
+    if shutil.which("go") is None:
+        pytest.skip("Go is not installed (`make setup`): the module cache cannot be read")
+    cache = Path(subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip())
+
+    def folder(module: str) -> Path:
+        path, _, version = module.partition("@")
+        escaped = "".join(f"!{c.lower()}" if c.isupper() else c for c in path)
+        found = cache / f"{escaped}@{version}"
+        if not found.is_dir():
+            pytest.fail(f"{module} is not in the Go module cache ({cache}) after `make kube`: kube/build.sh "
+                        "should have downloaded it (kube/crds.txt, the operator-*/go.mod files)")
+        return found
+
+    return folder
+
+
+@pytest.fixture(scope="session")
+@needs("kube")
 def kube_plane():
     """The local Kubernetes control plane of `slinkyml dev kube` (etcd, kube-apiserver, -controller-manager,
     -scheduler, the slurm-operator's manager and webhook at the default version), brought up once per

@@ -6,10 +6,8 @@ cache when it holds the module)."""
 from __future__ import annotations
 
 import copy
-import os
 import re
-import shutil
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,24 +97,10 @@ def test_unsupported_combination_is_one_line_with_file_and_line(tmp_path: Path) 
 # ---------------------------------------------------------------- against the operator module
 
 
-def _module_dir(version: str) -> Path | None:
-    """The operator module's folder in the Go module cache, or None when the cache lacks it."""
-    cache = os.environ.get("GOMODCACHE")
-    if not cache and shutil.which("go"):
-        cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=False).stdout.strip()
-    cache = cache or str(Path.home() / "go" / "pkg" / "mod")
-    escaped = re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), MODULE)
-    folder = Path(cache) / f"{escaped}@{version}"
-    return folder if (folder / "helm").is_dir() else None
-
-
 @pytest.mark.parametrize("release", RELEASES)
-def test_release_figures_are_the_operator_modules(release: str) -> None:
+def test_release_figures_are_the_operator_modules(release: str, go_module: Callable[[str], Path]) -> None:
     rel = operator_release(release)
-    folder = _module_dir(rel["module"])
-    if folder is None:
-        pytest.skip(f"{MODULE}@{rel['module']} is not in the Go module cache (go mod download -json "
-                    f"{MODULE}@{rel['module']}); data/cluster_addons.yaml's figures stand unchecked")
+    folder = go_module(f"{MODULE}@{rel['module']}")
     charts = {name: specload.load_data((folder / "helm" / name / "Chart.yaml").read_text())
               for name in rel["charts"]}
     assert {name: str(c["version"]) for name, c in charts.items()} == rel["charts"]

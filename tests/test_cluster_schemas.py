@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,24 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = render(load_spec(EXAMPLES_DIR / "h100-efa" / "cluster.yaml")).plugin_values
 
 
-def _module_dir(module: str) -> Path | None:
-    """The module's folder when it is in the Go module cache already (never downloads)."""
-    try:
-        done = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True, text=True,
-                              timeout=60, env={"GOFLAGS": "-mod=mod", "GOPROXY": "off",
-                                               "HOME": str(Path.home()), "PATH": "/usr/local/go/bin:/usr/bin:/bin"})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    folder = json.loads(done.stdout or "{}").get("Dir") if done.returncode == 0 else None
-    return Path(folder) if folder else None
-
-
 @pytest.mark.parametrize("name", sorted(upstream_sources()))
-def test_vendored_crd_equals_the_modules_file(name: str) -> None:
+def test_vendored_crd_equals_the_modules_file(name: str, go_module: Callable[[str], Path]) -> None:
     module, path = upstream_sources()[name].split()
-    folder = _module_dir(module)
-    if folder is None:
-        pytest.skip(f"{module} is not in the Go module cache")
+    folder = go_module(module)
     upstream = yaml.load((folder / path).read_text(), Loader=yaml.CSafeLoader)
     assert json.loads((UPSTREAM_CRDS / name).read_text()) == upstream
 
@@ -54,16 +39,14 @@ def test_vendored_crds_are_the_ones_the_plane_installs() -> None:
     assert {tuple(v.split()) for v in upstream_sources().values()} == pinned
 
 
-def test_vendored_openapi_is_the_trim_of_the_pinned_module() -> None:
+def test_vendored_openapi_is_the_trim_of_the_pinned_module(go_module: Callable[[str], Path]) -> None:
     spec = importlib.util.spec_from_file_location("vendor_schemas", ROOT / "kube" / "vendor_schemas.py")
     assert spec is not None and spec.loader is not None
     vendor = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(vendor)
     data = json.loads(KUBERNETES_OPENAPI.read_text())
     assert data["source"] == f"{vendor.kubernetes_pin()} api/openapi-spec/v3"
-    folder = _module_dir(vendor.kubernetes_pin())
-    if folder is None:
-        pytest.skip(f"{vendor.kubernetes_pin()} is not in the Go module cache")
+    folder = go_module(vendor.kubernetes_pin())
     assert vendor.trimmed_openapi(folder / "api" / "openapi-spec" / "v3") == \
         {"kinds": data["kinds"], "schemas": data["schemas"]}
 

@@ -16,6 +16,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,18 +110,8 @@ def test_bad_answers_are_one_line(tmp_path: Path) -> None:
         assert "\n" not in str(info.value)
 
 
-def _karpenter_module() -> Path | None:
-    cache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=False).stdout.strip() \
-        if __import__("shutil").which("go") else ""
-    folder = Path(cache or Path.home() / "go" / "pkg" / "mod") / f"github.com/aws/karpenter-provider-aws@{KARPENTER_VERSION}"
-    return folder if (folder / "pkg").is_dir() else None
-
-
-def test_packaged_tables_are_the_pinned_karpenter_modules() -> None:
-    folder = _karpenter_module()
-    if folder is None:
-        pytest.skip(f"github.com/aws/karpenter-provider-aws@{KARPENTER_VERSION} is not in the Go module cache "
-                    "(go mod download it); the packaged tables stand unchecked")
+def test_packaged_tables_are_the_pinned_karpenter_modules(go_module: Callable[[str], Path]) -> None:
+    folder = go_module(f"github.com/aws/karpenter-provider-aws@{KARPENTER_VERSION}")
     assert karpenter_tables_from_module(folder) == json.loads(json.dumps(karpenter_tables()))
     assert re.search(r"@v\d+\.\d+\.\d+:", karpenter_tables()["source"])
 
