@@ -21,6 +21,7 @@ from slinkyml.dev.docker.config import (
     render_slurmdbd_conf,
 )
 from slinkyml.dev.images.images import Entry, ImageSpec, write_oci_archive
+from slinkyml.dev.slurm.config import CRED_EXPIRE_S
 from slinkyml.errors import SpecError
 from slinkyml.slurm.conf import parse_line
 
@@ -45,7 +46,7 @@ def test_slurm_conf_names_every_node_at_its_address_and_no_host_path(tmp_path):
     assert [(n.text().split()[0].split("=")[1], n.param("NodeAddr"), n.param("CPUs"), n.param("RealMemory")) for n in nodes] == \
         [("d1", spec.address("d1"), "3", "2048"), ("d2", spec.address("d2"), "3", "2048")]
     assert "SlurmctldHost=slurmctld\n" in text and "AccountingStorageHost=slurmdbd\n" in text
-    assert "AuthType=auth/munge\n" in text and "cred_expire=30" in text
+    assert "AuthType=auth/munge\n" in text and f"cred_expire={CRED_EXPIRE_S}" in text
     assert str(tmp_path) not in text  # the containers' paths, never the state dir's
 
 
