@@ -156,7 +156,8 @@ def _kube_up(args: argparse.Namespace) -> int:
         node = plane.node().settings
         print(f"  node {node.name} Ready at {node.node_ip} (bridge {node.bridge}, pods in {node.subnet})")
     if spec is not None:
-        from slinkyml.dev.kubernetes.operator_cluster import up_here  # lazy: the k8s extra, only with --slurm-pods
+        # lazy: the k8s extra, only with --slurm-pods
+        from slinkyml.dev.kubernetes.operator_cluster import up_here
 
         here = up_here(plane, spec, log=lambda line: print(f"  {line}", flush=True))
         print(f"  Slurm cluster {spec.name} made by the slurm-operator (namespace {spec.namespace}): slurmd pods "
