@@ -359,9 +359,9 @@ def test_a_deleted_slurmctld_pod_loses_no_job(operator_cluster: OperatorCluster,
                       *args)
         return int(out.strip().split(";")[0])
 
-    running = sbatch("--wrap", "sleep 45")
+    running = sbatch("--exclusive", "--wrap", "sleep 45")
     _wait("the first job to run", lambda: c.job(running).get("JobState") == "RUNNING", timeout=60)
-    waiting = sbatch("--wrap", "true")  # the first has every node's memory (no --mem): it waits
+    waiting = sbatch("--wrap", "true")  # the first has both nodes to itself: it waits
     assert c.job(waiting).get("JobState") == "PENDING"
     ctld = c.pods.ready("Controller")
     old_ip = ctld.status.pod_ip
