@@ -227,8 +227,17 @@ def test_nodeset_pods_come_from_the_cluster_spec(operator_cluster: OperatorClust
     owned = c.pods.owned("NodeSet")
     assert sorted(p.metadata.name for p in owned) == [f"{c.nodeset}-{i}" for i in range(REPLICAS)]
     assert all(p.metadata.owner_references[0].name == c.nodeset for p in owned)
-    nodeset = c.pods.objects.get_namespaced_custom_object(GROUP, VERSION, c.cluster.namespace, "nodesets", c.nodeset)
-    assert nodeset["status"]["readyReplicas"] == REPLICAS, nodeset["status"]
+
+    def status() -> dict:
+        return c.pods.objects.get_namespaced_custom_object(
+            GROUP, VERSION, c.cluster.namespace, "nodesets", c.nodeset).get("status", {})
+
+    try:  # the operator's status update follows its pods'
+        _wait("the NodeSet's status to count its pods ready", lambda: status().get("readyReplicas") == REPLICAS,
+              timeout=60)
+    except BaseException:
+        print(f"NodeSet status: {status()}")
+        raise
     for pod in owned:
         node = parse_scontrol_record(c.login("scontrol", "-o", "show", "node", pod.metadata.name).splitlines()[0])
         assert set(node["AvailableFeatures"].split(",")) == {"cpu-small-cpu", "cpu", "m7i_8xlarge"}, node
@@ -296,7 +305,9 @@ def test_train_from_the_login_pod_and_a_deleted_slurmd_pod_resumes(operator_clus
     work = path.parent
     submitted = time.monotonic()
     out = c.login("bash", "-c", f"cd {work} && {sys.prefix}/bin/slinkyml sbatch submit {path}")
-    job_id = int(next(w for w in out.split() if w.isdigit()))
+    ids = [w for w in out.split() if w.isdigit()]
+    assert ids, out
+    job_id = int(ids[0])
     ckpt = work / "ckpt"
     _wait("the first training step", lambda: _metrics(ckpt), timeout=300, every=0.2)
     now = time.monotonic()

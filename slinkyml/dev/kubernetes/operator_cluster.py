@@ -168,6 +168,12 @@ class OperatorPods:
             spec["template"] = {"spec": {"volumes": host_mounts(folders)[0]}}
         patched: dict[str, Any] = self.objects.patch_namespaced_custom_object(
             GROUP, VERSION, self.namespace, "nodesets", name, {"spec": spec})
+        # only once the operator has seen the patch: a pod it makes before then has the old template, and
+        # OnDelete leaves it so (seen: both pods Pending on the m7i.8xlarge's requests)
+        generation = patched["metadata"]["generation"]
+        wait_for("the operator's status of the fitted NodeSet", lambda: (self.objects.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "nodesets", name).get("status") or {}).get(
+            "observedGeneration", 0) >= generation, wait_s)
         for pod in self.owned("NodeSet"):
             self.core.delete_namespaced_pod(pod.metadata.name, self.namespace)
         return patched
