@@ -125,9 +125,11 @@ def _register_kube(sub: argparse._SubParsersAction) -> None:
                            help="with --kubelet: build the slurmctld, slurmd, login, slurmdbd and slurmrestd images of this Slurm "
                            "release from its Debian root (as `dev up --slurm-version` unpacks it) and import them")
             p.add_argument("--slurm-pods", metavar="CLUSTER_YAML",
-                           help="with --kubelet: run this cluster spec's Slurm in pods on the node without the "
-                           "operator (MariaDB, slurmdbd, slurmctld, login and the first node set's slurmd pods "
-                           "as a StatefulSet; slurm_version 26.05), standing in for it until its pods run here")
+                           help="with --kubelet and the operator: `cluster apply` this cluster spec (slurm_version "
+                           "26.05, its images built and imported) and let the slurm-operator make its pods on the node, "
+                           "fitted to it as `demo --kubernetes` does (the Controller asks 1 CPU, the first node set's "
+                           "slurmd pods request nothing and share the node); the training stack and a shared folder "
+                           "are mounted in the slurmd and login pods; waits until every slurmd pod is idle in sinfo")
         p.set_defaults(handler=handler)
 
 
@@ -146,6 +148,8 @@ def _kube_up(args: argparse.Namespace) -> int:
     spec = load_spec(args.slurm_pods) if args.slurm_pods else None  # a bad spec stops before anything starts
     if spec is not None and not args.kubelet:
         raise SlinkyError("--slurm-pods: needs --kubelet (the pods run on the node)")
+    if spec is not None and not args.operator:
+        raise SlinkyError("--slurm-pods: needs the operator (it makes the pods), not --no-operator")
     if spec is not None and spec.slurm_version not in roots.RELEASES:  # the releases images can be built for
         raise SlinkyError(f"{args.slurm_pods}: slurm_version: --slurm-pods runs {', '.join(roots.RELEASES)} only (its "
                           f"images are built from a Debian root of that Slurm), got {spec.slurm_version}")
@@ -159,12 +163,14 @@ def _kube_up(args: argparse.Namespace) -> int:
         node = plane.node().settings
         print(f"  node {node.name} Ready at {node.node_ip} (bridge {node.bridge}, pods in {node.subnet})")
     if spec is not None:
-        from slinkyml.dev.kubernetes import kubeslurm
+        # lazy: the k8s extra, only with --slurm-pods
+        from slinkyml.dev.kubernetes.operator_cluster import up_here
 
-        pods = kubeslurm.up_here(spec, plane.state_dir / "slurm-pods" / spec.name, plane.api())
-        print(f"  Slurm cluster {pods.cluster} applied in pods (namespace {pods.namespace}, without the operator): "
-              f"{pods.controller}, {pods.accounting}, {pods.database}, {pods.login}, StatefulSet {pods.nodeset} "
-              f"x{pods.replicas}; jobs' shared folder {pods.shared}")
+        here = up_here(plane, spec, log=lambda line: print(f"  {line}", flush=True))
+        print(f"  Slurm cluster {spec.name} made by the slurm-operator (namespace {spec.namespace}): slurmd pods "
+              f"{', '.join(p.metadata.name for p in here.workers)} idle in sinfo; login pod {here.login} "
+              f"(kubectl exec -n {spec.namespace} {here.login} -- sinfo); jobs' shared folder {here.shared}; "
+              f"{time.monotonic() - start:.1f} s in all")
     print(f"  eval $(slinkyml dev kube env --state-dir {plane.state_dir})")
     return 0
 

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
-from slinkyml.cluster.apply import api_client, apply_objects, ensure_secrets
-from slinkyml.cluster.render import render
+from slinkyml.cluster.apply import api_client
 from slinkyml.demo import _step
 from slinkyml.dev.kubernetes.kube import BUILD_SCRIPT, KubeControlPlane
-from slinkyml.dev.kubernetes.operator_cluster import OperatorPods, fit_spec, statesave_volume, wait_for
+from slinkyml.dev.kubernetes.operator_cluster import OperatorPods, apply_cluster, fit_spec, wait_for
 from slinkyml.errors import SlinkyError
 from slinkyml.slurm.conf import SlurmConfBuilder
 
@@ -70,18 +69,9 @@ def main() -> int:
     pods = OperatorPods(api, cluster)
 
     def apply() -> str:  # what `slinkyml cluster apply` does: the Namespace, the cluster's Secrets, the rest
-        from kubernetes.client import ApiException  # lazy: the k8s extra, which api_client has loaded
-
-        try:
-            pods.core.create_persistent_volume(statesave_volume(cluster, plane.state_dir / "volumes" / cluster.name))
-        except ApiException as exc:
-            if exc.status != 409:  # 409: there from an earlier run of the demo
-                raise
-        objs = render(cluster).objects
-        apply_objects(objs[:1], api)
-        ensure_secrets(cluster, api, log=lambda line: print(f"   {line}", flush=True))
-        result = apply_objects(objs[1:], api)
-        return (f"{len(result['applied']) + 1} objects applied to namespace {cluster.namespace}; the Controller "
+        applied = apply_cluster(pods, plane.state_dir / "volumes" / cluster.name,
+                                log=lambda line: print(f"   {line}", flush=True))
+        return (f"{applied} objects applied to namespace {cluster.namespace}; the Controller "
                 f"asks 1 CPU (this node has 2), its state claim is bound to a folder of the node's")
 
     _step(f"Apply manifests/{EXAMPLE} (as slinkyml cluster apply does)", apply)

@@ -17,6 +17,7 @@ from typing import Any
 from slinkyml.errors import EXIT_FAILED, SlinkyError
 from slinkyml.jobs.spec import JobSpec, mem_mb, time_limit_seconds
 from slinkyml.slurm import records
+from slinkyml.slurm.errors import AccountingDisabled
 from slinkyml.slurm.hostlist import HostlistError, expand_hostlist
 from slinkyml.slurm.records import Record
 from slinkyml.slurm.runner import Slurm
@@ -84,18 +85,25 @@ def _own_associations(found: list[Record], user: str) -> list[tuple[str, str]]:
             if "ClusterName" in record and record.get("UserName", "").split("(")[0] == user]
 
 
-def _confirmed(slurm: Slurm, user: str, account: str | None, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def _confirmed(slurm: Slurm, user: str, account: str | None,
+               rows: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
     """slurmctld's association rows, or ``sacctmgr``'s when they hold no match (a refusal never rests on
-    the controller's cache alone)."""
+    the controller's cache alone); None on a cluster without accounting, where there are none to check
+    (manifests/cpu-small renders none)."""
     if rows and (not account or any(acct == account for acct, _ in rows)):
         return rows
     where = ["show", "assoc", "where", f"user={user}"] + ([f"account={account}"] if account else [])
-    return [(row["Account"], row["Partition"]) for row in records.sacctmgr(slurm, ("Account", "Partition"), where)]
+    try:
+        found = records.sacctmgr(slurm, ("Account", "Partition"), where)
+    except AccountingDisabled:
+        return None
+    return [(row["Account"], row["Partition"]) for row in found]
 
 
-def user_associations(slurm: Slurm, user: str, account: str | None = None) -> list[tuple[str, str]]:
+def user_associations(slurm: Slurm, user: str, account: str | None = None) -> list[tuple[str, str]] | None:
     """``(account, partition)`` of the user's associations: slurmctld's cache first, then
-    ``sacctmgr`` when it has no match, so a refusal never rests on the cache alone.
+    ``sacctmgr`` when it has no match, so a refusal never rests on the cache alone; None when the cluster
+    has no accounting (nothing to check).
     """
     out = slurm.run("scontrol", ["-o", "show", "assoc_mgr", "flags=assoc", f"users={user}"],
                     check=False).stdout
@@ -108,7 +116,8 @@ class ClusterAnswers:
 
     __slots__ = ("associations", "nodes", "partitions")
 
-    def __init__(self, partitions: list[Record], nodes: list[Record], associations: list[tuple[str, str]]) -> None:
+    def __init__(self, partitions: list[Record], nodes: list[Record],
+                 associations: list[tuple[str, str]] | None) -> None:
         self.partitions = partitions
         self.nodes = nodes
         self.associations = associations
@@ -240,7 +249,9 @@ def judge(spec: JobSpec, slurm: Slurm, user: str, answers: ClusterAnswers) -> li
         found.append("container is set but this cluster's srun has no --container-image option "
                      "(the pyxis SPANK plugin is not installed in plugstack.conf)")
     rows = answers.associations
-    if spec.account and not any(acct == spec.account and (not p or p == name) for acct, p in rows):
+    if rows is None:  # no accounting on this cluster: no association is enforced, so none is checked
+        pass
+    elif spec.account and not any(acct == spec.account and (not p or p == name) for acct, p in rows):
         found.append(f"user {user} has no association with account {spec.account!r}")
     elif not spec.account and not rows:
         found.append(f"user {user} has no account association on this cluster")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from slinkyml import lazy_names
 
 _MODULE_OF = {
-    **dict.fromkeys(("AccountingUnavailable", "InvalidRequest", "JobNotFound", "SlurmCommandNotFound",
+    **dict.fromkeys(("AccountingDisabled", "AccountingUnavailable", "InvalidRequest", "JobNotFound", "SlurmCommandNotFound",
                      "SlurmControllerDown", "SlurmError", "SlurmTimeout", "SlurmTransientError"),
                     "slinkyml.slurm.errors"),
     **dict.fromkeys(("Result", "Slurm", "parse_job_id"), "slinkyml.slurm.runner"),

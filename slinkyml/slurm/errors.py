@@ -49,6 +49,10 @@ class AccountingUnavailable(SlurmError):
     exit_code = EXIT_UNREACHABLE
 
 
+class AccountingDisabled(AccountingUnavailable):
+    """The cluster runs without accounting storage (no slurmdbd): no associations exist or are enforced."""
+
+
 class InvalidRequest(SlurmError):
     """slurmctld rejected a request (bad partition, account, node count...)."""
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from slinkyml import DATA_DIR, config
 from slinkyml.slurm import records
 from slinkyml.slurm.errors import (
+    AccountingDisabled,
     AccountingUnavailable,
     InvalidRequest,
     JobNotFound,
@@ -213,7 +214,7 @@ class Slurm:
         if command in _ACCOUNTING_COMMANDS:
             if re.search(r"accounting storage is disabled|not running a supported "
                          r"accounting_storage plugin", stderr, re.I):
-                return AccountingUnavailable(
+                return AccountingDisabled(
                     f"{command}: Slurm accounting is disabled on this cluster "
                     "(AccountingStorageType is not accounting_storage/slurmdbd)", **kwargs)
             if "Unable to connect to database" in stderr:  # slurmdbd answers; its database does not

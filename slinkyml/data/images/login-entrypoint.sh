@@ -15,7 +15,7 @@ ssh-keygen -A
 
 as_slurm=(setpriv --reuid=slurm --regid=slurm --init-groups)
 if ! "${as_slurm[@]}" test -r /etc/slurm/slurm.key; then
-	# a pod without the operator's initconf step (dev/kubernetes/kubeslurm.py's) mounts the key as root's alone
+	# a pod without the operator's initconf step (tests/test_kubelet_live.py's) mounts the key as root's alone
 	echo "login-entrypoint: /etc/slurm/slurm.key is not readable by slurm (no initconf step): sackd runs as root" >&2
 	as_slurm=()
 fi

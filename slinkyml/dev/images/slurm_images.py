@@ -56,8 +56,6 @@ COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 #: the images Slinky publishes under these names, which the rendered manifests use
 SLINKY_COMPONENTS = ("slurmctld", "slurmd", "login", "slurmdbd", "slurmrestd")
-#: in every image: the operator's initconf step (Slurm's files owned by SlurmUser, 0600)
-INITCONF = "/usr/local/bin/initconf.sh"
 
 
 #: what the images need beyond the dev cluster's root: sackd and sshd for the login image (Slinky's login
@@ -173,8 +171,7 @@ def image_specs(root: Path, release: str, relinked_at: Path | None = None) -> li
     common = (Entry("etc/passwd", data=passwd.encode(), mode=0o644),
               Entry("etc/group", data=group.encode(), mode=0o644),
               # the relinked executables name their loader and libraries under the root's path here
-              Entry(str(relinked_at or root).lstrip("/"), link="/"),
-              Entry(INITCONF.lstrip("/"), source=DATA_DIR / "initconf.sh"))
+              Entry(str(relinked_at or root).lstrip("/"), link="/"))
     specs = []
     for component, (entrypoint, cmd) in COMPONENTS.items():
         script = DATA_DIR / f"{component}-entrypoint.sh"

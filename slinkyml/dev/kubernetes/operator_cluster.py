@@ -4,24 +4,30 @@ not that EKS's nodes are, given to the applied cluster, and the operator's pods 
 The differences, each stated in docs/local-kubernetes-cluster.md and nothing else changed: the Controller
 asks 1 CPU (the node has 2 and CoreDNS asks 50m); its state claim is bound to a folder of the node's, as a
 CSI driver would provision it; the node carries the labels Karpenter would give the NodeSet's pool; the
-slurmd pods request nothing (an m7i.8xlarge's 31 CPUs are not here) and there is one (the operator's slurmd
-pods are one per node, a required anti-affinity, and this plane has one node); cgroup.conf says
-``CgroupPlugin=autodetect`` (these machines are cgroup v1: the rendered cgroup/v2 stops slurmd with
-``fatal: /sys/fs/cgroup is not a valid cgroup2 mountpoint``). Used by ``slinkyml demo --kubernetes`` and
-tests/test_kubelet_operator_live.py.
+slurmd pods request nothing (an m7i.8xlarge's 31 CPUs are not here); more than one of them share this one
+node only with the NodeSet's own ``oversubscribeNode: true`` (else the operator gives each a required
+anti-affinity: one per node); cgroup.conf says ``CgroupPlugin=autodetect`` (these machines are cgroup v1:
+the rendered cgroup/v2 stops slurmd with ``fatal: /sys/fs/cgroup is not a valid cgroup2 mountpoint``);
+folders of the node's can be mounted at their own paths in the slurmd and login pods (the jobs' files and
+the training stack, which EKS has on FSx and in the image). Used by ``slinkyml demo --kubernetes``,
+``slinkyml dev kube up --slurm-pods`` and tests/test_kubelet_operator_live.py.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import slinkyml
 from slinkyml.cluster import names
+from slinkyml.cluster.apply import apply_objects, ensure_secrets
 from slinkyml.cluster.placement import controller_claim
+from slinkyml.cluster.render import render
 from slinkyml.cluster.spec import SlurmCluster
 from slinkyml.dev.images.slurm_images import SLURM_UID
 from slinkyml.errors import SlinkyError
@@ -62,6 +68,27 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: fl
         if time.monotonic() > deadline:
             raise SlinkyError(f"no {what} after {timeout:.0f} s (`slinkyml dev kube status` shows the plane)")
         time.sleep(every)
+
+
+@dataclass(frozen=True)
+class HostFolder:
+    """A folder of the node's, mounted at its own path in the slurmd and login pods."""
+
+    path: str
+    read_only: bool = True
+
+
+def host_mounts(folders: Sequence[HostFolder]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's hostPath volumes and the container's mounts of ``folders``."""
+    volumes = [{"name": f"host-{i}", "hostPath": {"path": f.path, "type": "Directory"}} for i, f in enumerate(folders)]
+    mounts = [{"name": f"host-{i}", "mountPath": f.path, "readOnly": f.read_only} for i, f in enumerate(folders)]
+    return volumes, mounts
+
+
+def mounts_folders(pod: Any, folders: Sequence[HostFolder]) -> bool:
+    """Whether ``pod`` has every one of ``folders`` as a hostPath volume."""
+    paths = {v.host_path.path for v in pod.spec.volumes or [] if v.host_path}
+    return all(f.path in paths for f in folders)
 
 
 def is_ready(pod: Any) -> bool:
@@ -118,8 +145,10 @@ class OperatorPods:
         finally:
             ws.close()
 
-    def fit_nodeset(self, node_name: str, wait_s: float = 180) -> dict[str, Any]:
-        """Give the first NodeSet this node (its labels), no requests, one replica and cgroup autodetect, and
+    def fit_nodeset(self, node_name: str, wait_s: float = 180, replicas: int = 1,
+                    folders: Sequence[HostFolder] = (), env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Give the first NodeSet this node (its labels), no requests, ``replicas`` (more than one with
+        ``oversubscribeNode``), cgroup autodetect, ``folders`` and ``env`` in its slurmd container, and
         delete the pods made before (the rendered update strategy is OnDelete); the NodeSet as patched."""
         name = names.nodeset(self.cluster, self.cluster.node_sets[0])
         nodeset = self.objects.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "nodesets", name)
@@ -133,11 +162,32 @@ class OperatorPods:
         answer = self.exec(ctld, "slurmctld", ["scontrol", "reconfigure"])
         if "error" in answer.lower():
             raise SlinkyError(f"scontrol reconfigure in {ctld}: {answer.strip()}")
+        spec: dict[str, Any] = {"replicas": replicas, "oversubscribeNode": replicas > 1,
+                                "slurmd": {"resources": None, **_container_extras(folders, env)}}
+        if folders:
+            spec["template"] = {"spec": {"volumes": host_mounts(folders)[0]}}
         patched: dict[str, Any] = self.objects.patch_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, "nodesets", name, {"spec": {"replicas": 1, "slurmd": {"resources": None}}})
+            GROUP, VERSION, self.namespace, "nodesets", name, {"spec": spec})
+        # only once the operator has seen the patch: a pod it makes before then has the old template, and
+        # OnDelete leaves it so (seen: both pods Pending on the m7i.8xlarge's requests)
+        generation = patched["metadata"]["generation"]
+        wait_for("the operator's status of the fitted NodeSet", lambda: (self.objects.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "nodesets", name).get("status") or {}).get(
+            "observedGeneration", 0) >= generation, wait_s)
         for pod in self.owned("NodeSet"):
             self.core.delete_namespaced_pod(pod.metadata.name, self.namespace)
         return patched
+
+    def fit_login(self, folders: Sequence[HostFolder], env: Mapping[str, str] | None = None) -> None:
+        """Mount ``folders`` and set ``env`` in the LoginSet's login container (the operator rolls its
+        Deployment: ``login_pod(folders)`` is the new pod once Ready)."""
+        name = names.loginset(self.cluster)
+        self.objects.patch_namespaced_custom_object(GROUP, VERSION, self.namespace, "loginsets", name, {"spec": {
+            "login": _container_extras(folders, env), "template": {"spec": {"volumes": host_mounts(folders)[0]}}}})
+
+    def login_pod(self, folders: Sequence[HostFolder] = ()) -> Any:
+        """A Ready login pod that mounts ``folders``, else None."""
+        return next((p for p in self.owned("LoginSet") if is_ready(p) and mounts_folders(p, folders)), None)
 
     def registered_workers(self, replicas: int) -> list[Any]:
         """The NodeSet's pods once there are ``replicas`` of the fitted template, all Ready and idle in
@@ -151,3 +201,66 @@ class OperatorPods:
         states = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
         idle = sorted(n for n, s in states.items() if s == "idle")
         return fresh if idle == sorted(p.metadata.name for p in fresh) else []
+
+
+def _container_extras(folders: Sequence[HostFolder], env: Mapping[str, str] | None) -> dict[str, Any]:
+    """A container's mounts of ``folders`` and its ``env``, as fields of an operator's container wrapper."""
+    extras: dict[str, Any] = {}
+    if folders:
+        extras["volumeMounts"] = host_mounts(folders)[1]
+    if env:
+        extras["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    return extras
+
+
+def apply_cluster(pods: OperatorPods, statesave: Path, log: Callable[[str], None] = lambda _: None) -> int:
+    """What ``slinkyml cluster apply`` does (the Namespace, the cluster's Secrets, the rest, server-side),
+    the Controller's state volume (a folder of the node's at ``statesave``) made first; the objects applied."""
+    from kubernetes.client import ApiException  # lazy: the k8s extra, only where a plane runs
+
+    try:
+        pods.core.create_persistent_volume(statesave_volume(pods.cluster, statesave))
+    except ApiException as exc:
+        if exc.status != 409:  # 409: there from an earlier apply
+            raise
+    objs = render(pods.cluster).objects
+    apply_objects(objs[:1], pods.api, log=lambda _: None)
+    ensure_secrets(pods.cluster, pods.api, log=log)
+    return len(apply_objects(objs[1:], pods.api, log=lambda _: None)["applied"]) + 1
+
+
+@dataclass
+class HereCluster:
+    """``dev kube up --slurm-pods``'s cluster: the operator's pods, the folder they share with this machine."""
+
+    pods: OperatorPods
+    shared: Path
+    workers: list[Any]
+    login: str
+
+
+def up_here(plane: Any, spec: SlurmCluster, wait_s: float = 600,
+            log: Callable[[str], None] = lambda _: None) -> HereCluster:
+    """``dev kube up --kubelet --slurm-pods``: ``spec`` applied to the operator of ``plane`` (a
+    ``KubeControlPlane`` with its node up and the images imported), fitted to this node with its first
+    node set's count of slurmd pods; the training stack this process runs from (its venv, the Python it was
+    made from, this slinkyml's source tree) and a shared folder mounted in the slurmd and login pods."""
+    cluster = fit_spec(spec)
+    pods = OperatorPods(plane.api(), cluster)
+    folder = plane.state_dir / "slurm-pods" / cluster.name
+    shared = folder / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    shared.chmod(0o777)
+    applied = apply_cluster(pods, folder / "statesave", log)
+    log(f"{applied} objects applied to namespace {cluster.namespace}")
+    source = str(Path(slinkyml.__file__).resolve().parents[1])
+    folders = (HostFolder(str(shared), read_only=False),
+               *(HostFolder(p) for p in sorted({sys.prefix, sys.base_prefix, source})))
+    env = {"PYTHONPATH": source}
+    replicas = max(1, spec.node_sets[0].count if spec.node_sets else 1)
+    pods.fit_login(folders, env)
+    pods.fit_nodeset(plane.node().settings.name, wait_s=wait_s, replicas=replicas, folders=folders, env=env)
+    login = wait_for("Ready login pod with the shared folder", lambda: pods.login_pod(folders), wait_s)
+    workers = wait_for(f"{replicas} slurmd pods of the NodeSet idle in sinfo",
+                       lambda: pods.registered_workers(replicas), wait_s)
+    return HereCluster(pods, shared, workers, login.metadata.name)
