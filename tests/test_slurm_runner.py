@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from slinkyml.errors import SlinkyError
+from slinkyml.jobs.spec import JobSpec
+from slinkyml.jobs.validate import ClusterAnswers, judge
 from slinkyml.slurm import (
+    AccountingDisabled,
     AccountingUnavailable,
     InvalidRequest,
     JobNotFound,
@@ -65,7 +68,8 @@ def test_parse_scontrol_record_keeps_values_with_spaces():
 
 @pytest.mark.parametrize("command, stderr, kind", [
     ("sacct", "sacct: error: Problem talking to the database: Connection refused", AccountingUnavailable),
-    ("sacct", "sacct: error: Slurm accounting storage is disabled", AccountingUnavailable),
+    ("sacct", "sacct: error: Slurm accounting storage is disabled", AccountingDisabled),
+    ("sacctmgr", "sacctmgr: error: Slurm accounting storage is disabled", AccountingDisabled),
     ("squeue", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
      SlurmControllerDown),
     ("squeue", "slurm_load_jobs error: Socket timed out on send/recv operation", SlurmTransientError),
@@ -78,6 +82,14 @@ def test_errors_are_typed_and_carry_stderr(command, stderr, kind):
     assert isinstance(error, kind)
     assert error.stderr == stderr
     assert "\n" not in error.one_line()
+
+
+def test_a_cluster_without_accounting_is_a_kind_of_accounting_unavailable():
+    """Readers that catch AccountingUnavailable go on catching it; submission's association check
+    tells it apart (no associations exist or are enforced there: jobs/validate.py)."""
+    error = Slurm._classify("sacctmgr", Result(("sacctmgr",), 1, "", "sacctmgr: error: Slurm accounting storage "
+                                               "is disabled", 0.1, 1))
+    assert isinstance(error, AccountingDisabled) and isinstance(error, AccountingUnavailable)
 
 
 def _fake_bin(tmp_path: Path, name: str, body: str) -> Path:
@@ -215,3 +227,15 @@ def test_the_slurm_layer_imports_nothing_above_it() -> None:
             "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('slinkyml.')}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['config', 'errors', 'process', 'slurm']"
+
+
+def test_submission_checks_no_association_on_a_cluster_without_accounting(tmp_path):
+    """The association rows are None there (jobs/validate.py's user_associations); with rows, none
+    matching is refused as before."""
+    spec = JobSpec.from_dict({"name": "t", "nodes": 1, "entry": {"module": "x"}, "account": "ml"})
+    partitions = [{"PartitionName": "debug", "Default": "YES", "Nodes": "n1", "MaxTime": "UNLIMITED"}]
+    nodes = [{"NodeName": "n1", "State": "IDLE", "CPUTot": "4", "RealMemory": "4096"}]
+    slurm = Slurm(str(tmp_path / "slurm.conf"))
+    assert judge(spec, slurm, "alice", ClusterAnswers(partitions, nodes, None)) == []
+    assert judge(spec, slurm, "alice", ClusterAnswers(partitions, nodes, [])) == [
+        "user alice has no association with account 'ml'"]
