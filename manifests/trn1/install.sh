@@ -159,11 +159,24 @@ objects() {  # objects NAMESPACE CHART
         kubectl apply --server-side --field-manager=slinkyml-install -f "$file"
     done
     if [ "$target" = dev-kube ]; then
-        helm upgrade --install slurm "$CHARTS/slurm" --namespace "$1" -f helm/values.yaml --wait=false
+        slurm_chart "$1" "$CHARTS/slurm" --wait=false
     else
         # shellcheck disable=SC2086  # CHART is the chart's reference and its --version, two words
-        helm upgrade --install slurm $2 --namespace "$1" -f helm/values.yaml
+        slurm_chart "$1" $2
     fi
+}
+
+# slurm_chart NAMESPACE CHART [HELM-ARGS...]: the slurm chart with our values. The operator's webhook looks
+# up a Controller's ConfigMaps in its informer cache, where one this install has just created may not be
+# yet ("ConfigMap ... not found", seen on a loaded machine): a refused install is tried once more after
+# 10 s (upgrade --install is idempotent).
+slurm_chart() {
+    namespace=$1
+    shift
+    helm upgrade --install slurm "$@" --namespace "$namespace" -f helm/values.yaml && return 0
+    echo "   the slurm chart was refused; once more in 10 s"
+    sleep 10
+    helm upgrade --install slurm "$@" --namespace "$namespace" -f helm/values.yaml
 }
 
 # TARGET=eks: the command as INSTALL.md shows it, its known placeholders filled from the environment
