@@ -8,20 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slinkyml.accounting.prices import DATA_FILE, PartitionPrice, load_prices  # noqa: F401 - this module's names
+from slinkyml.accounting.prices import DATA_FILE, PartitionPrice, load_prices, unpriced_lines  # noqa: F401 - this module's names
 
 
 def unpriced(jobs: pd.DataFrame, prices: dict[str, PartitionPrice]) -> list[str]:
     """One line per partition of these jobs that has no price (its jobs' cost is NaN)."""
-    lines = []
-    for part in sorted(set(jobs["partition"].dropna().astype(str).unique()) - {""}):
-        entry = prices.get(part)
-        if entry is None:
-            lines.append(f"partition {part}: no price (not in prices.yaml; add it via SLINKYML_PRICES)")
-        elif not entry.priced:
-            lines.append(f"partition {part}: no price ({entry.instance_type} has no on-demand list price; "
-                         "set price_per_hour_usd via SLINKYML_PRICES)")
-    return lines
+    return unpriced_lines(jobs["partition"].dropna().astype(str).unique(), prices)
 
 
 def job_costs(jobs: pd.DataFrame, prices: dict[str, PartitionPrice], seconds=None) -> pd.DataFrame:

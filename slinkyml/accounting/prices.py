@@ -6,6 +6,7 @@ a user file merged over.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,3 +65,16 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> dict[str, Partiti
                                    int(entry.get("vcpus", preset.vcpus if preset else 1)),
                                    int(entry.get("gpus", preset.accelerator_count if preset else 0)))
     return out
+
+
+def unpriced_lines(partitions: Iterable[str], prices: dict[str, PartitionPrice]) -> list[str]:
+    """One line per partition (sorted, empty names left out) that has no price: both reports' notes."""
+    lines = []
+    for part in sorted({p for p in partitions if p}):
+        entry = prices.get(part)
+        if entry is None:
+            lines.append(f"partition {part}: no price (not in prices.yaml; add it via SLINKYML_PRICES)")
+        elif not entry.priced:
+            lines.append(f"partition {part}: no price ({entry.instance_type} has no on-demand list price; "
+                         "set price_per_hour_usd via SLINKYML_PRICES)")
+    return lines

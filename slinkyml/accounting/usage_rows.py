@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from slinkyml.accounting.prices import PartitionPrice
+from slinkyml.accounting.prices import PartitionPrice, unpriced_lines
 from slinkyml.accounting.rows import Rows
 
 GROUPS = ("user", "account", "partition", "gpu_type")
@@ -166,15 +166,7 @@ def _job_cost(job: dict[str, Any], seconds: float, prices: dict[str, PartitionPr
 
 def unpriced(jobs: Iterable[dict[str, Any]], prices: dict[str, PartitionPrice]) -> list[str]:
     """``cost.unpriced``: one line per partition of these records without a price."""
-    lines = []
-    for part in sorted({job["partition"] for job in jobs if job["partition"]}):
-        entry = prices.get(part)
-        if entry is None:
-            lines.append(f"partition {part}: no price (not in prices.yaml; add it via SLINKYML_PRICES)")
-        elif not entry.priced:
-            lines.append(f"partition {part}: no price ({entry.instance_type} has no on-demand list price; "
-                         "set price_per_hour_usd via SLINKYML_PRICES)")
-    return lines
+    return unpriced_lines((job["partition"] for job in jobs), prices)
 
 
 def report(jobs: Sequence[dict[str, Any]], start: datetime, end: datetime, by: Sequence[str],
