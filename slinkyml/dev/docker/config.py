@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slinkyml.config import dev_state_dir
-from slinkyml.dev.slurm.config import CRED_EXPIRE_S, DEFAULT_ACCOUNTS
+from slinkyml.dev.slurm.config import CRED_EXPIRE_S, DEFAULT_ACCOUNTS, check_subnet
 from slinkyml.errors import SpecError
 from slinkyml.slurm.conf import SlurmConfBuilder
 
@@ -79,12 +79,7 @@ class DockerClusterSpec:
             raise SpecError("SLINKYML_DOCKER_NAME", f"lowercase letters, digits and '-', got {self.name!r}")
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,15}", self.bridge):
             raise SpecError("SLINKYML_DOCKER_BRIDGE", f"an interface name (≤ 15 chars), got {self.bridge!r}")
-        try:
-            net = ipaddress.ip_network(self.subnet)
-        except ValueError:
-            raise SpecError("SLINKYML_DOCKER_SUBNET", f"not an IPv4 network: {self.subnet!r}") from None
-        if net.version != 4 or net.num_addresses < self.nodes + 16:
-            raise SpecError("SLINKYML_DOCKER_SUBNET", f"{self.subnet} is too small for {self.nodes} nodes")
+        check_subnet("SLINKYML_DOCKER_SUBNET", self.subnet, self.nodes)
         if not 1024 <= self.restd_port <= 65535:
             raise SpecError("SLINKYML_DOCKER_RESTD_PORT", f"must be 1024-65535, got {self.restd_port}")
         shares = tuple(self.shares) or default_shares()

@@ -42,6 +42,17 @@ DEFAULT_ACCOUNTS: tuple[tuple[str, str, int, tuple[str, ...]], ...] = (
 )
 
 
+def check_subnet(field: str, subnet: str, nodes: int) -> None:
+    """A local cluster's subnet: IPv4, with room for ``nodes`` and the daemons' addresses (SpecError
+    naming ``field``, the flag or variable that set it)."""
+    try:
+        net = ipaddress.ip_network(subnet)
+    except ValueError:
+        raise SpecError(field, f"not an IPv4 network: {subnet!r}") from None
+    if net.version != 4 or net.num_addresses < nodes + 16:
+        raise SpecError(field, f"{subnet} is too small for {nodes} nodes")
+
+
 @dataclass(frozen=True)
 class DevClusterSpec:
     """What ``slinkyml dev up`` builds. Every field has a default that works on a fresh machine.
@@ -104,12 +115,7 @@ class DevClusterSpec:
             raise SpecError("--node-prefix", f"must be a short lowercase name, got {self.node_prefix!r}")
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,12}", self.bridge):
             raise SpecError("--bridge", f"must be a valid interface name (≤ 12 chars), got {self.bridge!r}")
-        try:
-            net = ipaddress.ip_network(self.subnet)
-        except ValueError:
-            raise SpecError("--subnet", f"not an IPv4 network: {self.subnet!r}") from None
-        if net.version != 4 or net.num_addresses < self.nodes + 16:
-            raise SpecError("--subnet", f"{self.subnet} is too small for {self.nodes} nodes")
+        check_subnet("--subnet", self.subnet, self.nodes)
         for name in ("slurmctld_port", "slurmd_port", "slurmdbd_port", "slurmrestd_port", "mariadb_port"):
             port = getattr(self, name)
             if not 1024 <= port <= 65535:
