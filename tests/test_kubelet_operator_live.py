@@ -166,8 +166,16 @@ def test_the_operators_pods_run_ready_on_our_images(operator_cluster: OperatorCl
             "readiness": ("/readyz", "slurmctld")}
         assert pod.spec.security_context.run_as_user == SLURM_UID and "logfile" in statuses
         # the logfile sidecar relays what slurmctld writes to its SlurmctldLogFile (a FIFO the sidecar made)
-        log = c.pods.core.read_namespaced_pod_log(pod.metadata.name, c.cluster.namespace, container="logfile")
-        assert f"slurmctld version {RELEASE}." in log and "Running as primary controller" in log
+        def relayed() -> bool:
+            log = c.pods.core.read_namespaced_pod_log(pod.metadata.name, c.cluster.namespace, container="logfile")
+            return f"slurmctld version {RELEASE}." in log and "Running as primary controller" in log
+
+        try:
+            wait_until("slurmctld's log in the logfile sidecar's", relayed, timeout=30.0, every=1.0,
+                       retry_on=(client.ApiException,))
+        except pytest.fail.Exception:  # say whether slurmctld wrote to a plain file instead of the FIFO
+            file_type = c.pods.exec(pod.metadata.name, container, ["stat", "-c", "%F", "/var/log/slurm/slurmctld.log"])
+            pytest.fail(f"the logfile sidecar relayed no slurmctld log; its SlurmctldLogFile is a {file_type.strip()}")
     else:
         assert main.readiness_probe.tcp_socket.port == 6820
         assert main.args[-1] == "0.0.0.0:6820" and pod.spec.containers[0].security_context.run_as_user == 65534
