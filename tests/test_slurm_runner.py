@@ -101,6 +101,26 @@ def _fake_bin(tmp_path: Path, name: str, body: str) -> Path:
     return bin_dir
 
 
+def _conf(tmp_path: Path) -> str:
+    """A slurm.conf that exists (the fake commands never read it)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=fake\n")
+    return str(conf)
+
+
+def test_a_missing_slurm_conf_is_one_line_at_once(tmp_path):
+    """Slurm's clients wait a minute for a slurm.conf that is not there; the layer says so without running
+    them, as an unreachable cluster (exit 3), naming the path. A conf given for one command counts instead."""
+    ran = tmp_path / "ran"
+    bin_dir = _fake_bin(tmp_path, "squeue", f"echo x >> {ran}\n")
+    missing = tmp_path / "gone" / "slurm.conf"
+    with pytest.raises(SlurmControllerDown, match=f"^squeue: no slurm.conf at {missing} ") as info:
+        Slurm(missing, bin_dir=str(bin_dir)).run("squeue", [])
+    assert info.value.exit_code == 3 and "\n" not in str(info.value) and not ran.exists()
+    Slurm(missing, bin_dir=str(bin_dir)).run("squeue", [], env={"SLURM_CONF": _conf(tmp_path)})
+    assert ran.read_text() == "x\n"
+
+
 def test_transient_errors_are_retried(tmp_path):
     """A command that times out twice, then works: the layer retries and succeeds."""
     counter = tmp_path / "count"
@@ -109,14 +129,14 @@ n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}
 if [ $n -lt 3 ]; then echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2; exit 1; fi
 echo "TZ=$TZ"
 """)
-    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=3, backoff=0.01)
+    slurm = Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=3, backoff=0.01)
     result = slurm.run("squeue", [])
     assert result.attempts == 3 and result.stdout.strip() == "TZ=UTC"
 
 
 def test_transient_errors_give_up_after_retries(tmp_path):
     bin_dir = _fake_bin(tmp_path, "squeue", 'echo "slurm_load_jobs error: Socket timed out" >&2; exit 1\n')
-    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=2, backoff=0.01)
+    slurm = Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=2, backoff=0.01)
     with pytest.raises(SlurmTransientError, match="after 3 attempts"):
         slurm.run("squeue", [])
 
@@ -125,7 +145,7 @@ def test_permanent_errors_are_not_retried(tmp_path):
     counter = tmp_path / "count"
     bin_dir = _fake_bin(tmp_path, "sbatch", f'echo x >> {counter}; '
                         'echo "sbatch: error: Batch job submission failed: Invalid account" >&2; exit 1\n')
-    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=3, backoff=0.01)
+    slurm = Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=3, backoff=0.01)
     with pytest.raises(InvalidRequest):
         slurm.run("sbatch", ["x.sh"])
     assert counter.read_text().count("x") == 1
@@ -169,7 +189,7 @@ def test_real_errors_are_typed(slurm):
 
 def test_timeouts_kill_the_command_and_raise(tmp_path):
     bin_dir = _fake_bin(tmp_path, "sdiag", "echo partial; sleep 30\n")
-    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=1, backoff=0.01)
+    slurm = Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=1, backoff=0.01)
     with pytest.raises(SlurmTimeout, match="timed out after 0.3 s") as info:
         slurm.run("sdiag", [], timeout=0.3)
     assert info.value.stdout.strip() == "partial"
@@ -181,7 +201,7 @@ def test_stdin_of_any_size_and_both_pipes_come_back_whole(tmp_path):
     drains it while its stdout and stderr are read (no deadlock either way); a function's text is
     made after the command started; a command that exits without reading gets its stderr heard."""
     bin_dir = _fake_bin(tmp_path, "sbatch", 'tee /dev/stderr | wc -c; echo "done" >&2\n')
-    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=0)
+    slurm = Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=0)
     for size in (10, 70_000, 1_000_000):
         text = "#!/bin/bash\n" + "x" * size
         result = slurm.run("sbatch", [], input=text)
@@ -191,7 +211,7 @@ def test_stdin_of_any_size_and_both_pipes_come_back_whole(tmp_path):
     assert made == [1]
     bin_dir = _fake_bin(tmp_path, "sbatch", 'echo "sbatch: error: no thanks" >&2; exit 1\n')
     with pytest.raises(InvalidRequest, match="no thanks"):
-        Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=0).run("sbatch", [], input="y" * 1_000_000)
+        Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=0).run("sbatch", [], input="y" * 1_000_000)
 
 
 def test_a_shorter_deadline_fires_while_a_longer_one_is_pending(tmp_path):
@@ -199,7 +219,7 @@ def test_a_shorter_deadline_fires_while_a_longer_one_is_pending(tmp_path):
     import threading
 
     bin_dir = _fake_bin(tmp_path, "sdiag", 'sleep "$1"; echo "slept $1"\n')
-    slurm = Slurm("/nonexistent.conf", bin_dir=str(bin_dir), retries=0)
+    slurm = Slurm(_conf(tmp_path), bin_dir=str(bin_dir), retries=0)
     results: dict[str, str] = {}
     long_call = threading.Thread(target=lambda: results.update(
         long=slurm.run("sdiag", ["1.5"], timeout=20).stdout.strip()))

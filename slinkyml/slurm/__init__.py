@@ -9,6 +9,7 @@ from slinkyml import lazy_names
 
 _MODULE_OF = {
     **dict.fromkeys(("AccountingDisabled", "AccountingUnavailable", "InvalidRequest", "JobNotFound", "SlurmCommandNotFound",
+                     "SlurmConfigMissing",
                      "SlurmControllerDown", "SlurmError", "SlurmTimeout", "SlurmTransientError"),
                     "slinkyml.slurm.errors"),
     **dict.fromkeys(("Result", "Slurm", "parse_job_id"), "slinkyml.slurm.runner"),

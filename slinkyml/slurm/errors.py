@@ -43,6 +43,10 @@ class SlurmControllerDown(SlurmError):
     exit_code = EXIT_UNREACHABLE
 
 
+class SlurmConfigMissing(SlurmControllerDown):
+    """The slurm.conf the command would use does not exist (Slurm's clients wait 60 s for it, then fail)."""
+
+
 class AccountingUnavailable(SlurmError):
     """Accounting storage is disabled or slurmdbd cannot be reached."""
 

@@ -28,6 +28,7 @@ from slinkyml.slurm.errors import (
     InvalidRequest,
     JobNotFound,
     SlurmCommandNotFound,
+    SlurmConfigMissing,
     SlurmControllerDown,
     SlurmError,
     SlurmTimeout,
@@ -166,6 +167,10 @@ class Slurm:
         program loads), and its text is the program's stdin. ``while_waiting`` runs once stdin is
         written, while the command waits for its answer (sbatch: for slurmctld)."""
         argv = [self.executable(command), *map(str, args)]
+        conf = (env or {}).get("SLURM_CONF") or self.extra_env.get("SLURM_CONF") or self.conf
+        if conf and not os.path.exists(conf):  # one stat: Slurm's clients would retry for a minute
+            raise SlurmConfigMissing(f"{command}: no slurm.conf at {conf} (is the cluster up? `slinkyml dev up` "
+                                     "makes the local one; SLURM_CONF or --slurm-conf names another)", argv=argv)
         if callable(input):
             input = _Once(input)
         if as_user:
