@@ -99,9 +99,10 @@ test: setup
 	$(TEST_ENV) $(PY) tests/run_tiers.py $(PYTEST_ARGS)
 
 # the offline tier (no daemon: tests/tiers.py) on both cores, less its few tests that train or install for
-# more than ~30 s each (marked slow; make test runs them): a change's answer in about a minute
+# more than ~30 s each (marked slow; make test runs them), the option fuzzer drawing 30 argument lists per
+# command instead of 100 (the first 30 of make test's): a change's answer in about a minute
 check: venv bytecode
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider -n 2 -m "offline and not slow" $(PYTEST_ARGS)
+	$(TEST_ENV) SLINKYML_FUZZ_EXAMPLES=$${SLINKYML_FUZZ_EXAMPLES:-30} $(PY) -m pytest -q -p no:cacheprovider -n 2 -m "offline and not slow" $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check slinkyml tests benchmarks
