@@ -35,10 +35,6 @@ SHAPES = [  # (cpus, mem MB, nodes, gpus, type)
 ]
 
 
-def _fmt(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S")
-
-
 def _tres(cpus, mem, nodes, gpus, gtype):
     parts = [f"billing={cpus}", f"cpu={cpus}"]
     if gpus:
@@ -47,9 +43,26 @@ def _tres(cpus, mem, nodes, gpus, gtype):
     return ",".join(parts)
 
 
+BASE = datetime(2026, 11, 1, tzinfo=UTC)
+_DAYS: dict[int, str] = {}
+
+
+def _fmt(offset: int) -> str:
+    """``BASE`` + ``offset`` seconds as sacct prints it (the day's text made once per day)."""
+    day, second = divmod(offset, 86400)
+    text = _DAYS.get(day)
+    if text is None:
+        text = _DAYS[day] = (BASE + timedelta(days=day)).strftime("%Y-%m-%dT")
+    hour, second = divmod(second, 3600)
+    return f"{text}{hour:02d}:{second // 60:02d}:{second % 60:02d}"
+
+
 def synthesise(rows: int, seed: int = 1) -> str:
+    """``rows`` lines of ``sacct -P`` (FIELDS, SEP): jobs of USERS in SHAPES over November 2026, each with
+    its batch, extern and one srun step; the same text for the same seed."""
     rng = random.Random(seed)
-    base = datetime(2026, 11, 1, tzinfo=UTC)
+    at = {field: i for i, field in enumerate(FIELDS)}
+    blank = [""] * len(FIELDS)
     lines: list[str] = []
     job = 100000
     db = 1
@@ -58,35 +71,41 @@ def synthesise(rows: int, seed: int = 1) -> str:
         db += 1
         user, account = rng.choice(USERS)
         cpus, mem, nodes, gpus, gtype = rng.choice(SHAPES)
-        submit = base + timedelta(seconds=rng.randrange(0, 30 * 86400))
-        start = submit + timedelta(seconds=rng.randrange(0, 600))
+        submit = rng.randrange(0, 30 * 86400)
+        start = submit + rng.randrange(0, 600)
         elapsed = rng.randrange(1, 7200)
-        end = start + timedelta(seconds=elapsed)
         state = rng.choice(STATES)
         tres = _tres(cpus, mem, nodes, gpus, gtype)
         array = rng.random() < 0.2
         jid = f"{job}_{rng.randrange(0, 100)}" if array else str(job)
         total = f"{elapsed * cpus // 60 // 60:02d}:{elapsed * cpus // 60 % 60:02d}:" \
                 f"{elapsed * cpus % 60:02d}"
-        alloc = dict(JobID=jid, JobIDRaw=str(job), DBIndex=str(db), JobName="train", User=user,
-                     Account=account, Partition="gpu" if gpus else "cpu", QOS="normal",
-                     State=state, ExitCode="0:0", Submit=_fmt(submit), Eligible=_fmt(submit),
-                     Start=_fmt(start), End=_fmt(end), ElapsedRaw=str(elapsed),
-                     TimelimitRaw="120", AllocCPUS=str(cpus), NNodes=str(nodes),
-                     NodeList="n[1-2]" if nodes > 1 else "n1", ReqMem=f"{mem}M", ReqTRES=tres,
-                     AllocTRES=tres, TotalCPU=total, CPUTimeRAW=str(elapsed * cpus), MaxRSS="",
-                     TRESUsageInAve="", Reservation="", Cluster="slinkyml", TRESUsageInTot="")
-        lines.append(SEP.join(alloc[f] for f in FIELDS))
+        alloc = list(blank)
+        for field, value in (("JobID", jid), ("JobIDRaw", str(job)), ("DBIndex", str(db)), ("JobName", "train"),
+                             ("User", user), ("Account", account), ("Partition", "gpu" if gpus else "cpu"),
+                             ("QOS", "normal"), ("State", state), ("ExitCode", "0:0"), ("Submit", _fmt(submit)),
+                             ("Eligible", _fmt(submit)), ("Start", _fmt(start)), ("End", _fmt(start + elapsed)),
+                             ("ElapsedRaw", str(elapsed)), ("TimelimitRaw", "120"), ("AllocCPUS", str(cpus)),
+                             ("NNodes", str(nodes)), ("NodeList", "n[1-2]" if nodes > 1 else "n1"),
+                             ("ReqMem", f"{mem}M"), ("ReqTRES", tres), ("AllocTRES", tres), ("TotalCPU", total),
+                             ("CPUTimeRAW", str(elapsed * cpus)), ("Cluster", "slinkyml")):
+            if field in at:
+                alloc[at[field]] = value
+        lines.append(SEP.join(alloc))
+        step_tres = tres.replace(f"billing={cpus},", "")
         for step in ("batch", "extern", "0"):
             rss = str(rng.randrange(10**6, 10**9))
             ave = f"cpu=00:{rng.randrange(0, 59):02d}:00,energy=0,fs/disk=39024,mem={rss}," \
                   f"pages=0,vmem=5644288" + (f",gres/gpuutil={rng.randrange(0, 100)}"
                                              if gpus and step == "0" else "")
-            alloc_step = dict(alloc, JobID=f"{jid}.{step}", JobIDRaw=f"{job}.{step}",
-                              JobName=step, User="", Partition="", QOS="", ReqMem="", ReqTRES="",
-                              AllocTRES=tres.replace(f"billing={cpus},", ""), MaxRSS=rss,
-                              TRESUsageInAve=ave, TRESUsageInTot=ave, TimelimitRaw="")
-            lines.append(SEP.join(alloc_step[f] for f in FIELDS))
+            row = list(alloc)
+            for field, value in (("JobID", f"{jid}.{step}"), ("JobIDRaw", f"{job}.{step}"), ("JobName", step),
+                                 ("User", ""), ("Partition", ""), ("QOS", ""), ("ReqMem", ""), ("ReqTRES", ""),
+                                 ("AllocTRES", step_tres), ("MaxRSS", rss), ("TRESUsageInAve", ave),
+                                 ("TRESUsageInTot", ave), ("TimelimitRaw", "")):
+                if field in at:
+                    row[at[field]] = value
+            lines.append(SEP.join(row))
     return "\n".join(lines[:rows]) + "\n"
 
 
