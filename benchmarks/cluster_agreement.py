@@ -24,7 +24,7 @@ import time
 
 from slinkyml.cluster import schemacorpus
 from slinkyml.cluster.agreement import confusion, confusion_by_kind, offline, run, verdict_text
-from slinkyml.cluster.corpus import SEED, cases
+from slinkyml.cluster.corpus import SEED, bases, cases
 from slinkyml.cluster.placement import BREAKS, break_scenario, example_scenarios, place, scheduling_table
 from slinkyml.dev.kubernetes.kube import KubeControlPlane
 
@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("--schema", action="store_true", help="the corpus generated from the schemas")
     parser.add_argument("--limit", type=int, default=0, help="--schema: every Nth case only (0: all)")
     parser.add_argument("--only", metavar="TEXT", help="--schema: only the cases whose name contains TEXT")
+    parser.add_argument("--alone", action="store_true",
+                        help="every case in a namespace of its own, all its objects applied (default: beside its "
+                             "example's render, only the objects it changed dry-run; agreement.run)")
     parser.add_argument("--offline-verdicts", metavar="FILE", help="write the generated corpus's offline verdicts")
     args = parser.parse_args()
     if args.offline_verdicts:
@@ -54,7 +57,7 @@ def main() -> None:
         corpus = [c for c in corpus if args.only in c.name]
     start = time.perf_counter()
     rows = run(api, corpus, prefix=f"agree-{secrets.token_hex(3)}",
-               operator_version=plane.versions().get("slurm-operator"))
+               operator_version=plane.versions().get("slurm-operator"), bases=None if args.alone else bases())
     print(f"## agreement ({time.perf_counter() - start:.0f} s, seed {args.seed})\n")
     print(confusion(rows))
     if args.schema:
@@ -69,7 +72,8 @@ def main() -> None:
     for r in misses:
         print(f"- {r.case.name}: {r.verdicts[0][1].message}")
     ratio = statistics.median(r.offline_seconds / r.server_seconds for r in rows if r.server_seconds)
-    print(f"offline validate / server judgement per case (median): {ratio:.3f}x "
+    print(f"offline validate / server judgement per case (median; {'whole' if args.alone else 'changed'} "
+          f"objects on the server): {ratio:.3f}x "
           f"({statistics.median(r.offline_seconds for r in rows) * 1000:.1f} ms vs "
           f"{statistics.median(r.server_seconds for r in rows) * 1000:.1f} ms)")
     if args.no_placement or args.schema:

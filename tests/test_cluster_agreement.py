@@ -15,7 +15,7 @@ import pytest
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
 from slinkyml.cluster.agreement import OFFLINE_ONLY, confusion, offline, run
-from slinkyml.cluster.corpus import SERVED, cases
+from slinkyml.cluster.corpus import SERVED, bases, cases
 from slinkyml.cluster.render import render
 from slinkyml.cluster.validate import (
     core_issues,
@@ -128,7 +128,7 @@ def test_server_rejects_nothing_that_validate_accepts(kube_plane: Any, corpus: l
     """0 misses; every server rejection shares its field or words with ours; every finding only
     offline has a run-time reason. Prints the confusion table (benchmarks/cluster_agreement.py too)."""
     rows = run(kube_plane.api(), corpus, prefix=f"agree-{secrets.token_hex(3)}",
-               operator_version=kube_plane.versions().get("slurm-operator"))
+               operator_version=kube_plane.versions().get("slurm-operator"), bases=bases())
     print(confusion(rows))
     misses = [f"{r.case.name}: {r.verdicts[0][0]}: {r.verdicts[0][1].message}" for r in rows if r.miss]
     assert misses == [], "\n".join(misses)

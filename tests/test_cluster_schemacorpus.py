@@ -1,7 +1,7 @@
 """The corpus generated from the schemas (slinkyml/cluster/schemacorpus.py): large, deterministic,
 over every kind the examples render and every create-time CEL rule; its offline verdicts equal the
 recorded ones (tests/data/schema_corpus_verdicts.json, written by `benchmarks/cluster_agreement.py
---offline-verdicts`); live, a sample of it judged by the API server with no misses.
+--offline-verdicts`); live, every case judged by the API server with no misses.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from slinkyml.cluster.agreement import (
     run,
     verdict_text,
 )
-from slinkyml.cluster.corpus import EXAMPLES
+from slinkyml.cluster.corpus import EXAMPLES, bases
 from slinkyml.cluster.render import render
 from slinkyml.cluster.schemacorpus import cases, operator_cases, unbuildable_rules
 
 RECORDED = Path(__file__).parent / "data" / "schema_corpus_verdicts.json"
 #: every Nth case in the default tier (the full comparison is the slow one)
 SAMPLE = 7
-LIVE_SAMPLE = 40
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +72,35 @@ def test_offline_verdicts_equal_the_recorded_ones(corpus: list[Any], recorded: l
 
 @pytest.mark.slow
 def test_server_rejects_nothing_the_generated_corpus_accepts(kube_plane: Any, corpus: list[Any]) -> None:
-    """A spread sample (every len/40th case) on the live API server (and the operator's webhooks
-    where the plane runs them): 0 misses."""
-    sample = corpus[::max(1, len(corpus) // LIVE_SAMPLE)]
-    rows = run(kube_plane.api(), sample, prefix=f"gen-{secrets.token_hex(3)}",
-               operator_version=kube_plane.versions().get("slurm-operator"))
+    """Every case on the live API server (and the operator's webhooks where the plane runs them), each
+    beside its example's render (agreement.run with bases): 0 misses; every case only offline refuses has
+    its run-time reason."""
+    rows = run(kube_plane.api(), corpus, prefix=f"gen-{secrets.token_hex(3)}",
+               operator_version=kube_plane.versions().get("slurm-operator"), bases=bases())
     print(confusion(rows) + "\n\n" + confusion_by_kind(rows))
     misses = [f"{r.case.name}: {r.verdicts[0][0]}: {r.verdicts[0][1].message}" for r in rows if r.miss]
     assert misses == [], "\n".join(misses)
-    assert sum(r.server_rejected for r in rows) >= len(rows) // 3
+    unexplained = [f"{r.case.name}: {[str(i) for s, i in r.offline.issues if s == 'admission']}"
+                   for r in rows if r.unexplained]
+    assert unexplained == [], "\n".join(unexplained)
+    assert len(rows) == len(corpus) and sum(r.server_rejected for r in rows) >= len(rows) // 3
+
+
+def test_a_case_beside_its_base_gets_the_verdict_of_its_own_namespace(kube_plane: Any, corpus: list[Any]) -> None:
+    """The shortcut above is sound: a spread of cases of every origin, judged beside the base (only the
+    changed objects dry-run) and each in a namespace of its own (everything applied), get the same
+    verdicts from the server, object by object."""
+    sample = corpus[::max(1, len(corpus) // 30)]
+    api, version = kube_plane.api(), kube_plane.versions().get("slurm-operator")
+    beside = run(api, sample, prefix=f"sb-{secrets.token_hex(3)}", operator_version=version, bases=bases())
+    alone = run(api, sample, prefix=f"sa-{secrets.token_hex(3)}", operator_version=version)
+
+    def verdicts(rows: list[Any]) -> list[tuple[str, list[str]]]:
+        return [(r.case.name, sorted("Namespace" if where.startswith("Namespace ") else where  # named per run
+                                     for where, _ in r.verdicts)) for r in rows]
+
+    assert verdicts(beside) == verdicts(alone)
+    assert any(r.server_rejected for r in alone) and any(not r.server_rejected for r in alone)
 
 
 #: what each OPERATOR_CASES case must get offline (its stages; "" for accepted) and a word of the reason

@@ -23,6 +23,7 @@ from slinkyml.cluster.validate import (
     webhook_issues,
     webhook_release,
 )
+from slinkyml.errors import SlinkyError
 from slinkyml.kube import dig, mapping
 
 #: why an offline rule rejects what admission accepts: a problem only the run time shows
@@ -181,22 +182,62 @@ def server(api: Any, dyn: Any, objs: list[dict[str, Any]], namespace: str) -> li
     return rejected
 
 
-def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None = None) -> list[Row]:
-    """Every case offline and on the server (namespaces ``<prefix>-<n>``, deleted afterwards);
-    ``operator_version``: the running operator's, whose webhook rules the offline side applies."""
+def changed_objects(case: Case, base: list[dict[str, Any]] | None) -> list[int] | None:
+    """The indexes of the objects ``case`` changed from its example's ``base``, when it can be judged by
+    dry-running only those beside the base (no change to the namespace, its Secrets or ConfigMaps, which
+    exist for real; as many objects as the base); None when it needs a namespace of its own."""
+    if base is None or len(case.objects) != len(base):
+        return None
+    changed = [i for i, (o, b) in enumerate(zip(case.objects, base, strict=True)) if o is not b and o != b]
+    for i in changed:
+        o = case.objects[i]
+        if not isinstance(o, dict) or not isinstance(o.get("metadata"), dict) or o.get("kind") in DEPENDENCIES \
+                or base[i].get("kind") in DEPENDENCIES:
+            return None
+    return changed
+
+
+def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None = None,
+        bases: dict[str, list[dict[str, Any]]] | None = None) -> list[Row]:
+    """Every case offline and on the server; ``operator_version``: the running operator's, whose webhook
+    rules the offline side applies. A case is judged in a namespace of its own (``<prefix>-<n>``: its
+    Namespace, Secrets and ConfigMaps created, the rest dry-run, ~15 requests), or, given ``bases`` (each
+    example's rendered objects) and a case that changed other objects only (:func:`changed_objects`), by
+    dry-running just the objects it changed in its example's namespace (``<prefix>-base-<n>``), where the
+    base was judged first and must be accepted whole: the others are the base's, which the server accepts.
+    Every namespace is deleted afterwards."""
     dyn = dynamic_client(api)
     rows = []
+    namespaces: list[str] = []
+    shared: dict[str, str] = {}
     try:
         for n, case in enumerate(cases):
-            namespace = f"{prefix}-{n:03d}"
+            changed = changed_objects(case, (bases or {}).get(case.example))
+            if changed is None:
+                namespace = f"{prefix}-{n:03d}"
+            elif case.example in shared:
+                namespace = shared[case.example]
+            else:
+                namespace = shared[case.example] = f"{prefix}-base-{len(shared)}"
+                namespaces.append(namespace)
+                refused = server(api, dyn, in_namespace((bases or {})[case.example], namespace), namespace)
+                if refused:
+                    raise SlinkyError(f"{case.example}: the server refuses its render, which every case of it "
+                                      f"is judged beside: {refused[0][0]}: {refused[0][1].message}")
             objs = in_namespace(case.objects, namespace)
             start = time.perf_counter()
             found = offline(objs, case.plugin_values, operator_version)
             middle = time.perf_counter()
-            rejected = server(api, dyn, objs, namespace)
+            if changed is None:
+                namespaces.append(namespace)
+                rejected = server(api, dyn, objs, namespace)
+            else:
+                rejected = [(f"{objs[i].get('kind')} {objs[i]['metadata'].get('name')}", verdict) for i in changed
+                            if (verdict := judge(api, objs[i], dry_run=True, dynamic=dyn)) is not None
+                            and not verdict.accepted]
             rows.append(Row(case, found, bool(rejected), rejected, middle - start, time.perf_counter() - middle))
     finally:
-        delete_namespaces(api, [f"{prefix}-{n:03d}" for n in range(len(cases))])
+        delete_namespaces(api, namespaces)
     return rows
 
 

@@ -295,3 +295,9 @@ def cases(seed: int = SEED, random_per_example: int = 25, specs_per_example: int
             fresh = render(from_dict(raw))
             out.append(Case(f"{example}: spec {what}", example, fresh.objects, fresh.plugin_values, "spec"))
     return out
+
+
+def bases() -> dict[str, list[dict[str, Any]]]:
+    """Each example's rendered objects, which every case of it changes (``agreement.run`` judges a case
+    beside them)."""
+    return {example: render(load_spec(EXAMPLES_DIR / example / "cluster.yaml")).objects for example in EXAMPLES}
