@@ -154,7 +154,7 @@ def test_operator_cases_on_the_live_server_and_webhook(kube_plane: Any) -> None:
     the server has a run-time reason ("operator", "embedded", "references"), none "admission"."""
     found = operator_cases()
     rows = run(kube_plane.api(), found, prefix=f"op-{secrets.token_hex(3)}",
-               operator_version=kube_plane.versions().get("slurm-operator"))
+               operator_version=kube_plane.versions().get("slurm-operator"), bases=bases())
     print(confusion(rows))
     assert [r.case.name for r in rows if r.miss] == []
     assert [r.case.name for r in rows if r.unexplained] == []
