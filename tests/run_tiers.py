@@ -372,7 +372,10 @@ def main() -> int:
         suite.files[tier] = paths.split()
     say(match.group(0) if match else f"tiers: could not count ({counted.stdout[-500:]}{counted.stderr[-500:]})")
     if "offline" in wanted:
-        suite.pytest(Run("offline", exclusive("offline"), ("offline",), workers=2))
+        # the offline tests of the 26.05 smoke suite run in its lane, once its cluster (and its root) are up:
+        # on a cold machine the root is not there yet while this lane runs
+        later = " and not slurm2605" if "2605" in wanted else ""
+        suite.pytest(Run("offline", exclusive("offline") + later, ("offline",), workers=2))
     if "SLURM_CONF" not in os.environ and wanted & {"slurm", "kube"}:
         # the lanes without a cluster of their own name the session's by its slurm.conf: a `slinkyml` or
         # `sbatch` without SLURM_CONF reads /etc/slurm/slurm.conf, which the first cluster `dev up` started on
