@@ -21,9 +21,17 @@ import json
 import secrets
 import statistics
 import time
+from pathlib import Path
 
 from slinkyml.cluster import schemacorpus
-from slinkyml.cluster.agreement import confusion, confusion_by_kind, offline, run, verdict_text
+from slinkyml.cluster.agreement import (
+    confusion,
+    confusion_by_kind,
+    offline,
+    run,
+    verdict_text,
+    with_readme_table,
+)
 from slinkyml.cluster.corpus import SEED, bases, cases
 from slinkyml.cluster.placement import BREAKS, break_scenario, example_scenarios, place, scheduling_table
 from slinkyml.dev.kubernetes.kube import KubeControlPlane
@@ -36,6 +44,8 @@ def main() -> None:
     parser.add_argument("--schema", action="store_true", help="the corpus generated from the schemas")
     parser.add_argument("--limit", type=int, default=0, help="--schema: every Nth case only (0: all)")
     parser.add_argument("--only", metavar="TEXT", help="--schema: only the cases whose name contains TEXT")
+    parser.add_argument("--readme", action="store_true",
+                        help="--schema: write the per-kind table into README.md (between its markers)")
     parser.add_argument("--alone", action="store_true",
                         help="every case in a namespace of its own, all its objects applied (default: beside its "
                              "example's render, only the objects it changed dry-run; agreement.run)")
@@ -62,6 +72,10 @@ def main() -> None:
     print(confusion(rows))
     if args.schema:
         print("\n" + confusion_by_kind(rows))
+    if args.schema and args.readme:
+        readme = Path(__file__).resolve().parent.parent / "README.md"
+        readme.write_text(with_readme_table(readme.read_text(), confusion_by_kind(rows)))
+        print(f"wrote the table into {readme}")
     if args.schema:
         stricter = [r for r in rows if r.unexplained]
         print(f"\noffline stricter without a run-time reason: {len(stricter)}")

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import copy
 import secrets
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from slinkyml.cluster import EXAMPLES_DIR, load_spec
-from slinkyml.cluster.agreement import OFFLINE_ONLY, confusion, offline, run
+from slinkyml.cluster.agreement import (
+    OFFLINE_ONLY,
+    README_TABLE_BEGIN,
+    README_TABLE_END,
+    confusion,
+    confusion_by_kind,
+    offline,
+    run,
+    with_readme_table,
+)
 from slinkyml.cluster.corpus import SERVED, bases, cases
 from slinkyml.cluster.render import render
 from slinkyml.cluster.validate import (
@@ -26,6 +36,7 @@ from slinkyml.cluster.validate import (
     webhook_issues,
     webhook_release,
 )
+from slinkyml.errors import SlinkyError
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +178,23 @@ def test_learnt_from_the_live_plane(h100: Any) -> None:
                      ("dropped", "spec.dataSource"),
                      ("references", "metadata.ownerReferences[0]")}, found
     assert pvc_as_created(_one(h100.objects, "PersistentVolumeClaim"))[1] == []
+
+
+def test_the_readme_holds_the_per_kind_table_the_benchmark_writes() -> None:
+    """README.md's agreement block is a table confusion_by_kind can have written (its header, a row per kind,
+    the total row adding them up, no misses); with_readme_table replaces only that block, and refuses a text
+    without it in one line."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = text[text.index(README_TABLE_BEGIN) + len(README_TABLE_BEGIN) + 1:text.index(README_TABLE_END)]
+    header, rule, *rows = block.strip().splitlines()
+    assert header == confusion_by_kind([]).splitlines()[0] and rule.startswith("| --- |")
+    cells = {r.split(" | ")[0].strip("| "): [int(c) for c in r.strip("| ").split(" | ")[1:]] for r in rows}
+    total = cells.pop("all")
+    assert set(cells) == SERVED  # every kind the plane serves, which is every kind we render
+    assert total == [sum(column) for column in zip(*cells.values(), strict=True)] and total[2] == 0
+    assert all(row[0] == sum(row[1:]) for row in [*cells.values(), total]) and total[0] >= 2000
+    table = confusion_by_kind([])
+    assert with_readme_table(f"a\n{README_TABLE_BEGIN}\nold\n{README_TABLE_END}\nb\n", table) == \
+        f"a\n{README_TABLE_BEGIN}\n{table}\n{README_TABLE_END}\nb\n"
+    with pytest.raises(SlinkyError, match="^README.md: no "):
+        with_readme_table("no block here", table)

@@ -292,7 +292,25 @@ def confusion_by_kind(rows: list[Row]) -> str:
     by_kind: dict[str, Counter[tuple[bool, bool]]] = {}
     for r in rows:
         by_kind.setdefault(kind_of(r.case), Counter())[(r.offline.rejected, r.server_rejected)] += 1
+    total: Counter[tuple[bool, bool]] = Counter()
     for kind, cells in sorted(by_kind.items()):
         lines.append(f"| {kind} | {sum(cells.values())} | {cells[(False, False)]} | {cells[(False, True)]} | "
                      f"{cells[(True, False)]} | {cells[(True, True)]} |")
+        total.update(cells)
+    lines.append(f"| all | {sum(total.values())} | {total[(False, False)]} | {total[(False, True)]} | "
+                 f"{total[(True, False)]} | {total[(True, True)]} |")
     return "\n".join(lines)
+
+
+#: where README.md holds the per-kind table of the generated corpus (benchmarks/cluster_agreement.py --schema
+#: --readme writes it)
+README_TABLE_BEGIN = "<!-- BEGIN agreement table (benchmarks/cluster_agreement.py --schema --readme; do not edit) -->"
+README_TABLE_END = "<!-- END agreement table -->"
+
+
+def with_readme_table(text: str, table: str) -> str:
+    """``text`` (README.md) with ``table`` between its agreement-table markers."""
+    start, end = text.find(README_TABLE_BEGIN), text.find(README_TABLE_END)
+    if start < 0 or end < start:
+        raise SlinkyError(f"README.md: no '{README_TABLE_BEGIN}' ... '{README_TABLE_END}' block to write the table in")
+    return f"{text[:start]}{README_TABLE_BEGIN}\n{table}\n{text[end:]}"
