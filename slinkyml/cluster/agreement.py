@@ -207,12 +207,13 @@ def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None =
     base was judged first and must be accepted whole: the others are the base's, which the server accepts.
     Every namespace is deleted afterwards."""
     dyn = dynamic_client(api)
+    bases = bases or {}
     rows = []
     namespaces: list[str] = []
     shared: dict[str, str] = {}
     try:
         for n, case in enumerate(cases):
-            changed = changed_objects(case, (bases or {}).get(case.example))
+            changed = changed_objects(case, bases.get(case.example))
             if changed is None:
                 namespace = f"{prefix}-{n:03d}"
             elif case.example in shared:
@@ -220,7 +221,7 @@ def run(api: Any, cases: list[Case], prefix: str, operator_version: str | None =
             else:
                 namespace = shared[case.example] = f"{prefix}-base-{len(shared)}"
                 namespaces.append(namespace)
-                refused = server(api, dyn, in_namespace((bases or {})[case.example], namespace), namespace)
+                refused = server(api, dyn, in_namespace(bases[case.example], namespace), namespace)
                 if refused:
                     raise SlinkyError(f"{case.example}: the server refuses its render, which every case of it "
                                       f"is judged beside: {refused[0][0]}: {refused[0][1].message}")
