@@ -190,10 +190,28 @@ def _check_reconciled(cluster: SlurmCluster, api: Any, manager_log: Path) -> Non
         secret = _wait_for(f"Secret {ns}/{c}-accounting",
                            lambda: _get(core.read_namespaced_secret, f"{c}-accounting", ns))
         assert "slurmdbd.conf" in secret.data  # slurmdbd.conf holds the database password: a Secret
-    config = _wait_for(f"the operator's ConfigMap {ns}/{c}-config",
-                       lambda: _get(core.read_namespaced_config_map, f"{c}-config", ns))
-    _check_slurm_conf(cluster, SlurmConfBuilder().extra(config.data["slurm.conf"]).build())
+    _check_slurm_conf(cluster, _operator_slurm_conf(core, cluster))
     _check_node_gres(cluster, api)
+
+
+def _operator_slurm_conf(core: client.CoreV1Api, cluster: SlurmCluster) -> SlurmConf:
+    """The slurm.conf of the operator's ``<name>-config`` once it names every NodeSet of ``cluster``: the
+    Controller's reconcile lists the NodeSets from its informer, so under load the first ConfigMap it
+    writes may predate a NodeSet that was applied beside the Controller (it is rewritten when the NodeSet
+    arrives)."""
+    ns, c = cluster.namespace, cluster.name
+    wanted = {names.nodeset(cluster, n) for n in cluster.node_sets}
+
+    def complete() -> SlurmConf | None:
+        config = _get(core.read_namespaced_config_map, f"{c}-config", ns)
+        if config is None:
+            return None
+        conf = SlurmConfBuilder().extra(config.data["slurm.conf"]).build()
+        return conf if {n.value for n in conf.records("NodeSet")} >= wanted else None
+
+    conf = _wait_for(f"the operator's ConfigMap {ns}/{c}-config naming NodeSets {sorted(wanted)}", complete)
+    assert isinstance(conf, SlurmConf)
+    return conf
 
 
 def _get(read: Callable[..., Any], name: str, namespace: str) -> Any:
@@ -301,9 +319,8 @@ def test_operator_reconciles_cpu_small(operator_version: str, kube_plane: KubeCo
         assert applied.returncode == 0, applied.stderr
         TIMINGS.setdefault(f"cpu-small@{operator_version}", {})["apply"] = time.monotonic() - start
         start = time.monotonic()
-        config = _wait_for(f"the operator's ConfigMap {ns}/{c}-config",
-                           lambda: _get(core.read_namespaced_config_map, f"{c}-config", ns))
-        assert _owned([config], "Controller", c)
+        conf = _operator_slurm_conf(core, cluster)
+        assert _owned([core.read_namespaced_config_map(f"{c}-config", ns)], "Controller", c)
         _wait_for(f"a StatefulSet of Controller {c}",
                   lambda: _owned(apps.list_namespaced_stateful_set(ns).items, "Controller", c))
         for kind, owner in (("LoginSet", names.loginset(cluster)), ("RestApi", names.restapi(cluster))):
@@ -315,7 +332,6 @@ def test_operator_reconciles_cpu_small(operator_version: str, kube_plane: KubeCo
                                                                  "Controller", c))
         TIMINGS[f"cpu-small@{operator_version}"]["reconcile"] = time.monotonic() - start
 
-        conf = SlurmConfBuilder().extra(config.data["slurm.conf"]).build()
         predicted = SlurmConfBuilder().extra(check_conf(
             cluster, state_dir=Path("/nonexistent"), port=1, slurmd_port=2,
             munge_socket=Path("/nonexistent/munge"), user="slurm", host="check")).build()
