@@ -142,10 +142,10 @@ def live_nodeset() -> dict:
             "revisionHistoryLimit": 0,
             "scalingMode": "StatefulSet",
             "slurmd": {
-                "image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04",
+                "image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/worker:26.05",
                 "resources": {"limits": {"cpu": "31", "memory": "117288Mi"}, "requests": {"cpu": "31", "memory": "117288Mi"}},
             },
-            "logfile": {"image": "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"},
+            "logfile": {"image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/worker:26.05"},
             "template": {
                 "metadata": {
                     "annotations": {"karpenter.sh/do-not-disrupt": "true"},

@@ -88,6 +88,19 @@ def test_script_refuses_bad_settings_in_one_line(env: dict[str, str], message: s
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
 
 
+def test_the_images_step_on_eks_needs_a_source_checkout_and_says_so() -> None:
+    """The training images' build context is a slinkyml checkout, which install.sh takes from $SLINKYML_SOURCE:
+    without it the step stops in one line naming the variable, before any docker command."""
+    steps = [s.kind for s in install_steps(render(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml")).objects)]
+    number = steps.index("images") + 1
+    clean = {k: v for k, v in os.environ.items() if k not in ("TARGET", "ROUTE", "FROM", "SLINKYML_SOURCE")}
+    done = subprocess.run(["sh", str(EXAMPLES_DIR / "cpu-small" / "install.sh")], capture_output=True, text=True,
+                          env={**clean, "TARGET": "eks", "FROM": str(number)}, timeout=60, check=False)
+    assert done.returncode == 1 and done.stdout == f"== {number}. the training images (eks, kubectl)\n", done.stdout
+    assert done.stderr == (f"install.sh: step {number} builds the training images: set SLINKYML_SOURCE to a slinkyml "
+                           "source checkout (its containers/ and package are the build context)\n"), done.stderr
+
+
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH (install.sh drives kubectl)")
 def test_cpu_small_installs_on_dev_kube_start_to_finish(kube_plane: KubeControlPlane, tmp_path: Path) -> None:
     api: Any = kube_plane.api()
@@ -104,9 +117,9 @@ def test_cpu_small_installs_on_dev_kube_start_to_finish(kube_plane: KubeControlP
         assert first.returncode == 0, first.stdout + first.stderr
         steps = install_steps(objs)
         assert re.findall(r"^== (\d+)\. ", first.stdout, re.M) == [str(i) for i in range(1, len(steps) + 1)]
-        for kind in ("cert-manager", "karpenter-aws", "karpenter"):
+        for kind in ("cert-manager", "karpenter-aws", "karpenter", "images"):
             assert f"   skipped on dev-kube: {DEV_KUBE[kind]}" in first.stdout, kind
-        assert first.stdout.count("skipped on dev-kube") == 3
+        assert first.stdout.count("skipped on dev-kube") == 4
         assert f"install.sh: {len(steps)} steps done (dev-kube, kubectl)" in first.stdout
         # the Secrets made with their keys; no value printed
         for ref in names.secret_refs(cluster):

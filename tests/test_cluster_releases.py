@@ -68,13 +68,17 @@ def test_default_is_the_newest_release_and_25_11_needs_it() -> None:
     assert supported_slurm_versions("1.2.1") == ["25.11", "26.05"]
     assert supported_slurm_versions("f2ed3fc") == ["26.05"]
     raw = to_dict(load_spec(EXAMPLES_DIR / "cpu-small" / "cluster.yaml"))
-    old = from_dict({**raw, "slurm_version": "25.11"})
+    old = from_dict({**raw, "slurm_version": "25.11", "images": None})  # Slinky's own images throughout
     assert old.slurm_operator == "1.2.1"
     tag = SLURM_IMAGE_TAGS["25.11"]
     slurm, flavor = tag.split("-", 1)
     assert slurm in addons()["slinky_images"]["slurm_versions"] and flavor in addons()["slinky_images"]["flavors"]
     assert {i for i in _images(render(old).objects) if "slinkyproject" in i} == {
         f"ghcr.io/slinkyproject/{c}:{tag}" for c in ("slurmctld", "slurmd", "slurmrestd", "login")}
+    # the example's training images (images.registry) take the Slurm version as their tag
+    trained = render(from_dict({**raw, "slurm_version": "25.11"})).objects
+    assert {i for i in _images(trained) if "/slinkyml/" in i} == {
+        f"123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/{name}:25.11" for name in ("worker", "login")}
 
 
 def test_unsupported_combination_is_one_line_with_file_and_line(tmp_path: Path) -> None:

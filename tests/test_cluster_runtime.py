@@ -354,11 +354,12 @@ def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
     head = ["cert-manager", "slurm-operator-crds 1.2.1", "slurm-operator 1.2.1",
             "Karpenter's AWS prerequisites (AWS only)", "Karpenter 1.14.1"]
     assert whats["cpu-small"] == [*head, "a default StorageClass (aws-ebs-csi-driver, provisioner ebs.csi.aws.com)",
-                                  "the credential Secrets", "the cluster's objects"]
+                                  "the training images", "the credential Secrets", "the cluster's objects"]
     assert whats["h100-efa"][:5] == head and whats["h100-efa"][5].startswith("a StorageClass 'gp3'")
     assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][6:]] == [
         "mariadb-operator", "aws-fsx-csi-driver", "aws-efa-k8s-device-plugin", "nvidia-device-plugin",
-        "the credential Secrets", "the cluster's objects"]
+        "the training images", "the credential Secrets", "the cluster's objects"]
+    assert "the training images" not in whats["trn1"]  # Slinky's images: nothing to build
     assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]
     assert (EXAMPLES_DIR / "h100-efa" / "INSTALL.md").read_text() == h100.files["INSTALL.md"]
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from slinkyml.cli import main
 from slinkyml.cluster import SlurmCluster, SlurmNodeSet, loads_spec
-from slinkyml.cluster.spec import from_dict, to_dict
+from slinkyml.cluster.spec import from_dict, login_image, to_dict, worker_image
 from slinkyml.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +24,7 @@ BASE: dict[str, Any] = {
     "name": "demo",
     "namespace": "slurm",
     "slurm_version": "26.05",
+    "images": {"registry": "123456789012.dkr.ecr.us-east-1.amazonaws.com"},
     "accounting": {"enabled": True},
     "storage": {"enabled": True, "subnet_id": "subnet-0a1b2c3d", "security_group_ids": ["sg-0a1b2c3d"],
                 "capacity_gib": 2400, "s3_bucket": "s3://bucket/prefix"},
@@ -90,6 +91,51 @@ def test_field_path_errors(patch: Any, expected: str) -> None:
     raw = copy.deepcopy(BASE)
     patch(raw)
     assert _err(raw).startswith(expected)
+
+
+def test_training_images_come_from_the_registry_unless_a_pod_names_its_own() -> None:
+    c = from_dict(BASE)
+    registry = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+    assert [worker_image(c, ns) for ns in c.node_sets] == [f"{registry}/slinkyml/worker:26.05"] * 2
+    assert login_image(c) == f"{registry}/slinkyml/login:26.05"
+    raw = copy.deepcopy(BASE)
+    raw["images"].update(repository="ml/train", tag="2026-12-01")
+    raw["node_sets"][0]["image"] = "registry.example.com/cpu:1"
+    raw["login"] = {"image": "registry.example.com/login:1"}
+    c = from_dict(raw)
+    assert [worker_image(c, ns) for ns in c.node_sets] == ["registry.example.com/cpu:1",
+                                                           f"{registry}/ml/train/worker:2026-12-01"]
+    assert login_image(c) == "registry.example.com/login:1"
+    # no registry: Slinky's images, which a CPU node set may run
+    raw = copy.deepcopy(BASE)
+    del raw["images"]
+    raw["node_sets"].pop(1)
+    c = from_dict(raw)
+    assert worker_image(c, c.node_sets[0]) == "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+    assert login_image(c) == "ghcr.io/slinkyproject/login:26.05-ubuntu26.04"
+
+
+def test_a_gpu_node_set_without_a_training_image_is_refused_in_one_line(tmp_path: Path) -> None:
+    text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "images"}, sort_keys=False)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "slinkyml", "cluster", "validate", str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    line = text.splitlines().index("- name: gpu") + 1
+    assert done.returncode != 0 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"slinkyml: error: {path}:{line}: node_sets[1].image: required for GPU instance type "
+                                  "'p5.48xlarge': Slinky's slurmd image has no Python, PyTorch or NCCL"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("images, expected", [
+    ({"registry": "Bad Registry"}, "images.registry: 'Bad Registry' is not a registry host"),
+    ({"registry": "r.example.com", "tag": "a b"}, "images.tag: 'a b' is not an image tag"),
+    ({"registry": "r.example.com", "repository": "Team/ML"}, "images.repository: 'Team/ML' is not a repository path"),
+    ({"registy": "r.example.com"}, "images.registy: unknown field — did you mean 'registry'?"),
+])
+def test_bad_images_name_the_field(images: dict[str, Any], expected: str) -> None:
+    assert _err({**BASE, "images": images}).startswith(expected)
 
 
 def test_yaml_errors_are_one_line() -> None:

@@ -24,7 +24,7 @@ EXAMPLES = {"job": sorted(REPO.glob("sbatch/*.yaml")) + [REPO / "benchmarks" / "
 #: schema location -> the dataclass it describes
 CLASSES = {"job": {None: job_spec.JobSpec, "entry": job_spec.Entry, "container": job_spec.Container,
                    "requeue": job_spec.RequeuePolicy},
-           "cluster": {None: cluster_spec.SlurmCluster, "node_set": cluster_spec.SlurmNodeSet,
+           "cluster": {None: cluster_spec.SlurmCluster, "node_set": cluster_spec.SlurmNodeSet, "images": cluster_spec.Images,
                        "controller": cluster_spec.Controller, "login": cluster_spec.Login,
                        "rest_api": cluster_spec.RestApi, "accounting": cluster_spec.Accounting,
                        "storage": cluster_spec.Fsx, "secrets": cluster_spec.Secrets, "aws": cluster_spec.Aws}}

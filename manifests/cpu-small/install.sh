@@ -7,7 +7,8 @@
 #   TARGET=dev-kube [ROUTE=kubectl|helm] [FROM=N] sh install.sh   KUBECONFIG from `eval $(slinkyml dev kube env)`
 #
 # TARGET=eks runs each step's command as INSTALL.md shows it. The Karpenter prerequisites take the subnet
-# and security group ids from $SUBNET_IDS and $NODE_SECURITY_GROUP; a command with any other <placeholder>
+# and security group ids from $SUBNET_IDS and $NODE_SECURITY_GROUP, the training images' build its context
+# from $SLINKYML_SOURCE (a slinkyml checkout); a command with any other <placeholder>
 # stops the script with what to fill in (rerun with FROM=N once done by hand).
 # TARGET=dev-kube runs every step that needs no AWS against `slinkyml dev kube`, and says for each other
 # step why it is skipped (AWS only, not built here) and what the plane serves instead (checked).
@@ -42,6 +43,10 @@ set -- cert-manager \
     'a default StorageClass (aws-ebs-csi-driver, provisioner ebs.csi.aws.com)' \
     'helm upgrade -i aws-ebs-csi-driver aws-ebs-csi-driver --repo https://kubernetes-sigs.github.io/aws-ebs-csi-driver -n kube-system' \
     'the EBS CSI driver is AWS only (EBS volumes) and skipped; the StorageClass is applied' \
+    images \
+    'the training images' \
+    'docker build -f '"'"'<a slinkyml source checkout>'"'"'/containers/login/Dockerfile --build-arg SLURM_TAG=26.05-ubuntu26.04 -t 123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/login:26.05 '"'"'<a slinkyml source checkout>'"'"' && docker push 123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/login:26.05 && docker build -f '"'"'<a slinkyml source checkout>'"'"'/containers/worker/Dockerfile --build-arg SLURM_TAG=26.05-ubuntu24.04 -t 123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/worker:26.05 '"'"'<a slinkyml source checkout>'"'"' && docker push 123456789012.dkr.ecr.us-east-1.amazonaws.com/slinkyml/worker:26.05' \
+    'needs a registry the nodes pull from; dev kube has none: its live pod tests build the worker and login images here from the Debian sid root with the same training stack and name them through images.registry' \
     secrets \
     'the credential Secrets' \
     'sh secrets.sh' \
@@ -178,6 +183,13 @@ run_eks() {  # run_eks NUMBER COMMAND
             fi
             cmd=$(printf '%s\n' "$cmd" | sed -e "s|<your private subnet ids>|$SUBNET_IDS|" \
                 -e "s|<the node security group id>|$NODE_SECURITY_GROUP|")
+            ;;
+    esac
+    case $cmd in
+        *'<a slinkyml source checkout>'*)
+            [ -n "${SLINKYML_SOURCE:-}" ] || die "step $1 builds the training images: set SLINKYML_SOURCE to a" \
+                "slinkyml source checkout (its containers/ and package are the build context)"
+            cmd=$(printf '%s\n' "$cmd" | sed -e "s|<a slinkyml source checkout>|$SLINKYML_SOURCE|g")
             ;;
     esac
     case $cmd in

@@ -7,7 +7,8 @@
 #   TARGET=dev-kube [ROUTE=kubectl|helm] [FROM=N] sh install.sh   KUBECONFIG from `eval $(slinkyml dev kube env)`
 #
 # TARGET=eks runs each step's command as INSTALL.md shows it. The Karpenter prerequisites take the subnet
-# and security group ids from $SUBNET_IDS and $NODE_SECURITY_GROUP; a command with any other <placeholder>
+# and security group ids from $SUBNET_IDS and $NODE_SECURITY_GROUP, the training images' build its context
+# from $SLINKYML_SOURCE (a slinkyml checkout); a command with any other <placeholder>
 # stops the script with what to fill in (rerun with FROM=N once done by hand).
 # TARGET=dev-kube runs every step that needs no AWS against `slinkyml dev kube`, and says for each other
 # step why it is skipped (AWS only, not built here) and what the plane serves instead (checked).
@@ -190,6 +191,13 @@ run_eks() {  # run_eks NUMBER COMMAND
             fi
             cmd=$(printf '%s\n' "$cmd" | sed -e "s|<your private subnet ids>|$SUBNET_IDS|" \
                 -e "s|<the node security group id>|$NODE_SECURITY_GROUP|")
+            ;;
+    esac
+    case $cmd in
+        *'<a slinkyml source checkout>'*)
+            [ -n "${SLINKYML_SOURCE:-}" ] || die "step $1 builds the training images: set SLINKYML_SOURCE to a" \
+                "slinkyml source checkout (its containers/ and package are the build context)"
+            cmd=$(printf '%s\n' "$cmd" | sed -e "s|<a slinkyml source checkout>|$SLINKYML_SOURCE|g")
             ;;
     esac
     case $cmd in

@@ -282,7 +282,13 @@ def requirements_markdown() -> str:
                      f"advertises `{p['resource']}`; runs only on nodes matching {where}{placed}; chart "
                      f"tolerations: {tols}; the render adds its NodePools' taints in "
                      f"`helm/device-plugins/{name}.yaml`: `{p['install']}` |")
-    lines.append("| 9 | the cluster's objects | | | `slinkyml cluster apply cluster.yaml` (or `kubectl apply "
+    builds = ", ".join(f"{name} on Slinky's `{base}`" for name, base in a["project_image_builds"].items())
+    lines.append(f"| 9 | the training images | yours | `images.registry` (or a `…/slinkyml/<name>` image named "
+                 f"by a node set or `login.image`); a GPU node set needs one | Slinky's images with Python, PyTorch, "
+                 f"DeepSpeed and slinkyml, which the pods run: `containers/<name>/Dockerfile` built from a slinkyml "
+                 f"checkout ({builds}) and pushed as `<images.registry>/<images.repository>/<name>:<images.tag>` "
+                 "(containers/README.md) |")
+    lines.append("| 10 | the cluster's objects | | | `slinkyml cluster apply cluster.yaml` (or `kubectl apply "
                  "--server-side -f rendered/`) once the webhooks above serve |")
     lines.append(README_END)
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from typing import Any
 
 from slinkyml import DATA_DIR, specload
 from slinkyml.cluster import names, storage, workers
-from slinkyml.cluster.spec import SlurmCluster, default_image
+from slinkyml.cluster.spec import SlurmCluster, default_image, login_image
 
 VALUES_FILE = DATA_DIR / "helm" / "slurm-values.yaml"
 
@@ -77,8 +77,8 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
         login: dict[str, Any] = {
             "enabled": True,
             "replicas": c.login.replicas,
-            "login": {"image": split_image(c.login.image or default_image("login", c.slurm_version))},
-            "initconf": {"image": split_image(c.login.image or default_image("login", c.slurm_version))},
+            "login": {"image": split_image(login_image(c))},
+            "initconf": {"image": split_image(login_image(c))},
             "service": {"spec": {"type": c.login.service_type}},
         }
         if mounts:

@@ -14,6 +14,7 @@ from slinkyml import DATA_DIR
 from slinkyml.cluster import addons
 from slinkyml.cluster.issues import describe
 from slinkyml.cluster.karpenter import ANNOTATION_QUEUE
+from slinkyml.cluster.spec import DEFAULT_SLURM_VERSION, SLURM_IMAGE_TAGS
 from slinkyml.kube import dig
 
 #: the Controller's annotation naming the slurm-operator release its objects were rendered for
@@ -50,11 +51,19 @@ DEV_KUBE = {
                         "the MariaDB object is stored, not run",
     "fsx": "AWS only (FSx for Lustre)",
     "device-plugin": "needs nodes with the device (GPU, Neuron or EFA instances on AWS)",
+    "images": "needs a registry the nodes pull from; dev kube has none: its live pod tests build the worker and "
+              "login images here from the Debian sid root with the same training stack and name them through "
+              "images.registry",
     "secrets": "runs as on EKS",
     "objects": "runs as on EKS",
 }
 #: the kinds of step ``install.sh`` skips on ``dev kube`` (the others run, or check what the plane serves)
-SKIPPED_ON_DEV_KUBE = {"cert-manager", "karpenter-aws", "karpenter", "mariadb-operator", "fsx", "device-plugin"}
+SKIPPED_ON_DEV_KUBE = {"cert-manager", "karpenter-aws", "karpenter", "mariadb-operator", "fsx", "device-plugin",
+                       "images"}
+#: where a pod's image of this repository's (``<registry>/slinkyml/<name>:<tag>``) is named: kind -> container field
+_PROJECT_IMAGE_FIELDS = {"NodeSet": "slurmd", "LoginSet": "login"}
+#: the placeholder ``install.sh`` fills from ``$SLINKYML_SOURCE`` (the build context: containers/ and the package)
+SOURCE_PLACEHOLDER = "<a slinkyml source checkout>"
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,13 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
         p = addons.device_plugins()[name]
         steps.append(Step(f"{p['chart']} ({p['version']})", f"advertises {p['resource']} on the NodePools' nodes",
                           p["install"], "device-plugin"))
+    images = project_images(objs)
+    if images:
+        steps.append(Step("the training images", f"{', '.join(images)}, which the pods run: Slinky's images with "
+                          "Python, PyTorch, DeepSpeed and slinkyml (containers/README.md), built from a slinkyml "
+                          "checkout and pushed where every node can pull them (docker login to the registry first)",
+                          " && ".join(_build_and_push(image, name, objs) for image, name in images.items()),
+                          "images"))
     refs = secret_names(objs)
     if refs:
         steps.append(Step("the credential Secrets", f"{', '.join(refs)}, which the objects reference; secrets.sh "
@@ -149,6 +165,31 @@ def install_steps(objs: list[dict[str, Any]], plugin_values: dict[str, Any] | No
                       "RestApi, Accounting, their ConfigMap and sssd.conf Secret), then helm install slurm "
                       f"{chart} --namespace {namespace} -f helm/values.yaml)", f"objects={namespace}", chart))
     return steps
+
+
+def project_images(objs: list[dict[str, Any]]) -> dict[str, str]:
+    """The images of this repository's (``…/slinkyml/<name>:<tag>``, containers/<name>) the pods name, in
+    first-use order: image -> name."""
+    known = addons.addons()["project_images"]
+    found: dict[str, str] = {}
+    for o in objs:
+        field = _PROJECT_IMAGE_FIELDS.get(str(o.get("kind")))
+        image = dig(o, "spec", field, "image") if field else None
+        if isinstance(image, str) and "/slinkyml/" in image:
+            name = image.rsplit("/slinkyml/", 1)[1].split(":", 1)[0].split("@", 1)[0]
+            if name in known:
+                found.setdefault(image, name)
+    return found
+
+
+def _build_and_push(image: str, name: str, objs: list[dict[str, Any]]) -> str:
+    """The commands that build containers/<name> on the Slinky image of the objects' Slurm version and push it."""
+    slurmctld = next((str(dig(o, "spec", "slurmctld", "image")) for o in objs if o.get("kind") == "Controller"), "")
+    slinky_tag = slurmctld.rpartition(":")[2] or SLURM_IMAGE_TAGS[DEFAULT_SLURM_VERSION]
+    base = addons.addons()["project_image_builds"][name].format(version=slinky_tag.split("-", 1)[0],
+                                                                slinky_tag=slinky_tag)
+    return (f"docker build -f {shlex.quote(SOURCE_PLACEHOLDER)}/containers/{name}/Dockerfile --build-arg SLURM_TAG={base} "
+            f"-t {image} {shlex.quote(SOURCE_PLACEHOLDER)} && docker push {image}")
 
 
 #: where Slinky and MariaDB objects name a credential Secret

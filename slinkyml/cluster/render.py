@@ -12,7 +12,7 @@ from typing import Any
 from slinkyml import DATA_DIR
 from slinkyml.cluster import helm, karpenter, names, secrets, storage, workers
 from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_script, install_steps
-from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image
+from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image, login_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
 
@@ -104,8 +104,7 @@ def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
 
 def render_loginset(c: SlurmCluster) -> dict[str, Any]:
     vols, mounts = storage.fsx_volume(c)
-    login_image = c.login.image or default_image("login", c.slurm_version)
-    login: dict[str, Any] = {"image": login_image}
+    login: dict[str, Any] = {"image": login_image(c)}
     if mounts:
         login["volumeMounts"] = mounts
     pod_spec = _system_pod_spec()
@@ -116,7 +115,7 @@ def render_loginset(c: SlurmCluster) -> dict[str, Any]:
         "replicas": c.login.replicas,
         "sssdConfRef": {"name": names.sssd_conf(c), "key": "sssd.conf"},
         "login": login,
-        "initconf": {"image": login_image},  # always added by the operator; no default image
+        "initconf": {"image": login["image"]},  # always added by the operator; no default image
         "service": {"spec": {"type": c.login.service_type}},
         "template": {"spec": pod_spec},
     }

@@ -45,6 +45,22 @@ def default_image(component: str, slurm_version: str) -> str:
     return f"{IMAGE_REGISTRY}/{component}:{image_tag(slurm_version)}"
 
 
+def training_image(c: SlurmCluster, name: str) -> str | None:
+    """``images``' image ``name`` (worker, login) for cluster ``c``; None when no registry is set."""
+    i = c.images
+    return f"{i.registry}/{i.repository}/{name}:{i.tag or c.slurm_version}" if i.registry else None
+
+
+def worker_image(c: SlurmCluster, ns: SlurmNodeSet) -> str:
+    """What a node set's slurmd pods run: its own image, else the cluster's worker image, else Slinky's."""
+    return ns.image or training_image(c, "worker") or default_image("slurmd", c.slurm_version)
+
+
+def login_image(c: SlurmCluster) -> str:
+    """What the login pods run: ``login.image``, else the cluster's login image, else Slinky's."""
+    return c.login.image or training_image(c, "login") or default_image("login", c.slurm_version)
+
+
 @dataclass
 class SlurmNodeSet:
     """A group of identical Slurm worker pods on one EC2 instance type (one Karpenter NodePool)."""
@@ -63,6 +79,17 @@ class SlurmNodeSet:
     partition_config: str = ""  # extra options for the partition line (MaxTime=...)
     root_volume_gib: int = 200
     spare_nodes: int = 1  # NodePool limits leave room for this many replacement nodes
+
+
+@dataclass
+class Images:
+    """Where the training images built from ``containers/`` are pushed: node sets run
+    ``<registry>/<repository>/worker:<tag>`` and login pods ``<registry>/<repository>/login:<tag>`` unless
+    they name an image of their own (Slinky's own images have no Python, PyTorch or DeepSpeed)."""
+
+    registry: str | None = None  # e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com; None: no training images
+    repository: str = "slinkyml"
+    tag: str | None = None  # default: the cluster's slurm_version
 
 
 @dataclass
@@ -147,6 +174,7 @@ class SlurmCluster:
     #: the slurm-operator release to install: "1.2.1" (the newest release) or "f2ed3fc" (main, the
     #: vendored CRDs' revision, unreleased); data/cluster_addons.yaml slurm_operator.releases
     slurm_operator: str = "1.2.1"
+    images: Images = field(default_factory=Images)
     controller: Controller = field(default_factory=Controller)
     login: Login = field(default_factory=Login)
     rest_api: RestApi = field(default_factory=RestApi)
@@ -167,7 +195,7 @@ class SlurmCluster:
 
 #: quantities YAML reads as numbers (`cpu: 2`): kept as the strings Kubernetes takes
 _NUMERIC_STR = {"cpu", "memory", "persistence_size", "storage_size"}
-_NESTED = {"controller": Controller, "login": Login, "rest_api": RestApi, "accounting": Accounting,
+_NESTED = {"images": Images, "controller": Controller, "login": Login, "rest_api": RestApi, "accounting": Accounting,
            "storage": Fsx, "secrets": Secrets, "aws": Aws}
 
 
@@ -250,6 +278,12 @@ def _from_dict(raw: dict[str, Any]) -> SlurmCluster:
 
 def _check_sections(c: SlurmCluster) -> None:
     """Rules the schema cannot say: conditional on a switch, or across sections."""
+    for i, ns in enumerate(c.node_sets):
+        accelerator = get_instance_type(ns.instance_type).accelerator
+        if accelerator and accelerator.kind == "nvidia" and not (ns.image or c.images.registry):
+            raise SpecError(f"node_sets[{i}].image", f"required for GPU instance type '{ns.instance_type}': Slinky's "
+                            "slurmd image has no Python, PyTorch or NCCL; build containers/worker, push it and name "
+                            "it here, or set images.registry (containers/README.md)")
     for line in c.login.root_ssh_authorized_keys.splitlines():
         if line.strip() and "PRIVATE KEY" in line:
             raise SpecError("login.root_ssh_authorized_keys", "looks like a private key; give public keys only")

@@ -38,8 +38,10 @@ T = TypeVar("T")
 
 
 def fit_spec(cluster: SlurmCluster) -> SlurmCluster:
-    """The cluster with its Controller asking what this node can give."""
-    return replace(cluster, controller=replace(cluster.controller, cpu=LOCAL_CONTROLLER_CPU))
+    """The cluster with its Controller asking what this node can give, and without the registry of its training
+    images (no registry is reachable here: the pods run the Slinky-named images this node imported)."""
+    return replace(cluster, controller=replace(cluster.controller, cpu=LOCAL_CONTROLLER_CPU),
+                   images=replace(cluster.images, registry=None))
 
 
 def statesave_volume(cluster: SlurmCluster, path: Path) -> dict[str, Any]:
