@@ -281,10 +281,6 @@ CPU_SMALL_CONF_DIFFERENCES = {
     ("EnforcePartLimits", "ALL", None),
     ("SlurmdParameters", "config_overrides", None), ("JobCompType", "jobcomp/none", None),
     ("MpiDefault", "none", None)}
-OPERATOR_CONF_DIFFERENCES: dict[str, set[tuple[str, str | None, str | None]]] = {
-    "v1.2.1": CPU_SMALL_CONF_DIFFERENCES,
-    "f2ed3fc": CPU_SMALL_CONF_DIFFERENCES,
-}
 
 
 @pytest.fixture(params=OPERATOR_VERSIONS)
@@ -303,54 +299,77 @@ def _owned(items: list[Any], kind: str, owner: str) -> set[str]:
             if any((o.kind, o.name) == (kind, owner) for o in i.metadata.owner_references or [])}
 
 
-def test_operator_reconciles_cpu_small(operator_version: str, kube_plane: KubeControlPlane, api: Any,
-                                       tmp_path: Path) -> None:
-    """``slinkyml cluster apply manifests/cpu-small`` with each built operator version: the operator's own
-    controllers create the controller StatefulSet, the login and restapi Deployments, their Services and
-    ``<name>-config``, whose slurm.conf (read with our slurm.conf model) has slinkyml's partitions and
-    NodeSets, and on BEHAVIOUR_KEYS exactly the recorded differences from what ``sbatch check`` predicts."""
-    assert kube_plane.status()["operator_version"] == operator_version
-    cluster, spec_file = _isolated("cpu-small", tmp_path)
+def _reconciled_by_operator(cluster: SlurmCluster, spec_file: Path, api: Any, kubeconfig: Path) -> SlurmConf:
+    """``slinkyml cluster apply`` of ``spec_file``; then what the operator's own controllers make of it: the
+    controller StatefulSet, the login and restapi Deployments (where the spec has them), the Services of each
+    and ``<name>-config``, whose slurm.conf (read with our slurm.conf model) is returned once it names every
+    NodeSet."""
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     ns, c = cluster.namespace, cluster.name
-    try:
-        start = time.monotonic()
-        applied = _cli("apply", str(spec_file), kubeconfig=kube_plane.kubeconfig)
-        assert applied.returncode == 0, applied.stderr
-        TIMINGS.setdefault(f"cpu-small@{operator_version}", {})["apply"] = time.monotonic() - start
-        start = time.monotonic()
-        conf = _operator_slurm_conf(core, cluster)
-        assert _owned([core.read_namespaced_config_map(f"{c}-config", ns)], "Controller", c)
-        _wait_for(f"a StatefulSet of Controller {c}",
-                  lambda: _owned(apps.list_namespaced_stateful_set(ns).items, "Controller", c))
-        for kind, owner in (("LoginSet", names.loginset(cluster)), ("RestApi", names.restapi(cluster))):
-            _wait_for(f"a Deployment of {kind} {owner}",
-                      lambda k=kind, o=owner: _owned(apps.list_namespaced_deployment(ns).items, k, o))
-            _wait_for(f"a Service of {kind} {owner}",
-                      lambda k=kind, o=owner: _owned(core.list_namespaced_service(ns).items, k, o))
-        _wait_for(f"a Service of Controller {c}", lambda: _owned(core.list_namespaced_service(ns).items,
-                                                                 "Controller", c))
-        TIMINGS[f"cpu-small@{operator_version}"]["reconcile"] = time.monotonic() - start
+    applied = _cli("apply", str(spec_file), kubeconfig=kubeconfig)
+    assert applied.returncode == 0, applied.stderr
+    conf = _operator_slurm_conf(core, cluster)
+    assert _owned([core.read_namespaced_config_map(f"{c}-config", ns)], "Controller", c)
+    _wait_for(f"a StatefulSet of Controller {c}",
+              lambda: _owned(apps.list_namespaced_stateful_set(ns).items, "Controller", c))
+    owners = [("LoginSet", names.loginset(cluster))] if cluster.login.replicas else []
+    owners += [("RestApi", names.restapi(cluster))] if cluster.rest_api.enabled else []
+    for kind, owner in owners:
+        _wait_for(f"a Deployment of {kind} {owner}",
+                  lambda k=kind, o=owner: _owned(apps.list_namespaced_deployment(ns).items, k, o))
+        _wait_for(f"a Service of {kind} {owner}",
+                  lambda k=kind, o=owner: _owned(core.list_namespaced_service(ns).items, k, o))
+    _wait_for(f"a Service of Controller {c}", lambda: _owned(core.list_namespaced_service(ns).items, "Controller", c))
+    return conf
 
+
+#: slinkyml's prediction of each example's slurm.conf differs from the operator's on BEHAVIOUR_KEYS exactly so
+#: (CPU_SMALL_CONF_DIFFERENCES above, and accounting where an example has it: the throw-away check daemon has none)
+EXAMPLE_CONF_DIFFERENCES: dict[str, set[tuple[str, str | None, str | None]]] = {
+    "cpu-small": CPU_SMALL_CONF_DIFFERENCES,
+    "h100-efa": CPU_SMALL_CONF_DIFFERENCES | {("AccountingStorageType", "accounting_storage/none",
+                                              "accounting_storage/slurmdbd")},
+    "trn1": CPU_SMALL_CONF_DIFFERENCES,
+}
+
+
+def test_operator_reconciles_every_example(operator_version: str, kube_plane: KubeControlPlane, api: Any,
+                                           tmp_path: Path) -> None:
+    """``slinkyml cluster apply`` of every example with each built operator version (the default one also runs
+    the full live run: test_example_admitted_applied_and_reconciled and the kubelet tier): the operator's own
+    controllers create the controller StatefulSet, the login and restapi Deployments, their Services and
+    ``<name>-config``, whose slurm.conf has slinkyml's partitions and NodeSets, the controller's address each
+    version writes, and on BEHAVIOUR_KEYS exactly the recorded differences from what ``sbatch check`` predicts."""
+    assert kube_plane.status()["operator_version"] == operator_version
+    found: dict[str, Any] = {}
+    for name in EXAMPLES:
+        (tmp_path / name).mkdir()
+        cluster, spec_file = _isolated(name, tmp_path / name)
+        ns, c = cluster.namespace, cluster.name
+        try:
+            start = time.monotonic()
+            conf = _reconciled_by_operator(cluster, spec_file, api, kube_plane.kubeconfig)
+            TIMINGS.setdefault(f"{name}@{operator_version}", {})["apply+reconcile"] = time.monotonic() - start
+        finally:
+            _delete_namespace(api, ns)
         predicted = SlurmConfBuilder().extra(check_conf(
             cluster, state_dir=Path("/nonexistent"), port=1, slurmd_port=2,
             munge_socket=Path("/nonexistent/munge"), user="slurm", host="check")).build()
-        assert conf.settings()["ClusterName"] == c
         # the controller's address: f2ed3fc names the headless Service's pod record and adds SlurmctldAddr
         # (the Service that selects the active controller); v1.2.1 names the Service as the host's address
-        host, addr = conf.settings()["SlurmctldHost"], conf.settings().get("SlurmctldAddr")
-        if operator_version == "f2ed3fc":
-            assert (host, addr) == (f"{c}-controller-0({c}-controller-0.{c}-controller-internal.{ns})",
-                                    f"{c}-controller.{ns}")
-        else:
-            assert (host, addr) == (f"{c}-controller-0({c}-controller.{ns})", None)
-        assert {p.value: p.text() for p in conf.partitions()} == {p.value: p.text() for p in predicted.partitions()}
-        assert {n.value for n in conf.records("NodeSet")} == {n.value for n in predicted.records("NodeSet")}
+        address = ((f"{c}-controller-0({c}-controller-0.{c}-controller-internal.{ns})", f"{c}-controller.{ns}")
+                   if operator_version == "f2ed3fc" else (f"{c}-controller-0({c}-controller.{ns})", None))
         ours, theirs = predicted.settings(), conf.settings()
-        differences = {(k, ours.get(k), theirs.get(k)) for k in BEHAVIOUR_KEYS if ours.get(k) != theirs.get(k)}
-        assert differences == OPERATOR_CONF_DIFFERENCES[operator_version], sorted(differences, key=str)
-    finally:
-        _delete_namespace(api, ns)
+        found[name] = {
+            "ClusterName": theirs["ClusterName"] == c,
+            "address": (theirs["SlurmctldHost"], theirs.get("SlurmctldAddr")) == address,
+            "partitions": {p.value: p.text() for p in conf.partitions()} == {
+                p.value: p.text() for p in predicted.partitions()},
+            "NodeSets": {n.value for n in conf.records("NodeSet")} == {n.value for n in predicted.records("NodeSet")},
+            "differences": {(k, ours.get(k), theirs.get(k)) for k in BEHAVIOUR_KEYS if ours.get(k) != theirs.get(k)}}
+    expected = {name: {"ClusterName": True, "address": True, "partitions": True, "NodeSets": True,
+                       "differences": EXAMPLE_CONF_DIFFERENCES[name]} for name in EXAMPLES}
+    assert found == expected, str({name: got for name, got in found.items() if got != expected[name]})
 
 
 def _unknown_fields(obj: Any, schema: dict[str, Any], path: str) -> set[str]:
