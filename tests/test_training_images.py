@@ -13,6 +13,10 @@ import struct
 import tarfile
 from pathlib import Path
 
+import pytest
+
+from slinkyml.cluster import load_spec
+from slinkyml.cluster.render import render
 from slinkyml.dev.images.images import (
     BaseTree,
     Entry,
@@ -32,6 +36,8 @@ from slinkyml.dev.images.training_images import (
     stack_layer,
     write_stack_layer,
 )
+from slinkyml.dev.kubernetes.operator_cluster import fit_spec
+from slinkyml.errors import SlinkyError
 
 
 def _blob(tar: tarfile.TarFile, digest: str) -> bytes:
@@ -179,3 +185,23 @@ def test_slinkyml_is_installed_from_the_source_tree_with_its_entry_points() -> N
     assert points is not None and "slinkyml = slinkyml.cli:main" in points.decode()
     script = entries[f"{VENV.lstrip('/')}/bin/slinkyml"]
     assert script.data is not None and script.data.startswith(f"#!{VENV_PYTHON}\n".encode()) and script.mode == 0o755
+
+
+def test_fit_spec_names_the_images_through_the_specs_image_fields() -> None:
+    """The local cluster names its worker and login images as a user would: the spec's ``node_sets[].image``
+    and ``login.image``, which the rendered NodeSet and LoginSet (what the operator makes pods from) carry."""
+    images = {"worker": "slinkyml.local/slinkyml/worker:26.05-abc", "login": "slinkyml.local/slinkyml/login:26.05-abc"}
+    cluster = fit_spec(load_spec(Path(__file__).resolve().parents[1] / "manifests" / "cpu-small" / "cluster.yaml"),
+                       images)
+    objects = {o["kind"]: o for o in render(cluster).objects if o["kind"] in ("NodeSet", "LoginSet")}
+    assert objects["NodeSet"]["spec"]["slurmd"]["image"] == images["worker"]
+    assert objects["LoginSet"]["spec"]["login"]["image"] == images["login"]
+    assert cluster.controller.cpu == "1" and fit_spec(cluster).node_sets[0].image == images["worker"]
+
+
+def test_a_venv_of_the_systems_python_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Its interpreter's old path would become a link over the image's own /usr."""
+    stack = Stack(tmp_path, Path("/usr"), "3.11.7")
+    with pytest.raises(SlinkyError, match=r"made from the system's Python \(/usr\)") as err:
+        write_stack_layer(stack, io.BytesIO())
+    assert "\n" not in str(err.value)

@@ -58,6 +58,8 @@ ROLES = {"worker": "slurmd", "login": "login"}
 ENV = (f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"VIRTUAL_ENV={VENV}")
 #: the system folder the dynamic loader searches last, without ld.so.cache (Debian's multiarch)
 SYSTEM_LIB = "usr/lib/x86_64-linux-gnu"
+#: interpreters' prefixes that are the image's own system folders, never replaced by a link
+SYSTEM_PREFIXES = ("/", "/usr", "/usr/local", "/opt", PREFIX)
 #: a pyc's header: magic, flags, then (flags 0: mtime-checked) the source's mtime and size
 PYC_HEADER = struct.Struct("<4sIII")
 
@@ -205,6 +207,9 @@ def write_stack_layer(stack: Stack, out: Any) -> None:
     """The stack layer (module docstring) as a tar written to ``out``."""
     short = stack.short
     site = f"lib/python{short}/site-packages"
+    if str(stack.base) in SYSTEM_PREFIXES:  # its old path cannot become a link: it holds the image's system
+        raise SlinkyError(f"{stack.venv}: made from the system's Python ({stack.base}); the images move a venv "
+                          "made from a self-contained interpreter (pyenv, a python.org build) to /opt/slinkyml")
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         w = _LayerWriter(tar, stack)
         w.dir("opt")
@@ -253,7 +258,7 @@ def write_stack_layer(stack: Stack, out: Any) -> None:
 
 
 def stack_layer(stack: Stack | None = None, cache_dir: Path = CACHE_DIR,
-                log: Any = lambda _: None) -> Layer:
+                log: Callable[[str], None] = lambda _: None) -> Layer:
     """The stack layer of ``stack`` (default: this process's venv), written once per key into ``cache_dir``."""
     stack = stack or Stack.running()
     key = stack.key()
@@ -321,7 +326,7 @@ def slinkyml_entries(tree: Path, short: str) -> list[Entry]:
 
 
 def image_specs(release: str, slurm_digests: dict[str, str], stack: Stack | None = None,
-                cache_dir: Path = CACHE_DIR, log: Any = lambda _: None) -> dict[str, ImageSpec]:
+                cache_dir: Path = CACHE_DIR, log: Callable[[str], None] = lambda _: None) -> dict[str, ImageSpec]:
     """The worker and login images of ``release`` (role -> spec): the slurmd and login images of
     ``slurm_images`` (whose digests, as imported, are ``slurm_digests``), the stack layer, slinkyml. Each
     tag says what it is made of, so a node that holds the name holds the image."""
