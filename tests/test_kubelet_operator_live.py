@@ -3,8 +3,11 @@
 2, nothing else changed), with the images built here
 (``slinkyml/dev/images/slurm_images.py``) under the names the rendered manifests give Slinky's images: the
 operator's own pod specs (commands, arguments, environment, mounts, users, probes, sidecars) run as the
-operator writes them, and the probes it declares pass. Then what a user does on it: jobs from the login
-pod, the tiny GPT trained across the NodeSet's two slurmd pods by ``slinkyml sbatch submit`` run in the
+operator writes them, and the probes it declares pass. The NodeSet and LoginSet name the worker and login
+images with the training stack (``training_images.py``: Python, torch, DeepSpeed and slinkyml at
+``/opt/slinkyml``, as ``containers/worker`` builds them), through the spec's ``image`` fields; the only
+folder of this machine's in the pods is the jobs' shared one. Then what a user does on it: jobs from the
+login pod, the tiny GPT trained across the NodeSet's two slurmd pods by ``slinkyml sbatch submit`` run in the
 login pod, and Kubernetes-shaped faults (a slurmd pod deleted mid-training, the NodeSet scaled, the
 slurmctld pod deleted), each handled by the operator's own controllers.
 
@@ -32,10 +35,10 @@ from private_cluster import kubelet_node, port_shift, require_kubelet_node
 from tiers import needs
 from waiting import wait_until
 
-import slinkyml
 from slinkyml.cluster import load_spec, names
 from slinkyml.cluster.spec import SlurmCluster, to_dict
 from slinkyml.dev.images.slurm_images import SLURM_UID, slinky_name
+from slinkyml.dev.images.training_images import VENV
 from slinkyml.dev.kubernetes.kube import KubeControlPlane, Ports
 from slinkyml.dev.kubernetes.kubenode import NodeSettings
 from slinkyml.dev.kubernetes.operator_cluster import (
@@ -56,7 +59,6 @@ pytestmark = pytest.mark.slow
 #: (each + 100 beside a second run)
 PORT_BASE = 18400
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = Path(slinkyml.__file__).resolve().parents[1]  # the tree these tests import (a worktree, or REPO)
 EXAMPLE = REPO / "manifests" / "cpu-small" / "cluster.yaml"
 RELEASE = "26.05"
 #: the NodeSet's replicas as cpu-small renders them, both on this one node (oversubscribeNode)
@@ -68,6 +70,7 @@ class OperatorCluster:
     plane: KubeControlPlane
     pods: OperatorPods
     digests: dict[str, str]  # image name -> manifest digest, as imported
+    images: dict[str, str]  # role (worker, login) -> the image with the training stack
     shared: Path  # a folder of the node's at the same path in the slurmd and login pods: the jobs' files
     applied_at: float  # time.monotonic() when `cluster apply` returned
 
@@ -77,10 +80,9 @@ class OperatorCluster:
 
     @property
     def folders(self) -> tuple[HostFolder, ...]:
-        """The shared folder, and the training stack read-only: the venv, the Python it was made from,
-        this source tree and the one the venv's editable install names (the same in CI)."""
-        stack = sorted({sys.prefix, sys.base_prefix, str(SOURCE), str(REPO)})
-        return (HostFolder(str(self.shared), read_only=False), *(HostFolder(p) for p in stack))
+        """The one folder of this machine's in the slurmd and login pods: the shared one (the training
+        stack is in their images)."""
+        return (HostFolder(str(self.shared), read_only=False),)
 
     @property
     def nodeset(self) -> str:
@@ -121,8 +123,12 @@ def operator_cluster() -> Iterator[OperatorCluster]:
         started = time.monotonic()
         plane.up(kubelet=True)
         digests = plane.node().import_slurm_images(RELEASE)
-        print(f"plane, operator, node and images ready in {time.monotonic() - started:.1f} s")
-        cluster = fit_spec(load_spec(EXAMPLE))  # the one change before apply: the Controller asks 1 CPU
+        print(f"plane, operator, node and Slurm images ready in {time.monotonic() - started:.1f} s")
+        started = time.monotonic()
+        images = plane.node().import_training_images(RELEASE, log=print)
+        print(f"worker and login images with the training stack on the node in {time.monotonic() - started:.1f} s")
+        # the changes before apply: the Controller asks 1 CPU; the node sets and login name our images
+        cluster = fit_spec(load_spec(EXAMPLE), images)
         spec_file = state / "cluster.yaml"
         spec_file.write_text(yaml.safe_dump(to_dict(cluster), sort_keys=False))
         shared = state / "shared"
@@ -134,7 +140,7 @@ def operator_cluster() -> Iterator[OperatorCluster]:
                                   "--kubeconfig", str(plane.kubeconfig)],
                                  capture_output=True, text=True, timeout=300, check=False)
         assert applied.returncode == 0, applied.stderr
-        yield OperatorCluster(plane, pods, digests, shared, time.monotonic())
+        yield OperatorCluster(plane, pods, digests, images, shared, time.monotonic())
     finally:
         plane.reset()
         shutil.rmtree(state, ignore_errors=True)
@@ -200,13 +206,11 @@ def test_slurmctld_answers_and_the_login_pod_is_ready(operator_cluster: Operator
 @pytest.fixture(scope="module")
 def workers(operator_cluster: OperatorCluster) -> list:
     """The NodeSet fitted to this node (``fit_nodeset``: its Karpenter labels, no requests, cgroup
-    autodetect) with its rendered two replicas on it (``oversubscribeNode``) and the folders mounted in the
-    slurmd and login pods (``PYTHONPATH`` the source tree, as in CI); its pods once Ready and idle in sinfo
-    of a login pod that mounts the folders."""
+    autodetect) with its rendered two replicas on it (``oversubscribeNode``) and the shared folder mounted in
+    the slurmd and login pods; its pods once Ready and idle in sinfo of a login pod that mounts it."""
     c = operator_cluster
-    env = {"PYTHONPATH": str(SOURCE)}
-    c.pods.fit_login(c.folders, env)
-    fitted = c.pods.fit_nodeset(c.plane.node().settings.name, replicas=REPLICAS, folders=c.folders, env=env)
+    c.pods.fit_login(c.folders)
+    fitted = c.pods.fit_nodeset(c.plane.node().settings.name, replicas=REPLICAS, folders=c.folders)
     assert fitted["spec"]["replicas"] == REPLICAS and fitted["spec"]["oversubscribeNode"] is True
     _wait("a Ready login pod with the folders", lambda: c.pods.login_pod(c.folders))
     ready = _wait(f"{REPLICAS} Ready slurmd pods of the operator's NodeSet, idle in sinfo",
@@ -221,9 +225,37 @@ def test_the_operators_nodeset_pods_register_configless(operator_cluster: Operat
     slurmctld, configless, so `sinfo` in the login pod lists them idle."""
     c = operator_cluster
     slurmd = next(x for x in workers[0].spec.containers if x.name == "slurmd")
-    assert slurmd.image == slinky_name("slurmd", RELEASE) and slurmd.command is None
+    assert slurmd.image == c.images["worker"] and slurmd.command is None
     assert slurmd.args[:3] == ["-Z", "--conf-server", f"{c.cluster.name}-controller.{c.cluster.namespace}:6817"]
     assert slurmd.readiness_probe.http_get.path == "/readyz" and slurmd.security_context.privileged
+
+
+def test_the_pods_run_the_training_images_with_only_the_shared_folder(operator_cluster: OperatorCluster,
+                                                                      workers: list) -> None:
+    """The spec's ``image`` fields reach the pods: every container of the slurmd pods runs the worker image
+    and every one of the login pod the login image, as containerd holds them; the only folder of this
+    machine's in them is the shared one; the training stack imports in a slurmd pod from the image's venv
+    (not the host's), and the login pod's ``slinkyml`` is the image's."""
+    c = operator_cluster
+    login = c.pods.login_pod(c.folders)
+    assert login is not None
+    held = c.plane.node().imported()
+    for pod, image in [*((w, c.images["worker"]) for w in workers), (login, c.images["login"])]:
+        statuses = [*pod.status.container_statuses, *(pod.status.init_container_statuses or [])]
+        assert {x.image for x in [*pod.spec.containers, *(pod.spec.init_containers or [])]} == {image}
+        assert {s.image for s in statuses} == {image} and image in held, pod.metadata.name
+        host_paths = {v.host_path.path for v in pod.spec.volumes or [] if v.host_path}
+        assert host_paths == {str(c.shared)}, (pod.metadata.name, host_paths)
+    out = c.pods.exec(workers[0].metadata.name, "slurmd", [
+        f"{VENV}/bin/python", "-c", "import sys, torch, deepspeed, slinkyml; "
+        "print('stack', sys.prefix, torch.__version__, deepspeed.__version__, slinkyml.__file__)"], timeout=300)
+    line = next((x.split()[1:] for x in out.splitlines() if x.startswith("stack ")), None)
+    assert line is not None and len(line) == 4, out  # stderr (DeepSpeed's warnings) follows stdout
+    prefix, torch_version, deepspeed_version, package = line
+    assert prefix == VENV and package.startswith(f"{VENV}/lib/"), out
+    assert torch_version.startswith("2.13.0") and deepspeed_version == "0.19.8", out
+    which = c.login("bash", "-c", "command -v slinkyml python; slinkyml --help >/dev/null && echo ok")
+    assert which.split() == [f"{VENV}/bin/slinkyml", f"{VENV}/bin/python", "ok"], which
 
 
 def test_nodeset_pods_come_from_the_cluster_spec(operator_cluster: OperatorCluster, workers: list) -> None:
@@ -281,7 +313,7 @@ def _train_spec(c: OperatorCluster) -> Path:
         data.pop(key, None)
     work = c.shared / "ddp"
     work.mkdir(exist_ok=True)
-    data.update({"time_limit": "00:10:00", "mem_per_node": "1G", "python": f"{sys.prefix}/bin/python",
+    data.update({"time_limit": "00:10:00", "mem_per_node": "1G", "python": f"{VENV}/bin/python",
                  "checkpoint_dir": str(work / "ckpt"), "log_dir": str(work / "logs"),
                  "requeue": {"signal": "USR2", "grace_seconds": 10, "max_restarts": 2},
                  "entry": {"module": "slinkyml.train",
@@ -312,7 +344,7 @@ def test_train_from_the_login_pod_and_a_deleted_slurmd_pod_resumes(operator_clus
     path = _train_spec(c)
     work = path.parent
     submitted = time.monotonic()
-    out = c.login("bash", "-c", f"cd {work} && {sys.prefix}/bin/slinkyml sbatch submit {path}")
+    out = c.login("bash", "-c", f"cd {work} && {VENV}/bin/slinkyml sbatch submit {path}")
     ids = [w for w in out.split() if w.isdigit()]
     assert ids, out
     job_id = int(ids[0])

@@ -60,9 +60,20 @@ class BaseTree:
 
 
 @dataclass(frozen=True)
+class Layer:
+    """A layer tar already written (``write_layer_file``): added to an archive as is, by the digest and
+    size recorded when it was written, so a 6 GB layer is read once per archive and never hashed again."""
+
+    path: Path
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True)
 class ImageSpec:
     """An image: its name (``registry/repository:tag``), an optional base tree (its own layer, shared by
-    every image of one archive that names it), files on top and run-time defaults."""
+    every image of one archive that names it), pre-built ``layers`` on that, files on top and run-time
+    defaults."""
 
     name: str
     entries: tuple[Entry, ...]
@@ -73,6 +84,7 @@ class ImageSpec:
     labels: dict[str, str] = field(default_factory=dict)
     base: BaseTree | None = None
     user: str = ""
+    layers: tuple[Layer, ...] = ()
 
     def __post_init__(self) -> None:
         repository, sep, tag = self.name.rpartition(":")
@@ -180,76 +192,95 @@ def _layer(tmp: Path, write: Any) -> tuple[Path, str, int]:
     return Path(name), "sha256:" + hashing.sha.hexdigest(), hashing.size
 
 
+def write_layer_file(write: Any, out: Path) -> Layer:
+    """A layer written once through ``write(fileobj)`` to ``out`` (atomically), hashed as it is written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    file, digest, size = _layer(out.parent, write)
+    os.replace(file, out)
+    return Layer(out, digest, size)
+
+
 def write_oci_archive(specs: ImageSpec | list[ImageSpec], out: Path, docker: bool = False) -> dict[str, str]:
     """Write the images as one OCI image layout in a tar archive at ``out`` (atomically); return each
     image's manifest digest, its identity in containerd. A base tree several images share is one blob.
 
     ``docker``: also ``manifest.json``, the index ``docker load`` reads (Docker's engine before 25 reads only
     that one, not ``index.json``), naming the same blobs: one archive for both importers."""
-    specs = [specs] if isinstance(specs, ImageSpec) else list(specs)
     out.parent.mkdir(parents=True, exist_ok=True)
-    digests: dict[str, str] = {}
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".image-") as tmp_name:
-        tmp = Path(tmp_name)
-        blobs: dict[str, tuple[Path | bytes, int]] = {}  # digest -> file or data, size
-        bases: dict[BaseTree, tuple[str, int]] = {}
-        manifests = []
-        #: config digest -> (layer digests, names): the entries of Docker's manifest.json
-        docker_images: dict[str, tuple[list[str], list[str]]] = {}
-        for spec in specs:
-            layers: list[tuple[str, int]] = []
-            if spec.base is not None:
-                if spec.base not in bases:
-                    file, digest, size = _layer(tmp, lambda fh, b=spec.base: write_tree_layer(b, fh))
-                    blobs[digest] = (file, size)
-                    bases[spec.base] = (digest, size)
-                layers.append(bases[spec.base])
-            if spec.entries or spec.base is None:
-                file, digest, size = _layer(tmp, lambda fh, e=spec.entries: write_layer(e, fh))
-                blobs[digest] = (file, size)
-                layers.append((digest, size))
-            config: dict[str, Any] = {
-                "architecture": "amd64", "os": "linux",
-                "config": {"Env": list(spec.env), "WorkingDir": spec.workdir, "Labels": dict(spec.labels),
-                           **({"Entrypoint": list(spec.entrypoint)} if spec.entrypoint else {}),
-                           **({"Cmd": list(spec.cmd)} if spec.cmd else {}),
-                           **({"User": spec.user} if spec.user else {})},
-                # an uncompressed layer's diff ID is its own digest
-                "rootfs": {"type": "layers", "diff_ids": [d for d, _ in layers]},
-            }
-            config_data, config_digest = _json_blob(config)
-            manifest_data, manifest_digest = _json_blob({
-                "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
-                "config": _descriptor(CONFIG_MEDIA_TYPE, config_digest, len(config_data)),
-                "layers": [_descriptor(LAYER_MEDIA_TYPE, d, n) for d, n in layers]})
-            blobs[config_digest] = (config_data, len(config_data))
-            blobs[manifest_digest] = (manifest_data, len(manifest_data))
-            manifests.append(_descriptor(MANIFEST_MEDIA_TYPE, manifest_digest, len(manifest_data),
-                                         **{CONTAINERD_NAME_ANNOTATION: spec.name, REF_NAME_ANNOTATION: spec.tag}))
-            digests[spec.name] = manifest_digest
-            docker_images.setdefault(config_digest, ([d for d, _ in layers], []))[1].append(spec.name)
-        index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests}
-        partial = tmp / "image.tar"
-        with tarfile.open(partial, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            def add(name: str, data: bytes) -> None:
-                tar.addfile(_tarinfo(name, tarfile.REGTYPE, 0o644, len(data)), io.BytesIO(data))
-
-            add("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
-            add("index.json", json.dumps(index, sort_keys=True).encode())
-            if docker:
-                add("manifest.json", json.dumps([
-                    {"Config": _blob_path(config), "RepoTags": names, "Layers": [_blob_path(d) for d in layers]}
-                    for config, (layers, names) in docker_images.items()], sort_keys=True).encode())
-            tar.addfile(_tarinfo("blobs", tarfile.DIRTYPE, 0o755))
-            tar.addfile(_tarinfo("blobs/sha256", tarfile.DIRTYPE, 0o755))
-            for digest, (content, size) in blobs.items():
-                info = _tarinfo(f"blobs/sha256/{digest.removeprefix('sha256:')}", tarfile.REGTYPE, 0o644, size)
-                if isinstance(content, bytes):
-                    tar.addfile(info, io.BytesIO(content))
-                else:
-                    with open(content, "rb") as blob:
-                        tar.addfile(info, blob)
+        partial = Path(tmp_name) / "image.tar"
+        with open(partial, "wb") as fh:
+            digests = write_oci_stream(specs, fh, Path(tmp_name), docker=docker)
         os.replace(partial, out)
+    return digests
+
+
+def write_oci_stream(specs: ImageSpec | list[ImageSpec], out: Any, tmp: Path, docker: bool = False) -> dict[str, str]:
+    """``write_oci_archive``'s tar written in one pass to the file object ``out`` (a pipe to ``ctr images
+    import -`` as well as a file: no archive on disk), its layers first written to files in ``tmp``
+    (except pre-built ``Layer`` files, which are copied from where they are)."""
+    specs = [specs] if isinstance(specs, ImageSpec) else list(specs)
+    digests: dict[str, str] = {}
+    blobs: dict[str, tuple[Path | bytes, int]] = {}  # digest -> file or data, size
+    bases: dict[BaseTree, tuple[str, int]] = {}
+    manifests = []
+    #: config digest -> (layer digests, names): the entries of Docker's manifest.json
+    docker_images: dict[str, tuple[list[str], list[str]]] = {}
+    for spec in specs:
+        layers: list[tuple[str, int]] = []
+        if spec.base is not None:
+            if spec.base not in bases:
+                file, digest, size = _layer(tmp, lambda fh, b=spec.base: write_tree_layer(b, fh))
+                blobs[digest] = (file, size)
+                bases[spec.base] = (digest, size)
+            layers.append(bases[spec.base])
+        for layer in spec.layers:
+            blobs[layer.digest] = (layer.path, layer.size)
+            layers.append((layer.digest, layer.size))
+        if spec.entries or spec.base is None:
+            file, digest, size = _layer(tmp, lambda fh, e=spec.entries: write_layer(e, fh))
+            blobs[digest] = (file, size)
+            layers.append((digest, size))
+        config: dict[str, Any] = {
+            "architecture": "amd64", "os": "linux",
+            "config": {"Env": list(spec.env), "WorkingDir": spec.workdir, "Labels": dict(spec.labels),
+                       **({"Entrypoint": list(spec.entrypoint)} if spec.entrypoint else {}),
+                       **({"Cmd": list(spec.cmd)} if spec.cmd else {}),
+                       **({"User": spec.user} if spec.user else {})},
+            # an uncompressed layer's diff ID is its own digest
+            "rootfs": {"type": "layers", "diff_ids": [d for d, _ in layers]},
+        }
+        config_data, config_digest = _json_blob(config)
+        manifest_data, manifest_digest = _json_blob({
+            "schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": _descriptor(CONFIG_MEDIA_TYPE, config_digest, len(config_data)),
+            "layers": [_descriptor(LAYER_MEDIA_TYPE, d, n) for d, n in layers]})
+        blobs[config_digest] = (config_data, len(config_data))
+        blobs[manifest_digest] = (manifest_data, len(manifest_data))
+        manifests.append(_descriptor(MANIFEST_MEDIA_TYPE, manifest_digest, len(manifest_data),
+                                     **{CONTAINERD_NAME_ANNOTATION: spec.name, REF_NAME_ANNOTATION: spec.tag}))
+        digests[spec.name] = manifest_digest
+        docker_images.setdefault(config_digest, ([d for d, _ in layers], []))[1].append(spec.name)
+    index = {"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests}
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        def add(name: str, data: bytes) -> None:
+            tar.addfile(_tarinfo(name, tarfile.REGTYPE, 0o644, len(data)), io.BytesIO(data))
+
+        add("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
+        add("index.json", json.dumps(index, sort_keys=True).encode())
+        if docker:
+            add("manifest.json", json.dumps([
+                {"Config": _blob_path(config), "RepoTags": names, "Layers": [_blob_path(d) for d in layers]}
+                for config, (layers, names) in docker_images.items()], sort_keys=True).encode())
+        tar.addfile(_tarinfo("blobs", tarfile.DIRTYPE, 0o755))
+        tar.addfile(_tarinfo("blobs/sha256", tarfile.DIRTYPE, 0o755))
+        for digest, (content, size) in blobs.items():
+            info = _tarinfo(f"blobs/sha256/{digest.removeprefix('sha256:')}", tarfile.REGTYPE, 0o644, size)
+            if isinstance(content, bytes):
+                tar.addfile(info, io.BytesIO(content))
+            else:
+                with open(content, "rb") as blob:
+                    tar.addfile(info, blob)
     return digests
 
 

@@ -60,8 +60,8 @@ SLINKY_COMPONENTS = ("slurmctld", "slurmd", "login", "slurmdbd", "slurmrestd")
 
 #: what the images need beyond the dev cluster's root: sackd and sshd for the login image (Slinky's login
 #: image runs both); systemd-standalone-sysusers satisfies openssh-server's "systemd | ..." without systemd;
-#: the shared libraries that the host's Python and torch, mounted into the pods for the local run, load
-#: from the system (ctypes: libffi.so.8, torch: libgomp.so.1); Debian's MariaDB for the accounting database;
+#: the shared libraries that the training stack's Python and torch (``training_images.py``) load from the
+#: system (ctypes: libffi.so.8, torch: libgomp.so.1); Debian's MariaDB for the accounting database;
 #: tini, which Slinky's slurmdbd and slurmrestd images start under and the operator's reconfigure sidecar runs
 IMAGE_EXTRA_PACKAGES = ("sackd", "openssh-server", "systemd-standalone-sysusers", "libffi8", "libgomp1",
                         "mariadb-server", "tini")
@@ -186,9 +186,11 @@ def image_specs(root: Path, release: str, relinked_at: Path | None = None) -> li
     return specs
 
 
-def build(release: str, out_dir: Path, docker: bool = False) -> tuple[Path, dict[str, str]]:
+def build(release: str, out_dir: Path, docker: bool = False, archive_needed: bool = True) -> tuple[Path, dict[str, str]]:
     """The images' archive (written once per root and entrypoint version) and each image's digest;
-    ``docker``: an archive ``docker load`` also reads (``images.write_oci_archive``), named apart."""
+    ``docker``: an archive ``docker load`` also reads (``images.write_oci_archive``), named apart.
+    ``archive_needed=False``: the digests alone do, from an archive deleted once imported (it is
+    written again when it is needed again)."""
     root, relinked_at = image_root(release)
     key = hashlib.sha256()
     for f in (root / IMAGE_ROOT_MARKER, root / "etc" / "passwd", root / "etc" / "group",
@@ -198,7 +200,8 @@ def build(release: str, out_dir: Path, docker: bool = False) -> tuple[Path, dict
     archive = out_dir / f"{kind}-{release}-{key.hexdigest()[:12]}.tar"
     digests_file = archive.with_suffix(".json")
     try:
-        return archive, json.loads(digests_file.read_text())
+        if archive.exists() or not archive_needed:
+            return archive, json.loads(digests_file.read_text())
     except (OSError, ValueError):
         pass
     for old in out_dir.glob(f"{kind}-{release}-*"):

@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from slinkyml.cluster.apply import apply_objects
-from slinkyml.dev.images import slurm_images
-from slinkyml.dev.images.images import Entry, ImageSpec, busybox_entries, write_oci_archive
+from slinkyml.dev.images import slurm_images, training_images
+from slinkyml.dev.images.images import Entry, ImageSpec, busybox_entries, write_oci_archive, write_oci_stream
 from slinkyml.dev.kubernetes.kubenet import (
     CLUSTER_DNS_IP,
     CLUSTER_DOMAIN,
@@ -505,15 +506,61 @@ class KubeNode:
 
     def import_slurm_images(self, release: str, log: Callable[[str], None] = lambda _: None) -> dict[str, str]:
         """The Slurm images of ``release`` (``slurm_images.py``), built from its Debian
-        root when missing and imported when containerd lacks them; name -> digest."""
-        archive, digests = slurm_images.build(release, self.dir / "images")
+        root when missing and imported when containerd lacks them; name -> digest. The archive is
+        deleted once imported (containerd holds the images; disk is shared with other planes)."""
+        archive, digests = slurm_images.build(release, self.dir / "images", archive_needed=False)
         if any(self.imported().get(name) != digest for name, digest in digests.items()):
+            archive, digests = slurm_images.build(release, self.dir / "images")
             log(f"importing {', '.join(digests)} ({archive.stat().st_size >> 20} MiB)")
             self._ctr("images", "import", "--all-platforms", str(archive), timeout=900)
             missing = [n for n, d in digests.items() if self.imported().get(n) != d]
             if missing:
                 raise SlinkyError(f"ctr images import {archive}: {', '.join(missing)} not imported")
+            archive.unlink()
         return digests
+
+    def import_training_images(self, release: str, log: Callable[[str], None] = lambda _: None) -> dict[str, str]:
+        """The worker and login images of ``release`` with the training stack (``training_images.py``),
+        on the Slurm images; role -> image name. Imported when containerd lacks the name (the tag says
+        what the image is made of), streamed into ``ctr images import -``: no archive of 6 GB on disk
+        beside the cached stack layer."""
+        slurm = self.import_slurm_images(release, log)
+        specs = training_images.image_specs(release, slurm, log=log)
+        have = self.imported()
+        missing = [s for s in specs.values() if s.name not in have]
+        if missing:
+            log(f"importing {', '.join(s.name for s in missing)} ({missing[0].layers[0].size >> 20} MiB "
+                f"training-stack layer)")
+            self._ctr_import(missing)
+            absent = [s.name for s in missing if s.name not in self.imported()]
+            if absent:
+                raise SlinkyError(f"ctr images import: {', '.join(absent)} not imported")
+        return {role: spec.name for role, spec in specs.items()}
+
+    def _ctr_import(self, specs: list[ImageSpec], timeout: float = 1800) -> None:
+        """``ctr images import -`` of the images, their archive written into its standard input."""
+        work = self.dir / "images"
+        work.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=work, prefix=".import-") as tmp, \
+                tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen([CTR, "--address", str(self.socket), "--namespace", CRI_NAMESPACE, "images",
+                                     "import", "--all-platforms", "-"], stdin=subprocess.PIPE,
+                                    stdout=errors, stderr=errors)
+            assert proc.stdin is not None
+            try:
+                with proc.stdin:
+                    write_oci_stream(specs, proc.stdin, Path(tmp))
+            except BrokenPipeError:
+                pass  # ctr stopped reading: its exit status and message say why
+            finally:
+                try:
+                    code = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = proc.wait()
+            if code != 0:
+                errors.seek(0)
+                raise SlinkyError(f"ctr images import -: {errors.read().decode(errors='replace').strip() or code}")
 
     def _kill_pod_processes(self) -> None:
         """SIGKILL every process in the kubelet's cgroups (the pods' containers): with containerd going

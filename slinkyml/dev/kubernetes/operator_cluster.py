@@ -8,22 +8,21 @@ slurmd pods request nothing (an m7i.8xlarge's 31 CPUs are not here); more than o
 node only with the NodeSet's own ``oversubscribeNode: true`` (else the operator gives each a required
 anti-affinity: one per node); cgroup.conf says ``CgroupPlugin=autodetect`` (these machines are cgroup v1:
 the rendered cgroup/v2 stops slurmd with ``fatal: /sys/fs/cgroup is not a valid cgroup2 mountpoint``);
-folders of the node's can be mounted at their own paths in the slurmd and login pods (the jobs' files and
-the training stack, which EKS has on FSx and in the image). Used by ``slinkyml demo --kubernetes``,
-``slinkyml dev kube up --slurm-pods`` and tests/test_kubelet_operator_live.py.
+folders of the node's can be mounted at their own paths in the slurmd and login pods (the jobs' shared
+folder, which EKS has on FSx); the training stack is in the pods' images (``training_images.py``), as on
+EKS. Used by ``slinkyml demo --kubernetes``, ``slinkyml dev kube up --slurm-pods`` and
+tests/test_kubelet_operator_live.py.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import slinkyml
 from slinkyml.cluster import names
 from slinkyml.cluster.apply import apply_objects, ensure_secrets
 from slinkyml.cluster.placement import controller_claim
@@ -37,11 +36,18 @@ GROUP, VERSION = "slinky.slurm.net", "v1beta1"
 T = TypeVar("T")
 
 
-def fit_spec(cluster: SlurmCluster) -> SlurmCluster:
-    """The cluster with its Controller asking what this node can give, and without the registry of its training
-    images (no registry is reachable here: the pods run the Slinky-named images this node imported)."""
-    return replace(cluster, controller=replace(cluster.controller, cpu=LOCAL_CONTROLLER_CPU),
-                   images=replace(cluster.images, registry=None))
+def fit_spec(cluster: SlurmCluster, images: Mapping[str, str] | None = None) -> SlurmCluster:
+    """The cluster with its Controller asking what this node can give; with ``images`` (role -> name, from
+    ``KubeletNode.import_training_images``) its node sets on the worker image and its login pods on the
+    login image, through the spec's own ``image`` fields, as a user names the images they pushed. The spec's
+    ``images.registry`` is dropped: no registry is reachable here (what no field names runs the Slinky-named
+    images this node imported)."""
+    cluster = replace(cluster, controller=replace(cluster.controller, cpu=LOCAL_CONTROLLER_CPU),
+                      images=replace(cluster.images, registry=None))
+    if images:
+        cluster = replace(cluster, node_sets=[replace(ns, image=images["worker"]) for ns in cluster.node_sets],
+                          login=replace(cluster.login, image=images["login"]))
+    return cluster
 
 
 def statesave_volume(cluster: SlurmCluster, path: Path) -> dict[str, Any]:
@@ -244,10 +250,12 @@ class HereCluster:
 def up_here(plane: Any, spec: SlurmCluster, wait_s: float = 600,
             log: Callable[[str], None] = lambda _: None) -> HereCluster:
     """``dev kube up --kubelet --slurm-pods``: ``spec`` applied to the operator of ``plane`` (a
-    ``KubeControlPlane`` with its node up and the images imported), fitted to this node with its first
-    node set's count of slurmd pods; the training stack this process runs from (its venv, the Python it was
-    made from, this slinkyml's source tree) and a shared folder mounted in the slurmd and login pods."""
-    cluster = fit_spec(spec)
+    ``KubeControlPlane`` with its node up and the Slurm images imported), its slurmd and login pods on the
+    worker and login images with the training stack (``training_images.py``, built and imported here),
+    fitted to this node with its first node set's count of slurmd pods; one folder mounted in those pods,
+    the jobs' shared folder (EKS's FSx)."""
+    images = plane.node().import_training_images(spec.slurm_version, log)
+    cluster = fit_spec(spec, images)
     pods = OperatorPods(plane.api(), cluster)
     folder = plane.state_dir / "slurm-pods" / cluster.name
     shared = folder / "shared"
@@ -255,13 +263,10 @@ def up_here(plane: Any, spec: SlurmCluster, wait_s: float = 600,
     shared.chmod(0o777)
     applied = apply_cluster(pods, folder / "statesave", log)
     log(f"{applied} objects applied to namespace {cluster.namespace}")
-    source = str(Path(slinkyml.__file__).resolve().parents[1])
-    folders = (HostFolder(str(shared), read_only=False),
-               *(HostFolder(p) for p in sorted({sys.prefix, sys.base_prefix, source})))
-    env = {"PYTHONPATH": source}
+    folders = (HostFolder(str(shared), read_only=False),)
     replicas = max(1, spec.node_sets[0].count if spec.node_sets else 1)
-    pods.fit_login(folders, env)
-    pods.fit_nodeset(plane.node().settings.name, wait_s=wait_s, replicas=replicas, folders=folders, env=env)
+    pods.fit_login(folders)
+    pods.fit_nodeset(plane.node().settings.name, wait_s=wait_s, replicas=replicas, folders=folders)
     login = wait_for("Ready login pod with the shared folder", lambda: pods.login_pod(folders), wait_s)
     workers = wait_for(f"{replicas} slurmd pods of the NodeSet idle in sinfo",
                        lambda: pods.registered_workers(replicas), wait_s)
