@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from waiting import wait_until
 
 from slinkyml.cluster import load_spec, names
 from slinkyml.cluster.spec import SlurmCluster, to_dict
+from slinkyml.demo.allreduce import expected_sum
 from slinkyml.dev.images.slurm_images import SLURM_UID, slinky_name
 from slinkyml.dev.images.training_images import VENV
 from slinkyml.dev.kubernetes.kube import KubeControlPlane, Ports
@@ -379,6 +381,29 @@ def test_train_from_the_login_pod_and_a_deleted_slurmd_pod_resumes(operator_clus
     start = resumed[0]["step"] - 1  # the checkpoint the resumed run started from
     assert max(before) - start <= 4, (start, max(before))  # at most one checkpoint interval lost
     assert rows[-1]["step"] == 30 and (ckpt / FINAL_FILE).exists()
+
+
+#: a notebook's cell, run with the image's Python in the login pod: two tasks, one per slurmd pod, all-reduce
+_NOTEBOOK_CELL = """import json, slinkyml
+from slinkyml.demo.allreduce import allreduce_task
+job = slinkyml.submit(allreduce_task, 1.0, nodes={nodes}, tasks_per_node=1, mem="1G", time=5, folder={folder!r})
+print("RESULTS " + json.dumps(job.results(timeout=300)))
+"""
+
+
+def test_a_notebook_function_from_the_login_pod_runs_in_both_pods(operator_cluster: OperatorCluster,
+                                                                  workers: list) -> None:
+    """`slinkyml.submit(fn)` from Python in the login pod, with the training image's own Python, as a notebook
+    there has it: its two tasks run one in each slurmd pod and all-reduce over the pods' network."""
+    c = operator_cluster
+    cell = _NOTEBOOK_CELL.format(nodes=REPLICAS, folder=str(c.shared / "notebook"))
+    out = c.login("bash", "-c", f"cd {c.shared} && {VENV}/bin/python -c {shlex.quote(cell)}", timeout=400)
+    line = next((x for x in out.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, out
+    results = json.loads(line.removeprefix("RESULTS "))
+    assert [r["rank"] for r in results] == list(range(REPLICAS))
+    assert all(r["world_size"] == REPLICAS and r["sum"] == expected_sum(REPLICAS) for r in results), results
+    assert sorted(r["host"] for r in results) == sorted(p.metadata.name for p in c.pods.owned("NodeSet")), results
 
 
 def test_scaling_the_nodeset_shows_in_sinfo(operator_cluster: OperatorCluster, workers: list) -> None:
