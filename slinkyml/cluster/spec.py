@@ -52,8 +52,11 @@ def training_image(c: SlurmCluster, name: str) -> str | None:
 
 
 def worker_image(c: SlurmCluster, ns: SlurmNodeSet) -> str:
-    """What a node set's slurmd pods run: its own image, else the cluster's worker image, else Slinky's."""
-    return ns.image or training_image(c, "worker") or default_image("slurmd", c.slurm_version)
+    """What a node set's slurmd pods run: its own image, else the cluster's worker image (worker-neuron on
+    Trainium/Inferentia: the Neuron runtime and torch-neuronx instead of CUDA's), else Slinky's."""
+    accelerator = get_instance_type(ns.instance_type).accelerator
+    name = "worker-neuron" if accelerator and accelerator.kind == "neuron" else "worker"
+    return ns.image or training_image(c, name) or default_image("slurmd", c.slurm_version)
 
 
 def login_image(c: SlurmCluster) -> str:
@@ -280,10 +283,12 @@ def _check_sections(c: SlurmCluster) -> None:
     """Rules the schema cannot say: conditional on a switch, or across sections."""
     for i, ns in enumerate(c.node_sets):
         accelerator = get_instance_type(ns.instance_type).accelerator
-        if accelerator and accelerator.kind == "nvidia" and not (ns.image or c.images.registry):
-            raise SpecError(f"node_sets[{i}].image", f"required for GPU instance type '{ns.instance_type}': Slinky's "
-                            "slurmd image has no Python, PyTorch or NCCL; build containers/worker, push it and name "
-                            "it here, or set images.registry (containers/README.md)")
+        if accelerator and not (ns.image or c.images.registry):
+            kind, what, folder = (("Neuron", "Neuron runtime or torch-neuronx", "worker-neuron")
+                                  if accelerator.kind == "neuron" else ("GPU", "Python, PyTorch or NCCL", "worker"))
+            raise SpecError(f"node_sets[{i}].image", f"required for {kind} instance type "
+                            f"'{ns.instance_type}': Slinky's slurmd image has no {what}; build containers/{folder}, "
+                            "push it and name it here, or set images.registry (containers/README.md)")
     for line in c.login.root_ssh_authorized_keys.splitlines():
         if line.strip() and "PRIVATE KEY" in line:
             raise SpecError("login.root_ssh_authorized_keys", "looks like a private key; give public keys only")
