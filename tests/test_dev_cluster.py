@@ -321,7 +321,6 @@ def test_dns_from_a_node_fails_at_once_instead_of_waiting_out_the_resolver(local
 
 @pytest.mark.slurm2605
 @pytest.mark.slurm
-@pytest.mark.netns_only("commands as alice, who is not in group docker")
 def test_sbatch_job_appears_in_sacct_as_another_user(slurm, shared_tmp):
     job = slurm.sbatch("#!/bin/bash\n#SBATCH -N2 -o out-%j.txt\nsrun hostname\n", ["-J", "acct-check"],
                        as_user="alice", cwd=shared_tmp)

@@ -149,6 +149,7 @@ class DockerCluster:
         self.keep_running = keep_running
         self.cgroup_note = ""
         self._client: docker.DockerClient | None = None
+        self._version: SlurmVersion | None = None
 
     # -- the pieces ------------------------------------------------------------------
     @property
@@ -158,7 +159,17 @@ class DockerCluster:
 
     @property
     def version(self) -> SlurmVersion:
-        return SlurmVersion.parse(f"slurm {RELEASE}.0")
+        """The images' Slurm, as the login container's ``scontrol --version`` says (what ``Slurm.version``
+        finds through ``bin/``); while no cluster runs, their release alone."""
+        if self._version is None:
+            try:
+                code, out = self._exec("login", ["scontrol", "--version"])
+            except (docker.errors.DockerException, SlinkyError, OSError):
+                code, out = 1, ""
+            if code != 0:
+                return SlurmVersion.parse(f"slurm {RELEASE}.0")
+            self._version = SlurmVersion.parse(out.strip())
+        return self._version
 
     @property
     def docker_host(self) -> str | None:
@@ -232,8 +243,10 @@ class DockerCluster:
                 *(lambda node=node: self._run("slurmd", network, client, node=node, shared=True,
                                               cap_add=["SYS_PTRACE"], ready=lambda: True)
                   for node in s.node_names),
+                # SIGINT to stop it: slurmrestd, the container's PID 1, handles no SIGTERM (`down` waited it out)
                 lambda: self._run("slurmrestd", network, client, port=(RESTD_PORT, s.restd_port),
-                                  security_opt=["seccomp=unconfined"], ready=lambda: _http_answers(s.restd_port))])
+                                  security_opt=["seccomp=unconfined"], stop_signal="SIGINT",
+                                  ready=lambda: _http_answers(s.restd_port))])
             self._wait_nodes()
         except BaseException:
             if not self.keep_running:
@@ -401,7 +414,7 @@ class DockerCluster:
     def _run(self, role: str, network: Network, client: docker.DockerClient, *, ready: Callable[[], bool],
              node: str | None = None, shared: bool = False, env: dict[str, str] | None = None,
              port: tuple[int, int] | None = None, security_opt: list[str] | None = None,
-             cap_add: list[str] | None = None) -> None:
+             cap_add: list[str] | None = None, stop_signal: str | None = None) -> None:
         """Start one container (testcontainers' DockerContainer) unless it runs; wait until ``ready``."""
         s = self.spec
         name = s.container(node or role)
@@ -426,7 +439,8 @@ class DockerCluster:
                                   restart_policy={"Name": "on-failure", "MaximumRetryCount": 5},
                                   entrypoint=["bash", "-c", START_SCRIPT, "start.sh"],
                                   **({"security_opt": security_opt} if security_opt else {}),
-                                  **({"cap_add": cap_add} if cap_add else {})))
+                                  **({"cap_add": cap_add} if cap_add else {}),
+                                  **({"stop_signal": stop_signal} if stop_signal else {})))
         container.with_command([role, *([node] if node else [])])
         for file in ("slurm.conf", "slurmdbd.conf", "cgroup.conf", "jwt_hs256.key", "munge.key"):
             container.with_copy_into_container(s.etc / file, f"/mnt/slurm/{file}", 0o600)
