@@ -217,7 +217,10 @@ def test_down_keeps_the_jobs_and_the_database_for_the_next_up(engine_cluster, us
     def run(line: str) -> str:
         return _shell(line, env, USER, work)
 
-    since = (datetime.now(UTC) - timedelta(seconds=2)).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+    # a window from the next whole second, after the jobs of the test before (usage counts a job that ended in it)
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    since = start.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+    time.sleep((start - datetime.now(UTC)).total_seconds() + 0.2)
     job = run("sbatch --parsable --wait -o kept-%j.out --wrap 'sleep 1'").strip()
     assert _wait_state(run, job, "COMPLETED") == "COMPLETED"
     before = _usage(user_cluster, since)
