@@ -306,7 +306,6 @@ def _conf_copy(local_cluster, tmp_path, key: str, value: str) -> Path:
     ("AccountingStoragePort", "1", "slurmdbd is not reachable"),
     ("AccountingStorageType", "accounting_storage/none", "accounting is disabled"),
 ])
-@pytest.mark.netns_only("a changed slurm.conf on the host, which the login container's commands never read")
 def test_accounting_unavailable_is_one_line(local_cluster, cli, tmp_path, monkeypatch, key, value,
                                             expect):
     conf = _conf_copy(local_cluster, tmp_path, key, value)

@@ -28,6 +28,7 @@ from test_train_cluster import (  # the live tests share the torchrun tests' fix
     _train_spec,
     _wait_done,
     _wait_steps,
+    needs_host_toolchain,
     own_jobs,  # noqa: F401 (fixture)
     workdir,  # noqa: F401 (fixture)
 )
@@ -236,6 +237,7 @@ runpy.run_module("slinkyml.train", run_name="__main__", alter_sys=True)
 @pytest.mark.slurm
 @pytest.mark.slow
 @needs_training
+@needs_host_toolchain
 @pytest.mark.timeout(300)
 def test_two_node_deepspeed_launcher_zero2(slurm, workdir, own_jobs):  # noqa: F811
     spec = _train_spec(workdir, "dsl", ["--deepspeed", "--steps", "4", "--checkpoint-every", "2"],
@@ -259,6 +261,7 @@ def test_two_node_deepspeed_launcher_zero2(slurm, workdir, own_jobs):  # noqa: F
 @pytest.mark.slurm
 @pytest.mark.slow
 @needs_training
+@needs_host_toolchain
 @pytest.mark.timeout(300)
 def test_deepspeed_launcher_preempted_checkpoints_requeues_and_resumes(slurm, workdir, own_jobs):  # noqa: F811
     probe = workdir / "ds_env_probe.py"

@@ -107,8 +107,16 @@ def test_built_root_runs_on_the_host_with_its_own_libraries():
 def test_session_cluster_is_driven_by_its_own_release(local_cluster, slurm, cli):
     """Daemons, the client commands slinkyml picks and `dev env`'s PATH are all the cluster's release
     (on a 26.05 cluster: the root's relinked programs, never the machine's Slurm)."""
-    spec, install = local_cluster.spec, local_cluster.install
+    spec = local_cluster.spec
     assert slurm.version == local_cluster.version
+    if not hasattr(local_cluster, "install"):  # the Docker cluster: its release is the images', its commands bin/'s
+        code, out, _ = cli("dev", "env", "--state-dir", str(spec.state_dir))
+        assert code == 0 and f"export SLURM_CONF={spec.slurm_conf}" in out and f"export PATH={spec.bin_dir}:" in out
+        assert slurm.bin_dir == str(spec.bin_dir) and slurm.executable("sbatch") == f"{spec.bin_dir}/sbatch"
+        assert slurm.run("sbatch", ["--version"]).stdout.split()[-1] == str(local_cluster.version)  # "slurm-wlm 26.05.5"
+        assert not spec.restd_socket.exists()
+        return
+    install = local_cluster.install
     for daemon in local_cluster._daemons():
         if daemon.name.startswith(("slurmctld", "slurmdbd")):
             exe = os.path.realpath(f"/proc/{daemon.pid}/exe")

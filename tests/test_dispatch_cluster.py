@@ -291,8 +291,7 @@ def wait_for(path: str, value):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.usefixtures("exclusive_cluster")  # stops slurmctld
-@pytest.mark.netns_only("stops and starts slurmctld as a host process")
+@pytest.mark.usefixtures("exclusive_cluster")  # stops slurmctld (the Docker cluster: its container, its state kept)
 def test_tracking_survives_a_slurmctld_restart(local_cluster, slurm, shared_tmp, own):
     release = str(shared_tmp / "release")
     ex = _executor(slurm, shared_tmp)

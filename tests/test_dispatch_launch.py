@@ -4,6 +4,7 @@ node), 2-node torchrun DDP and 2-node DeepSpeed (ZeRO-2 on CPU, via torchrun), f
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 
@@ -33,16 +34,22 @@ def test_two_node_torchrun_and_deepspeed_from_python(slurm, shared_tmp):
     ds = _spec(shared_tmp, "nb-ds", ["--deepspeed", "--steps", "4", "--checkpoint-every", "2"],
                launcher="deepspeed", mem_per_node="2G",
                deepspeed_config={"zero_optimization": {"stage": 2}, "gradient_clipping": 1.0})
-    jobs = [launch(ddp, folder=shared_tmp / "submitit", slurm=slurm),
-            launch(ds, folder=shared_tmp / "submitit", slurm=slurm)]
+    # the DeepSpeed job on the netns cluster only: DeepSpeed JIT-builds its CPU shm op with ninja and c++ in
+    # every rank, and the Docker cluster's slurmd image has no C++ toolchain (test_train_cluster's
+    # needs_host_toolchain); the torchrun job runs on both (docs/docker-cluster.md)
+    specs = [ddp] if os.environ.get("SLINKYML_TEST_CLUSTER") == "docker" else [ddp, ds]
+    jobs = [launch(spec, folder=shared_tmp / "submitit", slurm=slurm) for spec in specs]
     try:
-        ddp_final, ds_final = (job.result(timeout=360) for job in jobs)
+        finals = [job.result(timeout=360) for job in jobs]
     finally:
         for job in jobs:
             slurm.run("scancel", [job.job_id], check=False, retries=0)
+    ddp_final = finals[0]
     assert ddp_final["steps"] == 6 and ddp_final["world_size"] == 2 and not ddp_final["deepspeed"]
-    assert ds_final["steps"] == 4 and ds_final["world_size"] == 2 and ds_final["deepspeed"]
-    for final in (ddp_final, ds_final):
+    if len(finals) > 1:
+        ds_final = finals[1]
+        assert ds_final["steps"] == 4 and ds_final["world_size"] == 2 and ds_final["deepspeed"]
+    for final in finals:
         assert final["allreduce"]["ok"] and final["final_loss"] < final["first_loss"]
     steps = jobs[0].metrics()
     assert [m["step"] for m in steps] == list(range(1, 7)) and steps[-1]["loss"] == pytest.approx(

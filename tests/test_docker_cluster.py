@@ -132,6 +132,29 @@ def test_the_client_command_passes_the_environment_less_the_hosts_own(tmp_path):
     elsewhere = subprocess.run([str(bin_dir / "sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path,
                                check=True).stdout.splitlines()
     assert elsewhere[elsewhere.index("-w") + 1] == "/tmp"  # not shared: the login container's /tmp
+    # a slurm.conf of the caller's in a shared folder is read in the container as on the host; the cluster's
+    # own (etc/ beside bin/) and one the containers cannot see are not passed
+    (tmp_path / "etc").mkdir()
+    for conf in (tmp_path / "work" / "other.conf", tmp_path / "etc" / "slurm.conf", tmp_path / "unshared.conf"):
+        conf.write_text("ClusterName=x\n")
+    for conf, wanted in ((tmp_path / "work" / "other.conf", [f"SLURM_CONF={tmp_path / 'work' / 'other.conf'}"]),
+                         (tmp_path / "etc" / "slurm.conf", []), (tmp_path / "unshared.conf", [])):
+        out = subprocess.run([str(bin_dir / "sbatch")], capture_output=True, text=True, check=True,
+                             env={**env, "SLURM_CONF": str(conf)}, cwd=tmp_path / "work").stdout.splitlines()
+        assert [a for i, a in enumerate(out) if out[i - 1] == "-e" and a.startswith("SLURM_CONF")] == wanted, conf
+
+
+def test_down_keeps_slurmctlds_state_and_the_database_in_the_state_dir(tmp_path):
+    """The kept folders: slurmctld's StateSaveLocation as slurm.conf names it, MariaDB's data folder where
+    the mariadb image's entrypoint has it (a path that differed would keep an empty folder)."""
+    spec = _spec(tmp_path)
+    folder, inside = spec.kept("slurmctld")
+    assert folder == tmp_path / "data" / "slurmctld"
+    assert f"StateSaveLocation={inside}\n" in render_slurm_conf(spec)
+    folder, inside = spec.kept("mariadb")
+    entrypoint = (REPO / "slinkyml" / "data" / "images" / "mariadb-entrypoint.sh").read_text()
+    assert folder == tmp_path / "data" / "mariadb" and f"datadir={inside} " in entrypoint
+    assert spec.kept("slurmd") is None
 
 
 def test_the_cli_refuses_netns_options_with_docker(cli, tmp_path):

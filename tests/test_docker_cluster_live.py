@@ -1,7 +1,8 @@
 """The Docker cluster (``slinkyml dev up --docker``) live: Docker's engine started by the project, the
 cluster brought up by a user who is not root (group ``docker``), a job, an array, a requeue and
-``slinkyml usage`` through the host's commands (the login container's), and ``dev down`` leaving no
-container, network or volume behind, the engine stopped by the ``down`` of the ``up`` that started it.
+``slinkyml usage`` through the host's commands (the login container's), jobs and accounting kept across
+``down`` and ``up``, and ``dev down`` leaving no container, network or volume behind, the engine stopped
+by the ``down`` of the ``up`` that started it; ``dev reset`` removing what ``down`` kept.
 
 Needs root once (the engine, the images from the Debian root, the test user) and Debian's docker.io.
 Names, subnets, bridges and ports are the module's own (``SLINKYML_TEST_CLUSTER_TAG`` and
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -192,6 +194,56 @@ def test_a_user_submits_an_array_and_a_requeue_and_reads_usage(user_cluster):
     assert mine and mine[0]["account"] == "ml" and mine[0]["jobs"] >= 2 and mine[0]["cpu_hours"] > 0, rows
 
 
+def _usage(user_cluster, since: str) -> list[dict]:
+    """``slinkyml usage --no-cache`` (slurmdbd's records, no store) as the user, rows of that user."""
+    state = user_cluster["root"] / "state"
+    done = _cli("usage", "--since", since, "--no-cache", "--json", user=USER, cwd=user_cluster["work"],
+                env={**user_cluster["env"], "PATH": f"{state}/bin:{os.environ['PATH']}",
+                     "SLURM_CONF": f"{state}/etc/slurm.conf"})
+    assert done.returncode == 0, done.stderr
+    rows, _end = json.JSONDecoder().raw_decode(done.stdout)
+    return [r for r in rows if r.get("user") == USER]
+
+
+def test_down_keeps_the_jobs_and_the_database_for_the_next_up(engine_cluster, user_cluster):
+    """As the netns cluster's ``down``: slurmctld's StateSaveLocation and MariaDB's data are folders of the
+    state dir (made by the user, given to the daemons' users in the containers), so a job run before ``down``
+    is in ``sacct`` and ``slinkyml usage`` after the next ``up``, and job ids go on from where they were;
+    between the two, no container, network or volume of the cluster is left."""
+    import docker
+
+    env, work = user_cluster["env"], user_cluster["work"]
+
+    def run(line: str) -> str:
+        return _shell(line, env, USER, work)
+
+    # a window from the next whole second, after the jobs of the test before (usage counts a job that ended in it)
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    since = start.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+    time.sleep((start - datetime.now(UTC)).total_seconds() + 0.2)
+    job = run("sbatch --parsable --wait -o kept-%j.out --wrap 'sleep 1'").strip()
+    assert _wait_state(run, job, "COMPLETED") == "COMPLETED"
+    before = _usage(user_cluster, since)
+    assert before and before[0]["jobs"] == 1 and before[0]["cpu_hours"] > 0, before
+
+    down = _cli("dev", "down", "--docker", env=env, user=USER)
+    assert down.returncode == 0, down.stderr
+    client = docker.DockerClient(base_url=engine_cluster["host"])
+    label = {"label": f"{LABEL}={user_cluster['root'] / 'state'}"}
+    try:
+        assert (client.containers.list(all=True, filters=label), client.networks.list(filters=label),
+                client.volumes.list(filters=label)) == ([], [], [])
+    finally:
+        client.close()
+    up = _cli("dev", "up", "--docker", env=env, user=USER)
+    assert up.returncode == 0, up.stderr + up.stdout
+
+    assert run(f"sacct -X -n -P -j {job} -o JobID,User,Account,State").strip() == f"{job}|{USER}|ml|COMPLETED"
+    assert _usage(user_cluster, since) == before
+    later = run("sbatch --parsable --wrap true").strip()
+    assert int(later) > int(job)  # slurmctld's state kept: no job id given twice
+
+
 def test_down_leaves_nothing_and_stops_the_engine_it_started(engine_cluster, user_cluster):
     """The user's ``down`` removes their containers, network and volume (root's cluster stays); root's
     ``down`` removes the rest and stops the engine its ``up`` started: no bridge, no process left."""
@@ -207,6 +259,11 @@ def test_down_leaves_nothing_and_stops_the_engine_it_started(engine_cluster, use
     assert client.volumes.list(filters=user_label) == []
     assert client.containers.list(filters={"label": f"{LABEL}={engine_cluster['state']}"}), "root's cluster went too"
     client.close()
+    # what `down` kept (the database's files are the containers' mysql's): `reset` removes it, as the user
+    assert (user_cluster["root"] / "state" / "data" / "mariadb").is_dir()
+    reset = _cli("dev", "reset", "--docker", env=user_env, user=USER)
+    assert reset.returncode == 0, reset.stderr
+    assert not (user_cluster["root"] / "state").exists()
 
     engine = engine_cluster["engine"]
     pid = engine.pid()

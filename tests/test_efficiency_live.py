@@ -19,8 +19,11 @@ from slinkyml.accounting.tres import parse_size, split_tres
 
 pytestmark = pytest.mark.slurm
 
-#: each task writes 100 MiB and holds it past two accounting samples (JobAcctGatherFrequency=1)
-HOG = "python3 -c \"import time; b = b'x' * (100 * 2**20); time.sleep(4)\""
+#: each task writes 100 MiB and holds it past two accounting samples (JobAcctGatherFrequency=1): with the
+#: machine's python3; on the Docker cluster with the slurmd image's perl (the image has no Python, and the
+#: host's Python may lie in a home alice and bob cannot enter, as pyenv's in root's does)
+HOG = ("perl -e 'my $x = \"x\" x (100 * 2**20); sleep 4'" if os.environ.get("SLINKYML_TEST_CLUSTER") == "docker"
+       else "python3 -c \"import time; b = b'x' * (100 * 2**20); time.sleep(4)\"")
 JOBS = {
     "single": ("alice", ["-n1", "--mem=400M"], f"srun {HOG}"),
     "node": ("bob", ["-n3", "-N1", "--mem-per-cpu=300M"], f"srun {HOG}"),

@@ -175,6 +175,7 @@ def test_cli_shows_recomputed_beside_sshare(tree, cli):
     assert "NormShares" in out and "sshare" in out and "diff" in out
 
 
+@pytest.mark.netns_only("restarts the daemons with an extra slurm.conf line (LocalCluster(extra_slurm_conf=...))")
 def test_classic_equals_sshare_of_a_classic_slurmctld(tree, local_cluster):
     """Restart slurmctld with PriorityFlags=NO_FAIR_TREE (``up`` with the extra line rewrites
     slurm.conf), compare after the first classic calculation, restore in ``finally``."""

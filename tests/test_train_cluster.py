@@ -30,6 +30,10 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed (pip install '.[train]')")
 needs_deepspeed = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
                                      reason="deepspeed is not installed (pip install '.[train]')")
+#: DeepSpeed on CPU JIT-builds its shm comm op (ninja, c++) in every rank: the Docker cluster's slurmd image has
+#: no C++ toolchain, and the build folder is in the shared home (a rank there rebuilt the host's own op)
+needs_host_toolchain = pytest.mark.netns_only("DeepSpeed JIT-builds its CPU shm op with ninja and c++ in every "
+                                              "rank; the slurmd image has no C++ toolchain")
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +163,7 @@ def test_two_node_torchrun_preempted_checkpoints_requeues_and_resumes(slurm, wor
 
 @needs_torch
 @needs_deepspeed
+@needs_host_toolchain
 @pytest.mark.timeout(300)
 def test_two_node_deepspeed_zero2(slurm, workdir, own_jobs):
     spec = _train_spec(workdir, "ds", ["--deepspeed", "--steps", "4", "--checkpoint-every", "2"],

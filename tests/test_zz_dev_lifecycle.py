@@ -7,7 +7,10 @@ import pytest
 from slinkyml.dev import LocalCluster
 from slinkyml.process import is_alive
 
-pytestmark = pytest.mark.usefixtures("exclusive_cluster")  # stops and restarts the session's cluster
+pytestmark = [pytest.mark.usefixtures("exclusive_cluster"),  # stops and restarts the session's cluster
+              # LocalCluster's lifecycle on the session's state dir: the Docker cluster's down → up (state kept,
+              # nothing left in Docker) is test_docker_cluster_live.py's
+              pytest.mark.netns_only("the netns cluster's lifecycle: LocalCluster, its daemons' PIDs")]
 
 
 @pytest.mark.slurm

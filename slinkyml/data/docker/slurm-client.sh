@@ -12,14 +12,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${here}/docker-cluster.env"
 export DOCKER_HOST
 
-workdir=/tmp
 IFS=: read -r -a shares <<<"${SHARED_FOLDERS}"
-for share in "${shares[@]}"; do
-	if [[ "${PWD}/" == "${share%/}/"* ]]; then
-		workdir="${PWD}"
-		break
-	fi
-done
+shared() { # whether $1 lies in a shared folder (the same path in the containers)
+	local share
+	for share in "${shares[@]}"; do
+		[[ "$1/" == "${share%/}/"* ]] && return 0
+	done
+	return 1
+}
+workdir=/tmp
+if shared "${PWD}"; then
+	workdir="${PWD}"
+fi
 
 # the caller's environment, as sbatch hands it to a job (--export=ALL), less what belongs to this host
 # alone: its loader's settings, its names for itself, Docker's and Slurm's own paths; PATH without this folder
@@ -30,6 +34,12 @@ while IFS= read -r name; do
 	*) args+=(-e "${name}") ;;
 	esac
 done < <(compgen -e)
+# a slurm.conf of the caller's own (not the cluster's, beside this folder) is read as on the host when the
+# containers see it: one in a shared folder
+conf="${SLURM_CONF:-}"
+if [[ -n "${conf}" && "${conf}" != "$(dirname "${here}")/etc/slurm.conf" && -f "${conf}" ]] && shared "$(cd "$(dirname "${conf}")" && pwd)"; then
+	args+=(-e "SLURM_CONF=$(cd "$(dirname "${conf}")" && pwd)/$(basename "${conf}")")
+fi
 path=":${PATH}:"
 path="${path//:${here}:/:}"
 path="${path#:}"

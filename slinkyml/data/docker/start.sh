@@ -35,7 +35,13 @@ munge)
 	install -o munge -g munge -m 0400 /mnt/slurm/munge.key /etc/munge/munge.key
 	exec setpriv --reuid=munge --regid=munge --init-groups munged -F --num-threads=4
 	;;
-mariadb) exec /usr/local/bin/entrypoint.sh ;; # the mariadb image's own ($MARIADB_PASSWORD)
+mariadb)
+	# the data folder is kept across `down` (a folder of the state dir, mounted): mysql's, whoever made it
+	# and whatever uid mysql had in the image that wrote it
+	mkdir -p /var/lib/mariadb
+	chown -R mysql:mysql /var/lib/mariadb
+	exec /usr/local/bin/entrypoint.sh # the mariadb image's own ($MARIADB_PASSWORD)
+	;;
 slurmdbd) exec slurmdbd -D ;;
 slurmctld)
 	mkdir -p /var/spool/slurmctld

@@ -12,8 +12,10 @@ way, so jobs run the host's training stack. The host's Slurm commands are the lo
 (``bin/`` of the state dir, ``data/docker/slurm-client.sh``): see docs/docker-cluster.md.
 
 Testcontainers' reaper (Ryuk) is off: it needs an image from a registry, and the cluster outlives the
-process that starts it. ``down`` removes what this cluster made (by its label) and stops an engine it
-started.
+process that starts it. ``down`` stops the containers (slurmctld first, so that it saves its state) and
+removes what this cluster made in Docker (by its label), then stops an engine it started; slurmctld's
+StateSaveLocation and MariaDB's data are folders of the state dir (``data/``), bind-mounted, so the next
+``up`` has the jobs and the accounting database, as the netns cluster's does. ``reset`` wipes them too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ import slinkyml
 from slinkyml import DATA_DIR
 from slinkyml.dev.docker.config import (
     CGROUP_CONF,
+    KEPT,
     LABEL,
     MARKER,
     RELEASE,
@@ -73,6 +77,8 @@ MUNGE_SOCKET_DIR = "/run/munge"
 #: host folders never mounted into the containers for the Python stack (they would hide the image's own)
 SYSTEM_FOLDERS = ("/", "/usr", "/usr/local", "/opt", "/bin", "/lib", "/etc", "/var")
 READY_TIMEOUT_S = 90.0
+#: how long ``down`` waits for a container's daemon to end on SIGTERM before Docker kills it
+STOP_TIMEOUT_S = 20
 #: where the images' archive is written when root builds it
 IMAGES_DIR = Path("/var/lib/slinkyml/images")
 
@@ -89,6 +95,41 @@ class ContainerStatus:
     @property
     def running(self) -> bool:
         return self.state == "running"
+
+
+class ContainerDaemon:
+    """One daemon of the Docker cluster by the netns cluster's name for it (``slurmctld``, ``slurmd-d1``...):
+    its container, which tests stop as they stop the netns cluster's process; ``up`` starts it again (the
+    kept folders give slurmctld its jobs back and MariaDB its database)."""
+
+    def __init__(self, cluster: DockerCluster, name: str, container: str):
+        self.cluster, self.name, self.container = cluster, name, container
+
+    def _get(self) -> Any:
+        try:
+            return self.cluster.client().containers.get(self.container)
+        except docker.errors.NotFound:
+            return None
+
+    @property
+    def pid(self) -> int | None:
+        """The daemon's PID as this machine sees it (Docker's ``State.Pid``: on Linux, the engine's kernel)."""
+        found = self._get()
+        pid = found.attrs["State"]["Pid"] if found is not None and found.status == "running" else 0
+        return pid or None
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> bool:
+        """``docker stop`` (SIGTERM, then SIGKILL after ``timeout``); False if it was not running. A stopped
+        container stays stopped (its restart policy restarts only a daemon that fails)."""
+        found = self._get()
+        if found is None or found.status != "running":
+            return False
+        found.stop(timeout=int(timeout))
+        return True
 
 
 class DockerCluster:
@@ -108,6 +149,7 @@ class DockerCluster:
         self.keep_running = keep_running
         self.cgroup_note = ""
         self._client: docker.DockerClient | None = None
+        self._version: SlurmVersion | None = None
 
     # -- the pieces ------------------------------------------------------------------
     @property
@@ -117,7 +159,17 @@ class DockerCluster:
 
     @property
     def version(self) -> SlurmVersion:
-        return SlurmVersion.parse(f"slurm {RELEASE}.0")
+        """The images' Slurm, as the login container's ``scontrol --version`` says (what ``Slurm.version``
+        finds through ``bin/``); while no cluster runs, their release alone."""
+        if self._version is None:
+            try:
+                code, out = self._exec("login", ["scontrol", "--version"])
+            except (docker.errors.DockerException, SlinkyError, OSError):
+                code, out = 1, ""
+            if code != 0:
+                return SlurmVersion.parse(f"slurm {RELEASE}.0")
+            self._version = SlurmVersion.parse(out.strip())
+        return self._version
 
     @property
     def docker_host(self) -> str | None:
@@ -130,6 +182,21 @@ class DockerCluster:
                 raise SlinkyError("no Docker engine answers ($DOCKER_HOST, /var/run/docker.sock)")
             self._client = docker.DockerClient(base_url=host, timeout=120)
         return self._client
+
+    def daemon(self, name: str) -> ContainerDaemon:
+        """The daemon of the netns cluster's name ``name``: munged, mariadb, slurmdbd, slurmctld, slurmd-NODE,
+        slurmrestd-jwt."""
+        role = {"munged": "munge", "slurmrestd-jwt": "slurmrestd"}.get(name, name)
+        if role.startswith("slurmd-") and role[len("slurmd-"):] in self.spec.node_names:
+            role = role[len("slurmd-"):]
+        elif role not in ROLES:
+            raise KeyError(name)
+        return ContainerDaemon(self, name, self.spec.container(role))
+
+    @property
+    def running(self) -> bool:
+        """Whether every container of the cluster runs."""
+        return bool(self.status()["running"])
 
     # -- lifecycle -------------------------------------------------------------------
     def up(self) -> DockerCluster:
@@ -176,8 +243,10 @@ class DockerCluster:
                 *(lambda node=node: self._run("slurmd", network, client, node=node, shared=True,
                                               cap_add=["SYS_PTRACE"], ready=lambda: True)
                   for node in s.node_names),
+                # SIGINT to stop it: slurmrestd, the container's PID 1, handles no SIGTERM (`down` waited it out)
                 lambda: self._run("slurmrestd", network, client, port=(RESTD_PORT, s.restd_port),
-                                  security_opt=["seccomp=unconfined"], ready=lambda: _http_answers(s.restd_port))])
+                                  security_opt=["seccomp=unconfined"], stop_signal="SIGINT",
+                                  ready=lambda: _http_answers(s.restd_port))])
             self._wait_nodes()
         except BaseException:
             if not self.keep_running:
@@ -186,14 +255,28 @@ class DockerCluster:
         return self
 
     def down(self) -> list[str]:
-        """Remove every container, the network and the munge volume of this cluster, then stop an engine
-        that its ``up`` started; what was removed."""
+        """Stop and remove every container, the network and the munge volume of this cluster, then stop an
+        engine that its ``up`` started; what was removed. The kept folders (``data/``) stay for the next
+        ``up``."""
+        removed = self._remove()
+        if self.saved.get("engine_started") and self.engine.stop():
+            removed.append("dockerd")
+        return removed
+
+    def _remove(self) -> list[str]:
+        """What this cluster made in Docker, removed: the containers stopped first, slurmctld before the
+        others (on SIGTERM it writes its state and its queue of accounting records to StateSaveLocation,
+        while slurmdbd still answers), MariaDB by its own shutdown (a clean database for the next ``up``)."""
         removed: list[str] = []
         host = self.docker_host or self.engine.find()
         if host and answers(host):
             client = self.client(host)
             selector = {"label": f"{LABEL}={self.spec.label}"}
-            for container in client.containers.list(all=True, filters=selector):
+            containers = client.containers.list(all=True, filters=selector)
+            first = [c for c in containers if c.labels.get(f"{LABEL}.role") == "slurmctld"]
+            for step in (first, [c for c in containers if c not in first]):
+                _together([partial(_stop, c) for c in step if c.status != "exited"])
+            for container in containers:
                 container.remove(force=True, v=True)
                 removed.append(container.name)
             for network in client.networks.list(filters=selector):
@@ -204,13 +287,34 @@ class DockerCluster:
                 removed.append(f"volume {volume.name}")
             client.close()
             self._client = None
-        if self.saved.get("engine_started") and self.engine.stop():
-            removed.append("dockerd")
         return removed
 
     def reset(self) -> None:
-        self.down()
+        """``down``, and the state dir removed with what it kept (jobs, the database)."""
+        self._remove()
+        self._wipe_kept()
+        if self.saved.get("engine_started"):
+            self.engine.stop()
         shutil.rmtree(self.spec.state_dir, ignore_errors=True)
+        if self.spec.state_dir.exists():
+            raise SlinkyError(f"{self.spec.state_dir}: not all removed (files of the containers' users in "
+                              f"{self.spec.data_dir}, and no Docker engine answers to remove them): remove it as root")
+
+    def _wipe_kept(self) -> None:
+        """Empty ``data/`` from a throw-away container: its files belong to the containers' users (MariaDB's
+        to mysql), which a user of group docker cannot remove on this machine."""
+        data = self.spec.data_dir
+        host = self.docker_host or self.engine.find()
+        if not data.is_dir() or not host or not answers(host):
+            return  # root removes it with the state dir; else reset says what is left
+        client = self.client(host)
+        image = slurm_images.image_name(IMAGE_OF["slurmctld"], RELEASE)
+        if client.images.list(name=image):
+            client.containers.run(image, entrypoint=["find", "/data", "-mindepth", "1", "-delete"], remove=True,
+                                  network_mode="none", labels={LABEL: self.spec.label},
+                                  volumes={str(data): {"bind": "/data", "mode": "rw"}})
+        client.close()
+        self._client = None
 
     def status(self) -> dict[str, Any]:
         s = self.spec
@@ -271,6 +375,8 @@ class DockerCluster:
         if not password_file.exists():
             write_secret(password_file, secrets.token_hex(16).encode())
         password = password_file.read_text().strip()
+        for folder, _inside in KEPT.values():  # made here, as the caller: Docker would make one as root
+            (s.data_dir / folder).mkdir(mode=0o700, parents=True, exist_ok=True)
         _write(s.slurm_conf, render_slurm_conf(s), 0o644)
         _write(s.etc / "slurmdbd.conf", render_slurmdbd_conf(password), 0o600)
         _write(s.etc / "cgroup.conf", CGROUP_CONF, 0o644)
@@ -308,7 +414,7 @@ class DockerCluster:
     def _run(self, role: str, network: Network, client: docker.DockerClient, *, ready: Callable[[], bool],
              node: str | None = None, shared: bool = False, env: dict[str, str] | None = None,
              port: tuple[int, int] | None = None, security_opt: list[str] | None = None,
-             cap_add: list[str] | None = None) -> None:
+             cap_add: list[str] | None = None, stop_signal: str | None = None) -> None:
         """Start one container (testcontainers' DockerContainer) unless it runs; wait until ``ready``."""
         s = self.spec
         name = s.container(node or role)
@@ -333,10 +439,14 @@ class DockerCluster:
                                   restart_policy={"Name": "on-failure", "MaximumRetryCount": 5},
                                   entrypoint=["bash", "-c", START_SCRIPT, "start.sh"],
                                   **({"security_opt": security_opt} if security_opt else {}),
-                                  **({"cap_add": cap_add} if cap_add else {})))
+                                  **({"cap_add": cap_add} if cap_add else {}),
+                                  **({"stop_signal": stop_signal} if stop_signal else {})))
         container.with_command([role, *([node] if node else [])])
         for file in ("slurm.conf", "slurmdbd.conf", "cgroup.conf", "jwt_hs256.key", "munge.key"):
             container.with_copy_into_container(s.etc / file, f"/mnt/slurm/{file}", 0o600)
+        kept = s.kept(role)
+        if kept:  # what `down` keeps (StateSaveLocation, the database): start.sh gives it to the daemon's user
+            container.with_volume_mapping(str(kept[0]), kept[1], "rw")
         if port:  # on the loopback only, as the netns cluster's slurmrestd (with_bind_ports takes no address)
             container.ports[f"{port[0]}/tcp"] = ("127.0.0.1", port[1])  # type: ignore[assignment]
         if shared:
@@ -404,10 +514,16 @@ class DockerCluster:
 
 def _together(steps: list[Callable[[], None]]) -> None:
     """Run the steps side by side; the first one's error is raised once all have ended."""
+    if not steps:
+        return
     with ThreadPoolExecutor(max_workers=min(8, len(steps))) as pool:
         futures = [pool.submit(step) for step in steps]
     for future in futures:
         future.result()
+
+
+def _stop(container: Any) -> None:
+    container.stop(timeout=STOP_TIMEOUT_S)
 
 
 def ensure_images(client: docker.DockerClient) -> None:

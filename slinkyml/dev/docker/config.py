@@ -35,6 +35,10 @@ ENV_OPTIONS = {"SLINKYML_DOCKER_NAME": "name", "SLINKYML_DOCKER_SUBNET": "subnet
 MAX_NODES = 64
 #: role -> its address's offset on the cluster's subnet (nodes from .11)
 ROLE_ADDRESSES = {"munge": 2, "mariadb": 3, "login": 4, "slurmdbd": 5, "slurmctld": 6, "slurmrestd": 7}
+#: what a ``down`` keeps, as the netns cluster does: role -> (folder under the state dir's ``data/``, where
+#: the container has it): slurmctld's StateSaveLocation (jobs, the next job id, its accounting queue) and
+#: MariaDB's data folder (the accounting database; the mariadb image's own path)
+KEPT = {"slurmctld": ("slurmctld", "/var/spool/slurmctld"), "mariadb": ("mariadb", "/var/lib/mariadb")}
 
 
 def default_state_dir() -> Path:
@@ -154,6 +158,18 @@ class DockerClusterSpec:
         return "/etc/slurm/slurm.conf"
 
     @property
+    def data_dir(self) -> Path:
+        """What ``down`` keeps and ``reset`` wipes (:data:`KEPT`), bind-mounted into its containers."""
+        return self.state_dir / "data"
+
+    def kept(self, role: str) -> tuple[Path, str] | None:
+        """``role``'s kept folder on this machine and in its container; ``None`` for a role with none."""
+        if role not in KEPT:
+            return None
+        folder, inside = KEPT[role]
+        return self.data_dir / folder, inside
+
+    @property
     def bin_dir(self) -> Path:
         return self.state_dir / "bin"
 
@@ -219,7 +235,7 @@ def render_slurm_conf(spec: DockerClusterSpec) -> str:
         ("SlurmUser", "root"), ("SlurmdUser", "root"), ("AuthType", "auth/munge"),
         ("AuthInfo", f"cred_expire={CRED_EXPIRE_S}"),
         ("AuthAltTypes", "auth/jwt"), ("AuthAltParameters", "jwt_key=/etc/slurm/jwt_hs256.key"),
-        ("StateSaveLocation", "/var/spool/slurmctld"), ("SlurmdSpoolDir", "/var/spool/slurmd"),
+        ("StateSaveLocation", KEPT["slurmctld"][1]), ("SlurmdSpoolDir", "/var/spool/slurmd"),
         ("SlurmctldPidFile", "/run/slurmctld.pid"), ("SlurmdPidFile", "/run/slurmd.pid"),
         ("SlurmctldDebug", "info"), ("SlurmdDebug", "info"), ("SlurmdParameters", "config_overrides"),
         ("ProctrackType", "proctrack/linuxproc"), ("TaskPlugin", "task/none"), ("MpiDefault", "none"),
