@@ -8,6 +8,7 @@ APT_PACKAGES := slurm-wlm slurm-wlm-jwt-plugin slurmdbd slurmrestd munge mariadb
                 libslurm-dev iproute2 util-linux shellcheck chromium debootstrap time \
                 containerd runc containernetworking-plugins busybox-static iptables procps docker.io
 PYTEST_ARGS ?=
+WHEELHOUSE := /var/lib/slinkyml/wheels/torch-$(shell sha256sum constraints.txt | cut -c1-12)
 # a long step prints a line every 30 s (the machine's python3: it runs before the venv exists)
 TICK := python3 slinkyml/dev/slurm/progress.py
 # Go where its official archive installs it, for shells whose PATH lacks it (make kube, the tests' `go` calls)
@@ -44,7 +45,9 @@ apt:
 	fi
 
 # The venv: torch==2.13.0 exactly (constraints.txt: PyPI's default CUDA build, which runs on the CPU;
-# setup.cfg's train extra only asks for a range; pip's cache is kept, never --no-cache-dir),
+# setup.cfg's train extra only asks for a range; pip's cache is kept, never --no-cache-dir). torch and its
+# CUDA wheels (~4 GB) come from a wheelhouse named by constraints.txt, downloaded once per machine: pip's
+# HTTP cache stores nothing from this registry, which answers without Cache-Control, ETag or Last-Modified.
 # DeepSpeed without build isolation (its build imports torch; no ops are built at install: CPU runs use a
 # torch optimizer), then slinkyml itself with its extras, then the one op DeepSpeed needs on CPU.
 venv: $(VENV)/.installed $(VENV)/.compat
@@ -60,8 +63,10 @@ $(VENV)/.compat: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
-	$(TICK) "installing torch (about 4 GB to download the first time; pip's cache keeps it)" -- \
-	    $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt torch
+	$(TICK) "downloading torch into $(WHEELHOUSE) (about 4 GB, once per machine)" -- \
+	    bash slinkyml/data/shell/wheelhouse.sh $(PY) $(WHEELHOUSE) constraints.txt torch
+	$(TICK) "installing torch from $(WHEELHOUSE)" -- $(PY) -m pip install -q --disable-pip-version-check \
+	    --no-index --find-links $(WHEELHOUSE) -c constraints.txt torch
 	DS_BUILD_OPS=0 $(TICK) "installing DeepSpeed" -- $(PY) -m pip install -q --disable-pip-version-check \
 	    --no-build-isolation -c constraints.txt 'deepspeed>=0.16'
 	$(TICK) "installing slinkyml and its extras" -- \
