@@ -243,6 +243,15 @@ def terms_text(terms: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- the docs' section (docs/cluster-and-eks.md)
 
 
+def project_image_name(image: str) -> str | None:
+    """``<name>`` of an image this repository builds (``[registry/]slinkyml/<name>:<tag>``, containers/<name>),
+    whether or not containers/ has it; None for any other image."""
+    repository = image.split("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return f"/{repository}".rsplit("/slinkyml/", 1)[1] if "/slinkyml/" in f"/{repository}" else None
+
+
 def requirements_markdown() -> str:
     """The docs' section "What you need in the cluster" (docs/cluster-and-eks.md), in install order, from the same data the
     renderer and ``cluster validate`` use (each render's ``INSTALL.md`` is the per-cluster list)."""

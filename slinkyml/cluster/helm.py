@@ -11,7 +11,7 @@ from typing import Any
 
 from slinkyml import DATA_DIR, specload
 from slinkyml.cluster import names, storage, workers
-from slinkyml.cluster.spec import SlurmCluster, default_image, login_image
+from slinkyml.cluster.spec import SlurmCluster, default_image, login_image, worker_image
 
 VALUES_FILE = DATA_DIR / "helm" / "slurm-values.yaml"
 
@@ -90,12 +90,12 @@ def render_values(c: SlurmCluster) -> dict[str, Any]:
     nodesets: dict[str, Any] = {}
     for ns in c.node_sets:
         template = workers.nodeset_pod_template(c, ns)
-        image = split_image(workers.slurmd_image(c, ns))
+        image = split_image(worker_image(c, ns))
         entry: dict[str, Any] = {
             "enabled": True,
             "replicas": ns.count,
             "slurmd": {"image": image, "resources": workers.slurmd_resources(ns)},
-            "logfile": {"image": split_image(workers.slurmd_image(c, ns))},
+            "logfile": {"image": split_image(worker_image(c, ns))},
             "extraConf": workers.slurmd_conf(ns),
             "partition": {"enabled": False},
             "updateStrategy": {"type": "OnDelete"},

@@ -175,10 +175,9 @@ def project_images(objs: list[dict[str, Any]]) -> dict[str, str]:
     for o in objs:
         field = _PROJECT_IMAGE_FIELDS.get(str(o.get("kind")))
         image = dig(o, "spec", field, "image") if field else None
-        if isinstance(image, str) and "/slinkyml/" in image:
-            name = image.rsplit("/slinkyml/", 1)[1].split(":", 1)[0].split("@", 1)[0]
-            if name in known:
-                found.setdefault(image, name)
+        name = addons.project_image_name(image) if isinstance(image, str) else None
+        if isinstance(image, str) and name is not None and name in known:
+            found.setdefault(image, name)
     return found
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from slinkyml import DATA_DIR
 from slinkyml.cluster import helm, karpenter, names, secrets, storage, workers
 from slinkyml.cluster.install import ANNOTATION_OPERATOR, install_markdown, install_script, install_steps
-from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image, login_image
+from slinkyml.cluster.spec import SlurmCluster, SlurmNodeSet, default_image, login_image, worker_image
 
 SLINKY_API = "slinky.slurm.net/v1beta1"
 
@@ -81,7 +81,7 @@ def render_controller(c: SlurmCluster) -> dict[str, Any]:
 
 def render_nodeset(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     _, mounts = storage.fsx_volume(c)
-    image = workers.slurmd_image(c, ns)
+    image = worker_image(c, ns)
     slurmd: dict[str, Any] = {"image": image, "resources": workers.slurmd_resources(ns)}
     if mounts:
         slurmd["volumeMounts"] = mounts

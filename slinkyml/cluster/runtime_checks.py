@@ -316,8 +316,7 @@ def image_issues(o: dict[str, Any]) -> list[Issue]:
                 out.append(Issue(describe(o), where, f"{image!r}: Slurm {m.group(1)} is below the operator's "
                                  f"minimum-slurm-version {minimum} (slurm-operator "
                                  f"{release['name']}, helm/slurm-operator/Chart.yaml)"))
-        elif "/slinkyml/" in f"/{repo}":
-            name = f"/{repo}".rsplit("/slinkyml/", 1)[1]
+        elif (name := addons.project_image_name(image)) is not None:
             if name not in data["project_images"]:
                 out.append(Issue(describe(o), where, f"{image!r}: slinkyml builds no image '{name}' "
                                  f"(containers/: {', '.join(data['project_images'])})"))

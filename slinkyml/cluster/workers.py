@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from slinkyml.cluster import addons, karpenter, names, storage
-from slinkyml.cluster.spec import MAX_NODES, SlurmCluster, SlurmNodeSet, worker_image
+from slinkyml.cluster.spec import MAX_NODES, SlurmCluster, SlurmNodeSet
 from slinkyml.instances import InstanceType, get_instance_type
 from slinkyml.slurm.conf import SlurmConf, SlurmConfBuilder, pairs
 
@@ -208,5 +208,3 @@ def nodeset_pod_template(c: SlurmCluster, ns: SlurmNodeSet) -> dict[str, Any]:
     }
 
 
-def slurmd_image(c: SlurmCluster, ns: SlurmNodeSet) -> str:
-    return worker_image(c, ns)
